@@ -1,0 +1,85 @@
+"""exec: how the forward pass executes (kernels, graphs, MoE, Mamba, overlap)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBackendName
+from config_bags.bags.base import Bag
+from config_bags.constraints import BatchSizes, PositiveInt
+from config_bags.leaf import leaf
+
+MoeRunnerBackend = Literal["auto", "torch_native", "triton"]
+MambaSsmDtype = Literal["float32", "bfloat16", "float16"]
+
+
+class KernelBag(Bag, frozen=True, kw_only=True):
+    """Attention kernels. The split fields win over the base field for their half."""
+
+    attention_backend: Annotated[
+        AttentionBackendName | None, leaf("Attention backend for both prefill and decode (unset: torch_native).", hot=False)
+    ] = None
+    prefill_attention_backend: Annotated[
+        AttentionBackendName | None, leaf("Attention backend for prefill/extend (unset: attention_backend).", hot=False)
+    ] = None
+    decode_attention_backend: Annotated[
+        AttentionBackendName | None, leaf("Attention backend for decode (unset: attention_backend).", hot=False)
+    ] = None
+    linear_attn_backend: Annotated[
+        LinearAttnBackendName | None, leaf("Linear-attention kernels for both phases (unset: triton).", hot=False)
+    ] = None
+    linear_attn_prefill_backend: Annotated[
+        LinearAttnBackendName | None, leaf("Linear-attention prefill kernel as the operator named it.", hot=False)
+    ] = None
+    linear_attn_decode_backend: Annotated[
+        LinearAttnBackendName | None, leaf("Linear-attention decode kernel as the operator named it.", hot=False)
+    ] = None
+
+
+class GraphBag(Bag, frozen=True, kw_only=True):
+    """Captured decode graphs."""
+
+    disable_cuda_graph: Annotated[bool, leaf("Run decode eagerly instead of replaying captured graphs.", hot=False)] = False
+    cuda_graph_max_bs: Annotated[PositiveInt, leaf("Largest decode batch captured as a graph.", hot=False)] = 160
+    cuda_graph_decode_bs: Annotated[
+        BatchSizes | None, leaf("Decode batch sizes captured as graphs (unset: derived from cuda_graph_max_bs).", hot=False),
+    ] = None
+
+    def __post_init__(self) -> None:
+        if self.cuda_graph_decode_bs is not None and list(self.cuda_graph_decode_bs) != sorted(set(self.cuda_graph_decode_bs)):
+            raise ValueError(f"cuda_graph_decode_bs must be strictly increasing, got {list(self.cuda_graph_decode_bs)}")
+
+
+class MoeBag(Bag, frozen=True, kw_only=True):
+    """Mixture-of-experts execution."""
+
+    moe_runner_backend: Annotated[MoeRunnerBackend, leaf("Kernel family running the expert MLPs.", hot=False)] = "auto"
+    ep_size: Annotated[PositiveInt, leaf("Expert-parallel degree.", hot=False)] = 1
+    disable_shared_experts_fusion: Annotated[bool, leaf("Keep shared experts out of the routed-expert kernel.", hot=False)] = False
+
+
+class MambaBag(Bag, frozen=True, kw_only=True):
+    """State-space and linear-attention layer state."""
+
+    mamba_ssm_dtype: Annotated[MambaSsmDtype, leaf("Element type of the recurrent SSM state.", hot=False)] = "float32"
+    max_mamba_cache_size: Annotated[PositiveInt | None, leaf("Recurrent-state slots (unset: max_running_requests plus headroom).", hot=False)
+    ] = None
+
+
+class OverlapBag(Bag, frozen=True, kw_only=True):
+    """Overlapping CPU scheduling with device compute."""
+
+    disable_overlap_schedule: Annotated[bool, leaf("Schedule the next batch only after the current one finishes.", hot=False)] = False
+    enable_two_batch_overlap: Annotated[bool, leaf("Split each batch in two and overlap their communication.", hot=False)] = False
+
+
+class ExecBag(Bag, frozen=True, kw_only=True):
+    """Execution: the five sub-bags."""
+
+    kernel: KernelBag = msgspec.field(default_factory=KernelBag)
+    graph: GraphBag = msgspec.field(default_factory=GraphBag)
+    moe: MoeBag = msgspec.field(default_factory=MoeBag)
+    mamba: MambaBag = msgspec.field(default_factory=MambaBag)
+    overlap: OverlapBag = msgspec.field(default_factory=OverlapBag)

@@ -1,0 +1,20 @@
+"""serving: the HTTP front door."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from config_bags.bags.base import Bag
+from config_bags.constraints import NonEmptyStr, Port, PositiveInt
+from config_bags.leaf import leaf
+
+
+class ServingBag(Bag, frozen=True, kw_only=True):
+    """Listening address, authentication and per-request limits of the API."""
+
+    host: Annotated[NonEmptyStr, leaf("Address the HTTP server binds.", hot=False)] = "127.0.0.1"
+    port: Annotated[Port, leaf("Port the HTTP server binds.", hot=False)] = 30000
+    api_key: Annotated[NonEmptyStr | None, leaf("Bearer token every endpoint but /health requires (unset: open).", hot=False)
+    ] = None
+    max_n: Annotated[PositiveInt, leaf("Most choices (n) one completion request may ask for.", hot=True)] = 16
+    stream_interval: Annotated[PositiveInt, leaf("Decode steps between streamed chunks.", hot=True)] = 1

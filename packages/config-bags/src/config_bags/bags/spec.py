@@ -1,0 +1,43 @@
+"""spec: speculative decoding."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from config_bags.bags.base import Bag
+from config_bags.bags.attention_names import AttentionBackendName
+from config_bags.constraints import NonEmptyStr, PositiveInt
+from config_bags.leaf import leaf
+
+SpeculativeAlgorithm = Literal["ngram", "draft_model"]
+SpeculativeAttentionMode = Literal["prefill", "decode"]
+
+
+class SpecBag(Bag, frozen=True, kw_only=True):
+    """Speculative decoding: algorithm, draft shape and the draft's attention."""
+
+    speculative_algorithm: Annotated[
+        SpeculativeAlgorithm | None, leaf("Speculative decoding algorithm (unset: off).", hot=False)
+    ] = None
+    speculative_draft_model_path: Annotated[NonEmptyStr | None, leaf("Draft checkpoint directory for draft_model speculation.", hot=False)
+    ] = None
+    speculative_num_steps: Annotated[PositiveInt, leaf("Draft steps per verify.", hot=False)] = 3
+    speculative_eagle_topk: Annotated[PositiveInt, leaf("Branching factor of the draft tree per step.", hot=False)] = 1
+    speculative_num_draft_tokens: Annotated[PositiveInt, leaf("Draft tokens verified per step.", hot=False)] = 4
+    speculative_ngram_min_match_window: Annotated[PositiveInt, leaf("Shortest n-gram matched against the context.", hot=False)] = 1
+    speculative_ngram_max_match_window: Annotated[PositiveInt, leaf("Longest n-gram matched against the context.", hot=False)] = 12
+    speculative_attention_mode: Annotated[
+        SpeculativeAttentionMode, leaf("Which attention half serves the verify pass.", hot=False)
+    ] = "prefill"
+    speculative_draft_attention_backend: Annotated[
+        AttentionBackendName | None, leaf("Attention backend of the draft runner (unset: the target's pair).", hot=False)
+    ] = None
+
+    def __post_init__(self) -> None:
+        if self.speculative_ngram_min_match_window > self.speculative_ngram_max_match_window:
+            raise ValueError(
+                "speculative_ngram_min_match_window must not exceed speculative_ngram_max_match_window "
+                f"({self.speculative_ngram_min_match_window} > {self.speculative_ngram_max_match_window})"
+            )
+        if self.speculative_algorithm == "draft_model" and self.speculative_draft_model_path is None:
+            raise ValueError("speculative_algorithm draft_model needs speculative_draft_model_path")

@@ -1,0 +1,140 @@
+"""Derived values: pure `*_of(bag, ...)` helpers, each with an accessor over the published bags.
+
+A consumer asks the accessor at the moment of use, so a derived value follows an override
+exactly like a leaf does. The record's own derived members (in `serve`) call the same helpers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from config_bags.bags import GraphBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
+from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBackendName
+from config_bags.errors import LeafValueError
+from config_bags.state import get_exec, get_parallel, get_schedule, get_spec
+
+DEFAULT_ATTENTION_BACKEND: AttentionBackendName = "torch_native"
+DEFAULT_LINEAR_ATTN_BACKEND: LinearAttnBackendName = "triton"
+
+
+class AttentionBackends(NamedTuple):
+    """The attention backend of each half, with the base-field fallback applied."""
+
+    prefill: AttentionBackendName
+    decode: AttentionBackendName
+
+
+class LinearAttnBackends(NamedTuple):
+    """The linear-attention kernels of each phase; verify runs with the prefill kernel."""
+
+    decode: LinearAttnBackendName
+    prefill: LinearAttnBackendName
+    verify: LinearAttnBackendName
+
+
+def attention_backends_of(kernel: KernelBag) -> AttentionBackends:
+    """(prefill, decode): each split field if set, else the base field, else torch_native."""
+    base = kernel.attention_backend or DEFAULT_ATTENTION_BACKEND
+    return AttentionBackends(
+        prefill=kernel.prefill_attention_backend or base,
+        decode=kernel.decode_attention_backend or base,
+    )
+
+
+def attention_backends() -> AttentionBackends:
+    """`attention_backends_of` over the published exec.kernel bag."""
+    return attention_backends_of(get_exec().kernel)
+
+
+def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
+    """Linear-attention kernels per phase. An operator's explicit split field wins over
+    `prefill_default` (a per-runner default the caller stamps on its runner, never records)."""
+    base = kernel.linear_attn_backend or DEFAULT_LINEAR_ATTN_BACKEND
+    prefill = kernel.linear_attn_prefill_backend or prefill_default or base
+    return LinearAttnBackends(decode=kernel.linear_attn_decode_backend or base, prefill=prefill, verify=prefill)
+
+
+def linear_attn_backends(prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
+    """`linear_attn_backends_of` over the published exec.kernel bag."""
+    return linear_attn_backends_of(get_exec().kernel, prefill_default)
+
+
+def max_prefill_buffer_tokens_of(schedule: ScheduleBag, parallel: ParallelBag) -> int:
+    """Prompt tokens the prefill buffers must hold: one step's prefill budget (the larger of
+    max_prefill_tokens and the chunk size when chunking) for each pipeline stage in flight."""
+    per_step = schedule.max_prefill_tokens
+    if schedule.chunked_prefill_size != -1:
+        per_step = max(per_step, schedule.chunked_prefill_size)
+    return per_step * parallel.pp_size
+
+
+def max_prefill_buffer_tokens() -> int:
+    """`max_prefill_buffer_tokens_of` over the published schedule and parallel bags."""
+    return max_prefill_buffer_tokens_of(get_schedule(), get_parallel())
+
+
+def max_speculative_num_draft_tokens_of(spec: SpecBag) -> int:
+    """The most draft tokens one verify pass adds per request: 0 without speculation; the
+    configured count for ngram; for a draft model, capped by what its steps can propose."""
+    if spec.speculative_algorithm is None:
+        return 0
+    if spec.speculative_algorithm == "ngram":
+        return spec.speculative_num_draft_tokens
+    return min(spec.speculative_num_draft_tokens, spec.speculative_num_steps * spec.speculative_eagle_topk + 1)
+
+
+def max_speculative_num_draft_tokens() -> int:
+    """`max_speculative_num_draft_tokens_of` over the published spec bag."""
+    return max_speculative_num_draft_tokens_of(get_spec())
+
+
+def cuda_graph_decode_bs_of(graph: GraphBag) -> tuple[int, ...]:
+    """Decode batch sizes to capture: the explicit list, else 1, 2, 4, 8 then every 8 up to the max."""
+    if graph.cuda_graph_decode_bs is not None:
+        return graph.cuda_graph_decode_bs
+    sizes = [bs for bs in (1, 2, 4) if bs <= graph.cuda_graph_max_bs]
+    sizes += list(range(8, graph.cuda_graph_max_bs + 1, 8))
+    if sizes[-1] != graph.cuda_graph_max_bs:
+        sizes.append(graph.cuda_graph_max_bs)
+    return tuple(sizes)
+
+
+def cuda_graph_decode_bs() -> tuple[int, ...]:
+    """`cuda_graph_decode_bs_of` over the published exec.graph bag."""
+    return cuda_graph_decode_bs_of(get_exec().graph)
+
+
+def max_total_tokens_of(memory: MemoryBag, kv_bytes_per_token: int) -> int:
+    """KV-cache slots: max_total_tokens when set, else kv_cache_memory_mb over the per-token size."""
+    if kv_bytes_per_token < 1:
+        raise ValueError(f"kv_bytes_per_token must be positive, got {kv_bytes_per_token}")
+    if memory.max_total_tokens is not None:
+        return memory.max_total_tokens
+    return max(1, memory.kv_cache_memory_mb * 1024 * 1024 // kv_bytes_per_token)
+
+
+def context_length_of(model: ModelBag, model_max_length: int) -> int:
+    """The served context length: the configured one, which may not exceed the model's own
+    maximum, else the model's maximum."""
+    if model.context_length is None:
+        return model_max_length
+    if model.context_length > model_max_length:
+        raise LeafValueError(
+            f"context_length {model.context_length} exceeds the model's maximum of {model_max_length} tokens; "
+            f"accepted: 1 to {model_max_length}, or unset"
+        )
+    return model.context_length
+
+
+def chunk_size_of(schedule: ScheduleBag) -> int | None:
+    """The prefill chunk in tokens, truncated down to a whole number of pages (at least one
+    page); None when chunking is disabled."""
+    if schedule.chunked_prefill_size == -1:
+        return None
+    page = schedule.page_size
+    return max(page, schedule.chunked_prefill_size // page * page)
+
+
+def chunk_size() -> int | None:
+    """`chunk_size_of` over the published schedule bag."""
+    return chunk_size_of(get_schedule())

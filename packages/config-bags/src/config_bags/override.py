@@ -1,0 +1,142 @@
+"""Changing leaves after publish: validate every leaf first, then swap, log and notify."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import msgspec
+
+from config_bags.bags import Bags
+from config_bags.bags.base import Bag
+from config_bags.errors import ColdLeafError, LeafValueError
+from config_bags.publish import published_bags
+from config_bags.schema import LeafSpec, leaf_spec
+from config_bags.state import PROCESS, LeafChange, OverrideRecord, install
+
+logger = logging.getLogger("config_bags")
+
+
+def checked_value(spec: LeafSpec, value: Any) -> Any:
+    """`value` converted to the leaf's type, or LeafValueError naming the leaf and what it accepts."""
+    try:
+        return msgspec.convert(value, spec.annotation, strict=True)
+    except msgspec.ValidationError as err:
+        raise LeafValueError(f"{spec.name}: {err} (got {value!r}); accepted: {spec.accepts()}") from None
+
+
+def with_leaves(bags: Bags, leaves: Mapping[str, Any]) -> Bags:
+    """New bags equal to `bags` with `leaves` replaced, after checking each leaf and each touched bag.
+
+    Pure: nothing is published. Raises UnknownLeafError or LeafValueError and returns nothing
+    when any leaf is refused.
+    """
+    by_bag: dict[tuple[str, ...], dict[str, Any]] = {}
+    for name, value in leaves.items():
+        spec = leaf_spec(name)
+        by_bag.setdefault(spec.path[:-1], {})[name] = checked_value(spec, value)
+    try:
+        return _replace_nested(bags, (), by_bag)
+    except ValueError as err:  # a bag's cross-leaf check (__post_init__)
+        raise LeafValueError(str(err)) from None
+
+
+def _replace_nested(bag: Bag, path: tuple[str, ...], by_bag: Mapping[tuple[str, ...], dict[str, Any]]) -> Any:
+    changes: dict[str, Any] = dict(by_bag.get(path, {}))
+    for sub_path in {p[: len(path) + 1] for p in by_bag if len(p) > len(path) and p[: len(path)] == path}:
+        child = sub_path[-1]
+        changes[child] = _replace_nested(getattr(bag, child), sub_path, by_bag)
+    return msgspec.structs.replace(bag, **changes) if changes else bag
+
+
+def _refuse_cold(names: list[str]) -> None:
+    cold = [leaf_spec(n) for n in names if not leaf_spec(n).hot]
+    if cold:
+        which = ", ".join(f"{s.name} ({s.namespace}: {s.help})" for s in cold)
+        raise ColdLeafError(
+            f"cold leaf cannot change while serving: {which}; cold leaves are fixed once begin_serving() ran, "
+            "set them at launch instead"
+        )
+
+
+def override(source: str, **leaves: Any) -> OverrideRecord:
+    """Change leaves of the published bags, all or none.
+
+    Every leaf is checked first (it exists, its type, its constraints, each touched bag's
+    cross-leaf checks, and after `begin_serving()` that it is hot). Only then are the new frozen
+    bags installed, the change appended to `overrides_log()` and the subscribers called.
+    A refused override raises and changes nothing.
+    """
+    if not source:
+        raise ValueError("override() needs a non-empty source naming who asked for the change")
+    if not leaves:
+        raise ValueError("override() needs at least one leaf=value")
+    current = published_bags()
+    for name in leaves:
+        leaf_spec(name)
+    if PROCESS.serving:
+        _refuse_cold(list(leaves))
+    new = with_leaves(current, leaves)
+    changes = tuple(
+        LeafChange(leaf=name, old=_leaf_value(current, name), new=_leaf_value(new, name)) for name in leaves
+    )
+    record = OverrideRecord(source=source, time=time.time(), changes=changes)
+    install(new)
+    PROCESS.log.append(record)
+    logger.info(
+        "override by %s: %s", source, ", ".join(f"{c.leaf} {c.old!r} -> {c.new!r}" for c in changes)
+    )
+    _notify(record)
+    return record
+
+
+def _leaf_value(bags: Bags, name: str) -> Any:
+    node: Any = bags
+    for part in leaf_spec(name).path:
+        node = getattr(node, part)
+    return node
+
+
+def leaf_value(name: str) -> Any:
+    """The published value of one leaf, by flat name."""
+    return _leaf_value(published_bags(), name)
+
+
+def _notify(record: OverrideRecord) -> None:
+    failures: list[str] = []
+    for callback in list(PROCESS.subscribers):
+        try:
+            callback(record)
+        except Exception as err:  # every subscriber hears about the change even if one fails
+            failures.append(f"{getattr(callback, '__qualname__', callback)!s}: {err!r}")
+    if failures:
+        raise RuntimeError(f"override applied, but subscribers failed: {'; '.join(failures)}")
+
+
+def overrides_log() -> list[OverrideRecord]:
+    """Every override applied since the last publish, oldest first."""
+    return list(PROCESS.log)
+
+
+def on_override(callback: Callable[[OverrideRecord], None]) -> Callable[[], None]:
+    """Call `callback(record)` after each applied override; returns a function that unsubscribes."""
+    PROCESS.subscribers.append(callback)
+
+    def unsubscribe() -> None:
+        if callback in PROCESS.subscribers:
+            PROCESS.subscribers.remove(callback)
+
+    return unsubscribe
+
+
+@contextmanager
+def overriding(source: str = "test", **leaves: Any) -> Iterator[OverrideRecord]:
+    """Override `leaves` for the duration of a `with` block, then put back the values they had."""
+    record = override(source, **leaves)
+    try:
+        yield record
+    finally:
+        override(f"{source}:restore", **{c.leaf: c.old for c in record.changes})
