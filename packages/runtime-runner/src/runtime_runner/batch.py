@@ -1,0 +1,73 @@
+"""The batch the runner accepts, declared as protocols: any object with these attributes fits.
+
+The scheduler's batch satisfies these structurally; the two packages never import each other.
+Read-only properties are used so that plain attributes, frozen structs and properties all fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+ForwardMode = Literal["extend", "decode", "mixed"]
+
+
+class SamplingView(Protocol):
+    """One request's sampling parameters."""
+
+    @property
+    def temperature(self) -> float: ...  # 0 means greedy
+    @property
+    def top_p(self) -> float: ...  # 1.0 disables
+    @property
+    def top_k(self) -> int: ...  # -1 disables
+    @property
+    def min_p(self) -> float: ...  # 0.0 disables
+    @property
+    def repetition_penalty(self) -> float: ...  # 1.0 disables; over prompt and output tokens
+    @property
+    def frequency_penalty(self) -> float: ...  # 0.0 disables; over output tokens
+    @property
+    def presence_penalty(self) -> float: ...  # 0.0 disables; over output tokens
+    @property
+    def seed(self) -> int | None: ...  # same seed, same tokens
+    @property
+    def logprobs(self) -> bool: ...  # report the chosen token's logprob
+    @property
+    def top_logprobs(self) -> int: ...  # how many alternatives to report (0: none)
+
+
+class RequestView(Protocol):
+    """One request's part of a batch."""
+
+    @property
+    def rid(self) -> str: ...
+    @property
+    def prefix_len(self) -> int: ...  # tokens whose KV is already in the pool before this step
+    @property
+    def extend_len(self) -> int: ...  # tokens computed this step (1 for a decode)
+    @property
+    def page_table(self) -> Sequence[int]: ...  # pages holding tokens [0, prefix_len + extend_len)
+    @property
+    def sample(self) -> bool: ...  # False for a prefill chunk that is not the prompt's last
+    @property
+    def sampling(self) -> SamplingView: ...
+    @property
+    def prompt_ids(self) -> Sequence[int]: ...
+    @property
+    def output_ids(self) -> Sequence[int]: ...  # tokens generated so far (penalties, seeded steps)
+
+
+class ForwardBatchView(Protocol):
+    """What one `forward(batch)` computes: the new tokens of each request, request by request."""
+
+    @property
+    def forward_mode(self) -> ForwardMode: ...
+    @property
+    def input_ids(self) -> Sequence[int]: ...  # sum of extend_len tokens, in request order
+    @property
+    def positions(self) -> Sequence[int]: ...  # position of each input token in its sequence
+    @property
+    def out_cache_loc(self) -> Sequence[int]: ...  # KV slot each input token is written to
+    @property
+    def requests(self) -> Sequence[RequestView]: ...
