@@ -39,9 +39,10 @@ def with_leaves(bags: Bags, leaves: Mapping[str, Any]) -> Bags:
         spec = leaf_spec(name)
         by_bag.setdefault(spec.path[:-1], {})[name] = checked_value(spec, value)
     try:
-        return _replace_nested(bags, (), by_bag)
+        new: Bags = _replace_nested(bags, (), by_bag)
     except ValueError as err:  # a bag's cross-leaf check (__post_init__)
         raise LeafValueError(str(err)) from None
+    return new
 
 
 def _replace_nested(bag: Bag, path: tuple[str, ...], by_bag: Mapping[tuple[str, ...], dict[str, Any]]) -> Any:

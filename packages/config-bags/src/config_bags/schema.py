@@ -129,7 +129,7 @@ def _walk(cls: type[Bag], prefix: tuple[str, ...]) -> list[LeafSpec]:
                 value_type=value_type,
                 default=getattr(defaults, name),
                 help=meta.description or "",
-                hot=bool(meta.extra[HOT_KEY]),
+                hot=bool((meta.extra or {})[HOT_KEY]),
             )
         )
     return found

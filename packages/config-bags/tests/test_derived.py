@@ -1,0 +1,100 @@
+"""Derived helpers are pure over bags, and their accessors follow an override."""
+
+import pytest
+
+import config_bags
+from config_bags import (
+    Bags,
+    GraphBag,
+    KernelBag,
+    MemoryBag,
+    ModelBag,
+    ParallelBag,
+    ScheduleBag,
+    SpecBag,
+)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "pair"),
+    [
+        (KernelBag(), ("torch_native", "torch_native")),
+        (KernelBag(attention_backend="triton"), ("triton", "triton")),
+        (KernelBag(prefill_attention_backend="flashinfer"), ("flashinfer", "torch_native")),
+        (KernelBag(decode_attention_backend="triton"), ("torch_native", "triton")),
+        (KernelBag(attention_backend="triton", prefill_attention_backend="flashinfer"), ("flashinfer", "triton")),
+    ],
+)
+def test_attention_backends_apply_the_base_field_fallback(kernel: KernelBag, pair: tuple[str, str]) -> None:
+    assert tuple(config_bags.attention_backends_of(kernel)) == pair
+
+
+def test_a_split_only_launch_never_answers_from_the_unset_base_field(published: Bags) -> None:
+    """The base field is None here; every consumer asks the pair, which carries the split choice."""
+    config_bags.override("startup", prefill_attention_backend="triton")
+    assert config_bags.get_exec().kernel.attention_backend is None
+    assert config_bags.attention_backends().prefill == "triton"
+    assert config_bags.attention_backends().decode == "torch_native"
+
+
+def test_linear_attn_backends_explicit_flag_wins_over_a_runner_default() -> None:
+    kernel = KernelBag(linear_attn_backend="torch_native")
+    assert config_bags.linear_attn_backends_of(kernel, "flashinfer") == ("torch_native", "flashinfer", "flashinfer")
+    explicit = KernelBag(linear_attn_prefill_backend="triton")
+    assert config_bags.linear_attn_backends_of(explicit, "flashinfer").prefill == "triton"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "tokens"),
+    [
+        (ScheduleBag(max_prefill_tokens=4096, chunked_prefill_size=8192), 1, 8192),
+        (ScheduleBag(max_prefill_tokens=4096, chunked_prefill_size=1024), 1, 4096),
+        (ScheduleBag(max_prefill_tokens=4096, chunked_prefill_size=-1), 2, 8192),
+    ],
+)
+def test_max_prefill_buffer_tokens_of(schedule: ScheduleBag, pp: int, tokens: int) -> None:
+    assert config_bags.max_prefill_buffer_tokens_of(schedule, ParallelBag(pp_size=pp)) == tokens
+
+
+def test_max_speculative_num_draft_tokens_of() -> None:
+    assert config_bags.max_speculative_num_draft_tokens_of(SpecBag()) == 0
+    assert config_bags.max_speculative_num_draft_tokens_of(SpecBag(speculative_algorithm="ngram", speculative_num_draft_tokens=8)) == 8
+    draft = SpecBag(
+        speculative_algorithm="draft_model", speculative_draft_model_path="/m", speculative_num_steps=2,
+        speculative_num_draft_tokens=8,
+    )
+    assert config_bags.max_speculative_num_draft_tokens_of(draft) == 3
+
+
+def test_cuda_graph_decode_bs_of() -> None:
+    assert config_bags.cuda_graph_decode_bs_of(GraphBag(cuda_graph_max_bs=20)) == (1, 2, 4, 8, 16, 20)
+    assert config_bags.cuda_graph_decode_bs_of(GraphBag(cuda_graph_max_bs=2)) == (1, 2)
+    assert config_bags.cuda_graph_decode_bs_of(GraphBag(cuda_graph_decode_bs=(3, 5))) == (3, 5)
+
+
+def test_max_total_tokens_and_context_length_of() -> None:
+    assert config_bags.max_total_tokens_of(MemoryBag(kv_cache_memory_mb=1), 1024) == 1024
+    assert config_bags.max_total_tokens_of(MemoryBag(max_total_tokens=77), 1024) == 77
+    with pytest.raises(ValueError, match="kv_bytes_per_token must be positive"):
+        config_bags.max_total_tokens_of(MemoryBag(), 0)
+    assert config_bags.context_length_of(ModelBag(), 2048) == 2048
+    assert config_bags.context_length_of(ModelBag(context_length=512), 2048) == 512
+    with pytest.raises(config_bags.LeafValueError, match="context_length 4096 exceeds the model's maximum of 2048 tokens"):
+        config_bags.context_length_of(ModelBag(context_length=4096), 2048)
+
+
+def test_chunk_size_is_page_aligned() -> None:
+    assert config_bags.chunk_size_of(ScheduleBag(chunked_prefill_size=100, page_size=16)) == 96
+    assert config_bags.chunk_size_of(ScheduleBag(chunked_prefill_size=10, page_size=16)) == 16
+    assert config_bags.chunk_size_of(ScheduleBag(chunked_prefill_size=-1)) is None
+
+
+def test_derived_accessors_follow_an_override(published: Bags) -> None:
+    assert config_bags.max_prefill_buffer_tokens() == 16384
+    config_bags.override("admin", max_prefill_tokens=1024, chunked_prefill_size=512)
+    assert config_bags.max_prefill_buffer_tokens() == 1024
+    assert config_bags.chunk_size() == 512
+    config_bags.override("startup", speculative_algorithm="ngram", speculative_num_draft_tokens=5, cuda_graph_max_bs=4)
+    assert config_bags.max_speculative_num_draft_tokens() == 5
+    assert config_bags.cuda_graph_decode_bs() == (1, 2, 4)
+    assert config_bags.linear_attn_backends().decode == "triton"

@@ -1,0 +1,64 @@
+"""Roles: the table, and the three modes chosen by CONFIG_BAGS_ROLE_CHECK at import."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import config_bags
+from config_bags.roles import ROLE_READS, RoleCheckMode
+
+PROBE = """
+import config_bags as c
+c.publish(c.Bags(), role="detokenizer")
+c.get_model().model_path
+try:
+    c.get_schedule().page_size
+    print("read ok")
+except c.RoleViolationError as e:
+    print("refused:", e)
+print("violations:", [(v.role, v.namespace) for v in c.role_violations()])
+print("mode:", c.ROLE_CHECK_MODE.value)
+"""
+
+
+def _probe(mode: str) -> str:
+    env = {**os.environ, "CONFIG_BAGS_ROLE_CHECK": mode}
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+def test_every_role_reads_known_namespaces() -> None:
+    for role, namespaces in ROLE_READS.items():
+        assert namespaces <= config_bags.roles.ALL_NAMESPACES, role
+    assert ROLE_READS["standalone"] == config_bags.roles.ALL_NAMESPACES
+
+
+def test_off_mode_checks_nothing() -> None:
+    out = _probe("off")
+    assert "read ok" in out and "violations: []" in out and "mode: off" in out
+
+
+def test_record_mode_remembers_reads_outside_the_role() -> None:
+    out = _probe("record")
+    assert "read ok" in out
+    assert "violations: [('detokenizer', 'schedule')]" in out
+
+
+def test_enforce_mode_refuses_reads_outside_the_role() -> None:
+    out = _probe("enforce")
+    assert "refused: role 'detokenizer' read namespace 'schedule'; it reads only: model, observability, serving" in out
+
+
+def test_an_unknown_mode_is_refused_at_import() -> None:
+    out = _probe("loud")
+    assert "CONFIG_BAGS_ROLE_CHECK='loud' is not a role-check mode; accepted: off, record, enforce" in out
+
+
+def test_off_mode_puts_nothing_on_the_read_path() -> None:
+    """In off mode the accessor body is only the publish check; no role lookup is compiled in."""
+    if config_bags.ROLE_CHECK_MODE is not RoleCheckMode.OFF:
+        pytest.skip("this process runs with role checking on")
+    names = config_bags.get_schedule.__code__.co_names
+    assert "check_role_read" not in names and "PROCESS" not in names

@@ -1,0 +1,85 @@
+"""The leaf table: unique names, every leaf declared fully, the leaves the mission names."""
+
+import typing
+
+import msgspec
+import pytest
+
+import config_bags
+from config_bags.bags.base import Bag
+from config_bags.leaf import leaf
+
+NAMED_BY_UPSTREAM = {
+    "page_size", "chunked_prefill_size", "max_running_requests", "max_prefill_tokens", "schedule_policy",
+    "attention_backend", "prefill_attention_backend", "decode_attention_backend", "linear_attn_backend",
+    "linear_attn_prefill_backend", "linear_attn_decode_backend", "cuda_graph_decode_bs", "cuda_graph_max_bs",
+    "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+    "speculative_attention_mode", "speculative_draft_attention_backend", "enable_hierarchical_cache",
+    "mm_feature_transport", "tp_size", "pp_size", "dp_size", "disaggregation_mode", "model_path", "dtype",
+    "context_length", "kv_cache_dtype", "max_total_tokens", "host", "port", "api_key", "log_level",
+    "enable_metrics", "device", "random_seed",
+}
+
+
+def test_leaf_names_are_unique_across_bags() -> None:
+    """A flat flag name must map to exactly one leaf.
+
+    Reverse-verified: adding `page_size` to MemoryBag made this fail naming both bags."""
+    names = [spec.name for spec in config_bags.all_leaves()]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    assert duplicates == []
+    assert len(config_bags.leaf_specs()) == len(names)
+
+
+def test_the_leaves_the_upstream_history_names_exist() -> None:
+    assert NAMED_BY_UPSTREAM - set(config_bags.leaf_specs()) == set()
+
+
+def test_every_namespace_of_the_mission_is_a_bag() -> None:
+    assert set(config_bags.namespaces()) == {
+        "schedule", "memory", "model", "parallel", "spec", "exec.kernel", "exec.graph", "exec.moe",
+        "exec.mamba", "exec.overlap", "disagg", "mm", "serving", "observability", "device",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(config_bags.leaf_specs()))
+def test_every_leaf_has_help_a_valid_default_and_a_temperature(name: str) -> None:
+    spec = config_bags.leaf_spec(name)
+    assert spec.help and "\n" not in spec.help
+    assert isinstance(spec.hot, bool)
+    assert config_bags.checked_value(spec, spec.default) == spec.default
+
+
+def test_constraints_and_choices_are_declared_on_the_leaf() -> None:
+    assert config_bags.leaf_spec("page_size").accepts() == "int >= 1"
+    assert config_bags.leaf_spec("port").accepts() == "int >= 1 and <= 65535"
+    assert config_bags.leaf_spec("schedule_policy").choices == ("fcfs", "lpm")
+    assert config_bags.leaf_spec("attention_backend").accepts() == "one of torch_native, triton, flashinfer, or unset"
+    assert config_bags.leaf_spec("max_queued_requests").optional
+
+
+def test_hot_and_cold_are_what_an_operator_would_expect() -> None:
+    assert config_bags.leaf_spec("max_running_requests").hot
+    assert config_bags.leaf_spec("schedule_policy").hot
+    assert not config_bags.leaf_spec("page_size").hot
+    assert not config_bags.leaf_spec("model_path").hot
+
+
+def test_a_field_without_leaf_annotation_is_refused() -> None:
+    class Broken(Bag, frozen=True, kw_only=True):
+        size: int = 1
+
+    with pytest.raises(TypeError, match=r"Broken.size is not declared with leaf\(\.\.\.\)"):
+        config_bags.schema._walk(Broken, ())
+
+
+def test_leaf_help_must_be_one_line() -> None:
+    with pytest.raises(ValueError, match="one non-empty line"):
+        leaf("two\nlines", hot=True)
+
+
+def test_bags_are_frozen_structs() -> None:
+    for cls in (config_bags.Bags, config_bags.ScheduleBag, config_bags.KernelBag):
+        assert issubclass(cls, msgspec.Struct)
+        assert cls.__struct_config__.frozen
+    assert typing.get_type_hints(config_bags.Bags)["exec"] is config_bags.ExecBag
