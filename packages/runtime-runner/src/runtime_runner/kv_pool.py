@@ -1,0 +1,59 @@
+"""The paged KV cache: per-layer K and V tensors of slots, grouped in pages of `page_size`.
+
+Sized once from the bags at construction (memory.max_total_tokens, or kv_cache_memory_mb over the
+per-token size). The page size is read from the bags whenever it is needed, never kept.
+"""
+
+from __future__ import annotations
+
+import torch
+from config_bags import get_memory, get_schedule, max_total_tokens_of
+
+from runtime_runner.errors import BatchError
+
+
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+    """Bytes one token's K and V take across all layers."""
+    return num_layers * 2 * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+
+class KVPool:
+    """K and V of every layer: `k[layer]`, `v[layer]` of shape [slots, kv_heads, head_dim]."""
+
+    def __init__(self, *, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        page_size = get_schedule().page_size
+        wanted = max_total_tokens_of(get_memory(), kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype))
+        slots = wanted // page_size * page_size
+        if slots == 0:
+            raise BatchError(f"the KV pool would hold {wanted} token slots, less than one page of {page_size}; "
+                             "accepted: memory.max_total_tokens (or kv_cache_memory_mb) of at least one page")
+        shape = (slots, num_kv_heads, head_dim)
+        self.k = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers))
+        self.v = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers))
+
+    @property
+    def num_slots(self) -> int:
+        """Token slots per layer."""
+        return int(self.k[0].shape[0])
+
+    @property
+    def num_pages(self) -> int:
+        """Pages of the published page size."""
+        return self.num_slots // get_schedule().page_size
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Element type of the cache."""
+        return self.k[0].dtype
+
+    def check_slots(self, slots: torch.Tensor) -> None:
+        """Refuse slot indices the pool does not hold (before anything is written)."""
+        if slots.numel() > self.num_slots:
+            raise BatchError(f"batch writes {slots.numel()} tokens but the KV pool holds only {self.num_slots} slots")
+        if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= self.num_slots):
+            raise BatchError(f"batch writes KV slots {int(slots.min())}..{int(slots.max())}; accepted: 0..{self.num_slots - 1}")
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots`."""
+        self.k[layer][slots] = k
+        self.v[layer][slots] = v

@@ -1,0 +1,154 @@
+"""The model runner: loads the served checkpoint, owns the KV pool, runs `forward(batch)`.
+
+Every setting comes from the published bags at the moment it is needed; a runner built with
+nothing published (a test, the one-batch benchmark) publishes the defaults first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from config_bags import Bags, attention_backends, context_length_of, get_device, get_memory, get_model, get_schedule, is_published, publish
+
+from runtime_runner.arch_config import ArchConfig, read_arch_config
+from runtime_runner.architectures import model_class_for
+from runtime_runner.attention_seam import AttentionBackend, AttentionBackendFactory, AttentionMetadata
+from runtime_runner.batch import ForwardBatchView
+from runtime_runner.decoder import DecoderForCausalLM
+from runtime_runner.default_model import ensure_default_model
+from runtime_runner.errors import BatchError
+from runtime_runner.kv_pool import KVPool
+from runtime_runner.output import ForwardOutput
+from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
+from runtime_runner.sampler import sample
+
+
+@dataclass(frozen=True)
+class BatchTensors:
+    """A checked batch on the device."""
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    out_cache_loc: torch.Tensor
+    metadata: AttentionMetadata
+
+
+def built_backend(factory: AttentionBackendFactory, name: str) -> AttentionBackend:
+    """Build the backend registered under `name` and stamp it with the effective name the factory answers."""
+    effective, backend = factory(name)
+    backend.stamp(effective)
+    return backend
+
+
+class ModelRunner:
+    """One model on one device with its paged KV cache."""
+
+    def __init__(self, attention_backend_factory: AttentionBackendFactory) -> None:
+        if not is_published():
+            publish(Bags(), role="standalone")
+        threads = get_device().cpu_threads
+        if threads is not None:
+            torch.set_num_threads(threads)
+        configured = get_model().model_path
+        model_dir = Path(configured) if configured is not None else ensure_default_model()
+        cfg = read_arch_config(model_dir)
+        device = device_of(get_device())
+        dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device)
+        self.model: DecoderForCausalLM = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device)
+        self.pool = KVPool(
+            num_layers=cfg.num_layers, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+            dtype=kv_dtype_of(get_memory(), dtype), device=device,
+        )
+        self._generator = torch.Generator().manual_seed(get_device().random_seed)
+        prefill, decode = attention_backends()
+        self._prefill_backend = built_backend(attention_backend_factory, prefill)
+        self._decode_backend = built_backend(attention_backend_factory, decode)
+
+    @property
+    def arch(self) -> ArchConfig:
+        """The loaded checkpoint's decoder shape."""
+        return self.model.cfg
+
+    @property
+    def context_length(self) -> int:
+        """Longest sequence served: model.context_length, capped by the model's maximum."""
+        return context_length_of(get_model(), self.model.cfg.max_position_embeddings)
+
+    @property
+    def prefill_attention_backend_name(self) -> str:
+        """The stamped effective name of the backend running extend and mixed batches."""
+        return self._prefill_backend.effective_name
+
+    @property
+    def decode_attention_backend_name(self) -> str:
+        """The stamped effective name of the backend running decode batches."""
+        return self._decode_backend.effective_name
+
+    def forward(self, batch: ForwardBatchView) -> ForwardOutput:
+        """Compute every request's new tokens, write their K/V into the pool, and sample the next token."""
+        with torch.inference_mode():
+            tensors = self._checked(batch)
+            backend = self._decode_backend if batch.forward_mode == "decode" else self._prefill_backend
+            backend.plan(tensors.metadata)
+            pool, scale, loc = self.pool, self.model.attention_scale, tensors.out_cache_loc
+
+            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                pool.write(layer, loc, k.to(pool.dtype), v.to(pool.dtype))
+                return backend.attend(q, pool.k[layer], pool.v[layer], scale=scale).to(q.dtype)
+
+            hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attend)
+            last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
+            logits = self.model.logits(hidden[last])
+            sampled = sample(logits, batch.requests, self._generator)
+        return ForwardOutput(sampled.token_ids, sampled.logprobs, sampled.top_logprobs, logits)
+
+    def _checked(self, batch: ForwardBatchView) -> BatchTensors:
+        """The batch as device tensors, refused with BatchError (before any pool write) when inconsistent."""
+        requests = batch.requests
+        if not requests:
+            raise BatchError("batch has no requests; accepted: at least one request")
+        prefix = [r.prefix_len for r in requests]
+        extend = [r.extend_len for r in requests]
+        tokens = sum(extend)
+        if min(extend) < 1 or min(prefix) < 0:
+            raise BatchError(f"extend_len must be >= 1 and prefix_len >= 0; got extend_len {extend}, prefix_len {prefix}")
+        if batch.forward_mode == "decode" and max(extend) != 1:
+            raise BatchError(f"a decode batch computes one token per request; got extend_len {extend}")
+        sizes = (len(batch.input_ids), len(batch.positions), len(batch.out_cache_loc))
+        if sizes != (tokens, tokens, tokens):
+            raise BatchError(f"input_ids, positions and out_cache_loc have lengths {sizes}; all must equal sum(extend_len) = {tokens}")
+        seq = [p + e for p, e in zip(prefix, extend, strict=True)]
+        limit = self.context_length
+        if max(seq) > limit:
+            raise BatchError(f"a request reaches {max(seq)} tokens; accepted: at most the context length {limit}")
+        page_size = get_schedule().page_size
+        tables = [list(r.page_table) for r in requests]
+        for r, table, length in zip(requests, tables, seq, strict=True):
+            if len(table) * page_size < length:
+                raise BatchError(f"request {r.rid!r} holds {length} tokens but its page table has {len(table)} pages of {page_size}")
+        width = max(len(t) for t in tables)
+        device = self.model.device
+        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+        if int(page_table.min()) < 0 or int(page_table.max()) >= self.pool.num_pages:
+            raise BatchError(f"page table names pages {int(page_table.min())}..{int(page_table.max())}; accepted: 0..{self.pool.num_pages - 1}")
+        loc = torch.tensor(batch.out_cache_loc, dtype=torch.int64)
+        self.pool.check_slots(loc)
+        positions = torch.tensor(batch.positions, dtype=torch.int64)
+        prefix_t, extend_t = torch.tensor(prefix), torch.tensor(extend)
+        owner = torch.repeat_interleave(torch.arange(len(requests)), extend_t, output_size=tokens)
+        expected_pos = prefix_t[owner] + torch.arange(tokens) - (torch.cumsum(extend_t, 0) - extend_t)[owner]
+        if not torch.equal(positions, expected_pos):
+            raise BatchError("positions must run prefix_len, prefix_len+1, ... within each request; "
+                             f"got {positions.tolist()[:16]}, expected {expected_pos.tolist()[:16]}")
+        expected_loc = page_table[owner, positions // page_size] * page_size + positions % page_size
+        if not torch.equal(loc, expected_loc):
+            raise BatchError("out_cache_loc must be the page-table slot of each token's position; "
+                             f"got {loc.tolist()[:16]}, expected {expected_loc.tolist()[:16]}")
+        metadata = AttentionMetadata(
+            page_size=page_size, page_table=page_table.to(device), prefix_lens=prefix_t.to(device),
+            extend_lens=extend_t.to(device), seq_lens=(prefix_t + extend_t).to(device), num_tokens=tokens,
+            max_extend_len=max(extend), max_seq_len=max(seq),
+        )
+        return BatchTensors(torch.tensor(batch.input_ids, dtype=torch.int64, device=device), positions.to(device), loc.to(device), metadata)

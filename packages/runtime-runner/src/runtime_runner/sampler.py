@@ -1,0 +1,115 @@
+"""Next-token sampling, vectorized over the batch.
+
+Per request: penalties (repetition over prompt and output, frequency and presence over output),
+then greedy (temperature 0) or temperature, top-k, top-p and min-p, sampled by an exponential race
+(argmax of p / E with E ~ Exp(1), which draws from p). A request with a seed draws its noise from a
+generator seeded by (seed, tokens generated so far): the same seed gives the same tokens.
+
+Logprobs are those of the model's distribution, log_softmax of the raw logits, before penalties,
+temperature and truncation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from runtime_runner.batch import RequestView
+
+_SEED_STRIDE = 1_000_003  # spreads (seed, step) pairs over generator seeds
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """Per request: chosen token (-1 when not sampled), its logprob and the top-N alternatives."""
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float | None, ...]
+    top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
+
+
+def _padded_ids(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(1, max(len(r) for r in rows))
+    ids = torch.zeros((len(rows), width), dtype=torch.int64)
+    valid = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.as_tensor(row, dtype=torch.int64)
+        valid[i, : len(row)] = True
+    return ids.to(device), valid.to(device)
+
+
+def apply_penalties(logits: torch.Tensor, requests: Sequence[RequestView]) -> torch.Tensor:
+    """Logits after each request's repetition, frequency and presence penalties."""
+    params = [(r.sampling.repetition_penalty, r.sampling.frequency_penalty, r.sampling.presence_penalty) for r in requests]
+    if all(p == (1.0, 0.0, 0.0) for p in params):
+        return logits
+    device, vocab = logits.device, logits.shape[1]
+    rep, freq, pres = (torch.tensor(col, dtype=logits.dtype, device=device)[:, None] for col in zip(*params, strict=True))
+    out_ids, out_valid = _padded_ids([r.output_ids for r in requests], device)
+    counts = torch.zeros_like(logits).scatter_add_(1, out_ids, out_valid.to(logits.dtype))
+    logits = logits - freq * counts - pres * (counts > 0).to(logits.dtype)
+    seen_ids, seen_valid = _padded_ids([list(r.prompt_ids) + list(r.output_ids) for r in requests], device)
+    seen = torch.zeros((len(requests), vocab), dtype=torch.bool, device=device).scatter_(1, seen_ids, seen_valid)
+    penalized = torch.where(logits > 0, logits / rep, logits * rep)
+    return torch.where(seen, penalized, logits)
+
+
+def _truncated_probs(logits: torch.Tensor, requests: Sequence[RequestView]) -> torch.Tensor:
+    """Softmax at each temperature with top-k, top-p and min-p applied (zeros outside)."""
+    device, vocab = logits.device, logits.shape[1]
+    temps = torch.tensor([max(r.sampling.temperature, 1e-6) for r in requests], dtype=torch.float32, device=device)
+    probs = torch.softmax(logits / temps[:, None], dim=-1)
+    top_k = torch.tensor([r.sampling.top_k if r.sampling.top_k > 0 else vocab for r in requests], device=device)
+    top_p = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32, device=device)
+    min_p = torch.tensor([r.sampling.min_p for r in requests], dtype=torch.float32, device=device)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    rank = torch.arange(vocab, device=device)[None, :]
+    cumulative = sorted_probs.cumsum(-1)
+    drop = (rank >= top_k[:, None]) | ((cumulative - sorted_probs) > top_p[:, None])
+    drop |= sorted_probs < min_p[:, None] * sorted_probs[:, :1]
+    drop[:, 0] = False  # the most likely token always survives
+    sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter_(1, order, sorted_probs)
+
+
+def _race_noise(requests: Sequence[RequestView], vocab: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """Exp(1) noise [requests, vocab]: seeded rows from (seed, step), the others from `generator`."""
+    noise = torch.empty((len(requests), vocab), dtype=torch.float32, device=generator.device).exponential_(generator=generator)
+    for i, request in enumerate(requests):
+        seed = request.sampling.seed
+        if seed is not None:
+            own = torch.Generator(device=generator.device).manual_seed((seed * _SEED_STRIDE + len(request.output_ids)) % 2**63)
+            noise[i].exponential_(generator=own)
+    return noise.to(device)
+
+
+def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: torch.Generator) -> Sampled:
+    """Choose each sampled request's next token from fp32 `logits` [requests, vocab]."""
+    if not requests:
+        return Sampled((), (), ())
+    logprobs = torch.log_softmax(logits, dim=-1)
+    penalized = apply_penalties(logits, requests)
+    chosen = penalized.argmax(dim=-1)
+    random_rows = [i for i, r in enumerate(requests) if r.sample and r.sampling.temperature > 0 and r.sampling.top_k != 1]
+    if random_rows:
+        subset = [requests[i] for i in random_rows]
+        rows = torch.tensor(random_rows, device=logits.device)
+        probs = _truncated_probs(penalized[rows], subset)
+        noise = _race_noise(subset, logits.shape[1], generator, logits.device)
+        chosen[rows] = (probs / noise).argmax(dim=-1)
+    chosen_logprob = logprobs.gather(1, chosen[:, None])[:, 0]
+    most = max(r.sampling.top_logprobs for r in requests)
+    top_values, top_ids = logprobs.topk(most, dim=-1) if most > 0 else (logprobs[:, :0], chosen[:, None][:, :0])
+    ids, lps, tops = chosen.tolist(), chosen_logprob.tolist(), (top_ids.tolist(), top_values.tolist())
+    token_ids: list[int] = []
+    token_lps: list[float | None] = []
+    top_lists: list[tuple[tuple[int, float], ...] | None] = []
+    for i, request in enumerate(requests):
+        wanted = request.sample
+        token_ids.append(ids[i] if wanted else -1)
+        token_lps.append(lps[i] if wanted and request.sampling.logprobs else None)
+        n = request.sampling.top_logprobs
+        top_lists.append(tuple(zip(tops[0][i][:n], tops[1][i][:n], strict=True)) if wanted and n > 0 else None)
+    return Sampled(tuple(token_ids), tuple(token_lps), tuple(top_lists))
