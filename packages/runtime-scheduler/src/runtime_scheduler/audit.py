@@ -1,0 +1,84 @@
+"""A full check of page ownership and cache locks: every page has exactly one owner.
+
+Costs a walk of the whole pool; for tests and debugging, not for every step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from runtime_scheduler.kv_memory import KvMemory, pages_for
+from runtime_scheduler.radix_cache import RadixNode
+from runtime_scheduler.request_state import RequestState
+
+
+class PageAccountingError(RuntimeError):
+    """A page is lost, has two owners, or a cache lock count disagrees with its users."""
+
+
+def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState], page_size: int) -> None:
+    """Raise PageAccountingError unless every page is free, owned by one running request, or held
+    by the cache, exactly once; each running request's cached pages are its cache path; lock
+    counts equal the running requests below each node; waiting requests hold nothing."""
+    owners: Counter[int] = Counter()
+    cache = memory.cache
+    nodes = cache.nodes()
+    for page in memory.allocator.free_pages():
+        owners[page] += 1
+    for cached in nodes:
+        owners.update(cached.pages)
+        if len(cached.key) != len(cached.pages) * page_size:
+            _fail(f"a cache node holds {len(cached.key)} tokens in {len(cached.pages)} pages of {page_size}")
+    if sum(len(n.pages) for n in nodes) != cache.cached_pages:
+        _fail(f"cache counts {cache.cached_pages} pages but its nodes hold {sum(len(n.pages) for n in nodes)}")
+    users: Counter[int] = Counter()
+    for state in running:
+        _audit_request(state, page_size)
+        owners.update(state.page_table[state.cached_pages :])
+        node: RadixNode | None = state.node
+        assert node is not None
+        if _path_pages(node) != state.page_table[: state.cached_pages]:
+            _fail(f"request {state.req.rid}: its cached pages are not the pages of its cache path")
+        while node is not cache.root and node is not None:
+            users[id(node)] += 1
+            node = node.parent
+    for state in waiting:
+        if state.page_table or state.node is not None or state.status != "waiting":
+            _fail(f"waiting request {state.req.rid} holds pages or a cache node")
+    wrong = sorted(p for p, n in owners.items() if n != 1)
+    lost = sorted(set(range(memory.allocator.num_pages)) - set(owners))
+    foreign = sorted(p for p in owners if not 0 <= p < memory.allocator.num_pages)
+    if wrong or lost or foreign:
+        _fail(f"pages with two owners: {wrong[:10]}, pages with none: {lost[:10]}, pages outside the pool: {foreign[:10]}")
+    protected = 0
+    for cached in nodes:
+        if cached.lock_ref != users[id(cached)]:
+            _fail(f"a cache node has lock count {cached.lock_ref} but {users[id(cached)]} running requests use it")
+        if cached.lock_ref > 0:
+            protected += len(cached.pages)
+    if protected != cache.protected_pages:
+        _fail(f"cache counts {cache.protected_pages} protected pages but locked nodes hold {protected}")
+
+
+def _audit_request(state: RequestState, page_size: int) -> None:
+    rid = state.req.rid
+    if state.status != "running":
+        _fail(f"request {rid} is in the running list with status {state.status}")
+    if len(state.page_table) != pages_for(state.kv_len, page_size):
+        _fail(f"request {rid} holds {len(state.page_table)} pages for {state.kv_len} tokens")
+    if state.cached_pages * page_size > state.kv_len:
+        _fail(f"request {rid} has {state.cached_pages} cached pages but only {state.kv_len} computed tokens")
+
+
+def _path_pages(node: RadixNode) -> list[int]:
+    chain: list[list[int]] = []
+    current: RadixNode | None = node
+    while current is not None:
+        chain.append(current.pages)
+        current = current.parent
+    return [p for pages in reversed(chain) for p in pages]
+
+
+def _fail(message: str) -> None:
+    raise PageAccountingError(message)

@@ -1,0 +1,56 @@
+"""The batch one step hands to the model executor.
+
+Its fields are what the runner's batch protocol reads; the two packages never import each other,
+the types meet structurally. `page_table` and `output_ids` are the request's own lists, not copies
+(copying every page table every step would cost more than the rest of the step): they are exact
+while `forward` runs and change after it returns, so an executor must not keep them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from runtime_scheduler.request import SamplingParams
+
+ForwardMode = Literal["extend", "decode", "mixed"]
+
+
+class BatchRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One request's part of a step: `extend_len` tokens after `prefix_len` already in the pool."""
+
+    rid: str
+    prefix_len: int
+    extend_len: int
+    page_table: Sequence[int]  # pages holding tokens [0, prefix_len + extend_len)
+    sample: bool  # False for a prefill chunk that is not the sequence's last
+    sampling: SamplingParams
+    prompt_ids: Sequence[int]
+    output_ids: Sequence[int]
+
+
+class ForwardBatch(msgspec.Struct, frozen=True, kw_only=True):
+    """One step's work: extends first, then decodes, each request's tokens contiguous."""
+
+    forward_mode: ForwardMode
+    input_ids: Sequence[int]
+    positions: Sequence[int]
+    out_cache_loc: Sequence[int]  # the KV slot each input token is written to
+    requests: Sequence[BatchRequest]
+
+
+def slots_of(page_table: Sequence[int], start: int, end: int, page_size: int) -> list[int]:
+    """The KV slots of tokens `[start, end)` under `page_table`."""
+    if page_size == 1:
+        return list(page_table[start:end])
+    slots: list[int] = []
+    pos = start
+    while pos < end:
+        page, offset = divmod(pos, page_size)
+        base = page_table[page] * page_size
+        stop = min(end - pos, page_size - offset)
+        slots.extend(range(base + offset, base + offset + stop))
+        pos += stop
+    return slots

@@ -1,0 +1,31 @@
+"""What the scheduler tells the server: per-request step events and admission refusals."""
+
+from __future__ import annotations
+
+import msgspec
+
+from runtime_scheduler.request import FinishReason
+
+
+class RequestEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What happened to one request in one step.
+
+    A sampled token comes with its logprob (and the top alternatives when asked for). A request
+    that finishes carries its finish reason in the same event; a request that can no longer grow
+    because the whole pool holds only itself finishes with reason "length" and no token.
+    `cached_tokens` is how many prompt tokens the prefix cache supplied when it was first admitted.
+    """
+
+    rid: str
+    token_id: int | None
+    logprob: float | None
+    top_logprobs: tuple[tuple[int, float], ...] | None
+    finish_reason: FinishReason | None
+    cached_tokens: int
+
+
+class Refusal(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Why a request was not accepted; the request left no trace in the scheduler."""
+
+    rid: str
+    reason: str

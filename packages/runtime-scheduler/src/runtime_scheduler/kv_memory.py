@@ -1,0 +1,100 @@
+"""KV slot bookkeeping for requests: the page allocator and the radix prefix cache together.
+
+Every page is in exactly one place: the allocator's free list, a running request's own pages
+(`page_table[cached_pages:]`), or the radix cache. These methods move pages between the three
+and keep the cache's lock counts in step with the requests that use its nodes.
+"""
+
+from __future__ import annotations
+
+from runtime_scheduler.page_allocator import PageAllocator
+from runtime_scheduler.radix_cache import RadixCache
+from runtime_scheduler.request_state import RequestState
+
+
+def pages_for(tokens: int, page_size: int) -> int:
+    """Pages needed to hold `tokens` tokens."""
+    return -(-tokens // page_size)
+
+
+class KvMemory:
+    """The pool's pages and the prefix cache over them."""
+
+    def __init__(self, num_pages: int) -> None:
+        self.allocator = PageAllocator(num_pages)
+        self.cache = RadixCache()
+
+    def available_pages(self) -> int:
+        """Pages free now or freeable by evicting the cache."""
+        return self.allocator.free_count + self.cache.evictable_pages
+
+    def ensure_free(self, count: int) -> bool:
+        """Evict cache leaves until `count` pages are free; whether that many are free now."""
+        missing = count - self.allocator.free_count
+        if missing > 0:
+            self.allocator.free(self.cache.evict(missing))
+        return self.allocator.free_count >= count
+
+    def attach_prefix(self, state: RequestState, page_size: int) -> None:
+        """Give a waiting request the cached prefix of its sequence (locked), leaving at least one
+        token to compute so that the step that computes it can sample the next token."""
+        match = self.cache.match_prefix(state.fill_ids(state.fill_len - 1), page_size)
+        self.cache.lock(match.node)
+        state.node = match.node
+        state.page_table = match.pages
+        state.cached_pages = len(match.pages)
+        state.kv_len = len(match.pages) * page_size
+
+    def detach_prefix(self, state: RequestState) -> None:
+        """Undo `attach_prefix` for a request that was not admitted after all."""
+        assert state.node is not None and state.cached_pages == len(state.page_table)
+        self.cache.unlock(state.node)
+        state.node = None
+        state.page_table = []
+        state.cached_pages = 0
+        state.kv_len = 0
+
+    def grow(self, state: RequestState, tokens: int, page_size: int) -> None:
+        """Allocate the pages that let `state` hold `tokens` tokens (the caller ensured they are free)."""
+        missing = pages_for(tokens, page_size) - len(state.page_table)
+        if missing > 0:
+            state.page_table.extend(self.allocator.alloc(missing))
+
+    def commit(self, state: RequestState, page_size: int) -> None:
+        """Hand the request's computed full pages to the cache. Where the cache already held the
+        same tokens (another request computed them), the request's duplicate pages are freed and
+        it uses the cache's instead."""
+        full = state.kv_len // page_size
+        if full <= state.cached_pages:
+            return
+        table = state.page_table
+        match = self.cache.insert(state.fill_ids(full * page_size), table[:full], page_size)
+        duplicates = []
+        for i in range(state.cached_pages, full):
+            if match.pages[i] != table[i]:
+                duplicates.append(table[i])
+                table[i] = match.pages[i]
+        self.allocator.free(duplicates)
+        self.cache.lock(match.node)
+        assert state.node is not None
+        self.cache.unlock(state.node)
+        state.node = match.node
+        state.cached_pages = full
+
+    def release(self, state: RequestState, page_size: int) -> None:
+        """Stop holding anything for `state`: its computed full pages stay in the cache
+        (unlocked, so evictable), its partial last page goes back to the pool."""
+        self.commit(state, page_size)
+        assert state.node is not None
+        self.cache.unlock(state.node)
+        self.allocator.free(state.page_table[state.cached_pages :])
+        state.node = None
+        state.page_table = []
+        state.cached_pages = 0
+        state.kv_len = 0
+
+    def flush(self) -> int:
+        """Evict every cached page no running request uses; how many pages were freed."""
+        freed = self.cache.evict(self.cache.evictable_pages)
+        self.allocator.free(freed)
+        return len(freed)

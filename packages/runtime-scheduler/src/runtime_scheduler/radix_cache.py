@@ -1,0 +1,193 @@
+"""A radix tree of cached token prefixes at page granularity.
+
+Each edge holds a whole number of pages: its token ids (a tuple) and the KV pages that hold them.
+A node is protected while a running request uses it (its lock count, which also counts every
+lock of a descendant); unprotected leaves are evicted least recently used first. Page size is
+passed in by the caller, who reads it from the published bags at each decision.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class RadixNode:
+    """One edge of the tree: `key` (tokens, a multiple of the page size) stored in `pages`."""
+
+    __slots__ = ("children", "key", "last_access", "lock_ref", "pages", "parent")
+
+    def __init__(self, parent: RadixNode | None, key: tuple[int, ...], pages: list[int], last_access: int) -> None:
+        self.parent = parent
+        self.key = key
+        self.pages = pages
+        self.children: dict[tuple[int, ...], RadixNode] = {}
+        self.lock_ref = 0
+        self.last_access = last_access
+
+
+class PrefixMatch(NamedTuple):
+    """The cached pages of a token prefix, and the deepest node that holds them (lock it to keep them)."""
+
+    pages: list[int]
+    node: RadixNode
+
+
+class RadixCache:
+    """Prefix cache over page indices: match, insert, lock, unlock, evict."""
+
+    def __init__(self) -> None:
+        self.root = RadixNode(None, (), [], 0)
+        self.root.lock_ref = 1  # the root is never evicted
+        self._clock = 0
+        self.cached_pages = 0
+        self.protected_pages = 0
+
+    @property
+    def evictable_pages(self) -> int:
+        """Pages that eviction could free now: every page of a node no running request uses."""
+        return self.cached_pages - self.protected_pages
+
+    def match_prefix(self, tokens: Sequence[int], page_size: int) -> PrefixMatch:
+        """The longest cached prefix of `tokens` in whole pages. Splits a node where the match ends
+        inside it, so that the returned node holds exactly the matched prefix."""
+        key = tuple(tokens[: len(tokens) // page_size * page_size])
+        self._clock += 1
+        node, pages, start = self.root, [], 0
+        while start < len(key):
+            child = node.children.get(key[start : start + page_size])
+            if child is None:
+                break
+            child.last_access = self._clock
+            matched = _common_len(child.key, key, start, page_size)
+            if matched < len(child.key):
+                node = self._split(child, matched, page_size)
+                pages.extend(node.pages)
+                break
+            pages.extend(child.pages)
+            node = child
+            start += matched
+        return PrefixMatch(pages, node)
+
+    def cached_prefix_len(self, tokens: Sequence[int], page_size: int) -> int:
+        """How many leading tokens of `tokens` are cached, without changing the tree."""
+        key = tuple(tokens[: len(tokens) // page_size * page_size])
+        node, start = self.root, 0
+        while start < len(key):
+            child = node.children.get(key[start : start + page_size])
+            if child is None:
+                break
+            matched = _common_len(child.key, key, start, page_size)
+            start += matched
+            if matched < len(child.key):
+                break
+            node = child
+        return start
+
+    def insert(self, tokens: Sequence[int], pages: Sequence[int], page_size: int) -> PrefixMatch:
+        """Cache `pages` as holding `tokens[: len(pages) * page_size]`.
+
+        Where the tree already holds some of these tokens it keeps its own pages; the returned
+        match lists the tree's page for every page of the key, so the caller frees each of its
+        pages that differs (a duplicate) and adopts the tree's. Pages the tree did not have
+        become the tree's.
+        """
+        key = tuple(tokens[: len(pages) * page_size])
+        self._clock += 1
+        node, tree_pages, start = self.root, [], 0
+        while start < len(key):
+            child = node.children.get(key[start : start + page_size])
+            if child is None:
+                leaf = RadixNode(node, key[start:], list(pages[start // page_size :]), self._clock)
+                node.children[key[start : start + page_size]] = leaf
+                self.cached_pages += len(leaf.pages)
+                tree_pages.extend(leaf.pages)
+                node = leaf
+                break
+            child.last_access = self._clock
+            matched = _common_len(child.key, key, start, page_size)
+            if matched < len(child.key):
+                child = self._split(child, matched, page_size)
+            tree_pages.extend(child.pages)
+            node = child
+            start += matched
+        return PrefixMatch(tree_pages, node)
+
+    def lock(self, node: RadixNode) -> None:
+        """Protect `node` and its ancestors from eviction (one more user)."""
+        while node is not self.root:
+            if node.lock_ref == 0:
+                self.protected_pages += len(node.pages)
+            node.lock_ref += 1
+            parent = node.parent
+            assert parent is not None
+            node = parent
+
+    def unlock(self, node: RadixNode) -> None:
+        """Undo one `lock(node)`."""
+        while node is not self.root:
+            if node.lock_ref <= 0:
+                raise RuntimeError("radix cache: unlock of a node that is not locked (a lock was lost or doubled)")
+            node.lock_ref -= 1
+            if node.lock_ref == 0:
+                self.protected_pages -= len(node.pages)
+            parent = node.parent
+            assert parent is not None
+            node = parent
+
+    def evict(self, count: int) -> list[int]:
+        """Drop least recently used unprotected leaves until at least `count` pages are freed (or
+        nothing more can be); returns the freed pages, which the caller gives back to the pool."""
+        freed: list[int] = []
+        if count <= 0:
+            return freed
+        heap = [(leaf.last_access, id(leaf), leaf) for leaf in self._unlocked_leaves()]
+        heapq.heapify(heap)
+        while heap and len(freed) < count:
+            _, _, leaf = heapq.heappop(heap)
+            parent = leaf.parent
+            assert parent is not None
+            del parent.children[leaf.key[: len(leaf.key) // len(leaf.pages)]]
+            freed.extend(leaf.pages)
+            self.cached_pages -= len(leaf.pages)
+            if parent is not self.root and not parent.children and parent.lock_ref == 0:
+                heapq.heappush(heap, (parent.last_access, id(parent), parent))
+        return freed
+
+    def nodes(self) -> list[RadixNode]:
+        """Every node but the root (for audits and metrics)."""
+        out: list[RadixNode] = []
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            stack.extend(node.children.values())
+        return out
+
+    def _unlocked_leaves(self) -> list[RadixNode]:
+        return [n for n in self.nodes() if not n.children and n.lock_ref == 0]
+
+    def _split(self, child: RadixNode, at: int, page_size: int) -> RadixNode:
+        """Cut `child` after `at` tokens; the new upper node takes the first part and is returned."""
+        parent = child.parent
+        assert parent is not None
+        head = RadixNode(parent, child.key[:at], child.pages[: at // page_size], child.last_access)
+        head.lock_ref = child.lock_ref
+        child.key = child.key[at:]
+        child.pages = child.pages[at // page_size :]
+        child.parent = head
+        head.children[child.key[:page_size]] = child
+        parent.children[head.key[:page_size]] = head
+        return head
+
+
+def _common_len(edge: tuple[int, ...], key: tuple[int, ...], start: int, page_size: int) -> int:
+    """How many tokens of `edge` match `key` from `start`, in whole pages."""
+    if key[start : start + len(edge)] == edge:
+        return len(edge)
+    limit = min(len(edge), len(key) - start) // page_size * page_size
+    matched = 0
+    while matched < limit and edge[matched : matched + page_size] == key[start + matched : start + matched + page_size]:
+        matched += page_size
+    return matched

@@ -1,0 +1,345 @@
+"""Continuous batching: each step admits, chunks, decodes and retracts, then runs one forward.
+
+The serving loop calls `add_request`, `abort` and `step` from one thread. `step` never waits for
+anything but the forward it runs; with nothing to do it returns at once. Every schedule leaf
+(page_size, chunked_prefill_size, max_running_requests, max_prefill_tokens, schedule_policy,
+max_queued_requests) and the context length are read from the published bags at each decision,
+so an override takes effect on the next step.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from config_bags import ScheduleBag, chunk_size_of, context_length_of, get_memory, get_model, get_schedule
+
+from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
+from runtime_scheduler.audit import audit_pages
+from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode, slots_of
+from runtime_scheduler.events import Refusal, RequestEvent
+from runtime_scheduler.executor import ModelExecutor, TokenOutput
+from runtime_scheduler.kv_memory import KvMemory, pages_for
+from runtime_scheduler.metrics import SchedulerMetrics
+from runtime_scheduler.request import Request
+from runtime_scheduler.request_state import RequestState
+from runtime_scheduler.stop import finish_reason_of
+
+Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
+
+
+class Scheduler:
+    """Requests in, one forward per step, per-request events out.
+
+    `max_total_tokens` is the pool's slot count as the runner sized it (`max_total_tokens_of`);
+    when omitted, the published `memory.max_total_tokens` is used. `model_max_length` is the
+    model's own maximum sequence length; the served context length is derived from it and the
+    published `model.context_length` at each decision. Build it after publish: the pool has
+    `max_total_tokens // page_size` pages, and page_size is cold.
+    """
+
+    def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int | None = None) -> None:
+        if model_max_length < 1:
+            raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
+        slots = max_total_tokens if max_total_tokens is not None else get_memory().max_total_tokens
+        if slots is None:
+            raise ValueError(
+                "the KV pool's slot count is unknown: pass max_total_tokens (the runner's max_total_tokens_of) "
+                "or publish memory.max_total_tokens"
+            )
+        page_size = get_schedule().page_size
+        if slots < page_size:
+            raise ValueError(f"max_total_tokens={slots} is not accepted; accepted: at least one page ({page_size} slots)")
+        self._executor = executor
+        self._model_max_length = model_max_length
+        self._pool_slots = slots
+        self._memory = KvMemory(slots // page_size)
+        self._waiting: list[RequestState] = []  # by arrival
+        self._running: list[RequestState] = []  # by admission
+        self._live: dict[str, RequestState] = {}
+        self._next_seq = 0
+        self._admitted_tokens = 0
+        self._cached_tokens = 0
+        self._retractions = 0
+        self._finished = 0
+        self._aborted = 0
+
+    # ---- the server's API -------------------------------------------------------------------
+
+    def add_request(self, req: Request) -> Refusal | None:
+        """Queue `req`; a Refusal (with the reason) when it can never run or the queue is full.
+
+        A request whose rid is already waiting or running is a caller error (ValueError).
+        """
+        if not isinstance(req, Request):
+            raise TypeError(f"add_request() takes a runtime_scheduler.Request, got {type(req).__name__}")
+        if req.rid in self._live:
+            raise ValueError(f"request id {req.rid!r} is already waiting or running; accepted: an id not in use")
+        schedule = get_schedule()
+        pool_tokens = self._memory.allocator.num_pages * self._page_size(schedule)
+        context = context_length_of(get_model(), self._model_max_length)
+        reason = refusal_reason(req, context, pool_tokens, len(self._waiting), schedule.max_queued_requests)
+        if reason is not None:
+            return Refusal(rid=req.rid, reason=reason)
+        state = RequestState(req, self._next_seq)
+        self._next_seq += 1
+        self._waiting.append(state)
+        self._live[req.rid] = state
+        return None
+
+    def abort(self, rid: str) -> bool:
+        """Drop request `rid` and free everything it holds (its computed prefix stays cached).
+        Whether it was live; an unknown or finished rid changes nothing."""
+        state = self._live.pop(rid, None)
+        if state is None:
+            return False
+        if state.status == "running":
+            self._memory.release(state, self._page_size(get_schedule()))
+            self._running.remove(state)
+        else:
+            self._waiting.remove(state)
+        state.status = "finished"
+        self._aborted += 1
+        return True
+
+    def has_work(self) -> bool:
+        """Whether any request is waiting or running."""
+        return bool(self._waiting or self._running)
+
+    def step(self) -> list[RequestEvent]:
+        """Plan one batch, run it through the executor, and report what happened per request."""
+        schedule = get_schedule()
+        page_size = self._page_size(schedule)
+        events: list[RequestEvent] = []
+        decodes, retracted = self._plan_decodes(page_size, events)
+        extends = [] if retracted else self._plan_extends(schedule, page_size, decodes)
+        if not extends and not decodes:
+            return events
+        batch = self._batch(extends, decodes, page_size)
+        outputs = self._executor.forward(batch)
+        if len(outputs) != len(batch.requests):
+            raise RuntimeError(
+                f"the executor returned {len(outputs)} results for a batch of {len(batch.requests)} requests; "
+                "accepted: one result per request, in batch order"
+            )
+        self._absorb(extends, decodes, outputs, page_size, events)
+        return events
+
+    def flush_cache(self) -> int:
+        """Evict every cached page that no running request uses; how many pages were freed."""
+        self._page_size(get_schedule())
+        return self._memory.flush()
+
+    def metrics(self) -> SchedulerMetrics:
+        """A snapshot of queue sizes, pool usage, cache hits and retractions."""
+        allocator, cache = self._memory.allocator, self._memory.cache
+        total = allocator.num_pages
+        return SchedulerMetrics(
+            num_running=len(self._running),
+            num_waiting=len(self._waiting),
+            total_pages=total,
+            free_pages=allocator.free_count,
+            cached_pages=cache.cached_pages,
+            evictable_pages=cache.evictable_pages,
+            token_usage=(total - allocator.free_count - cache.evictable_pages) / total,
+            admitted_tokens=self._admitted_tokens,
+            cached_tokens=self._cached_tokens,
+            cache_hit_rate=self._cached_tokens / self._admitted_tokens if self._admitted_tokens else 0.0,
+            num_retractions=self._retractions,
+            num_finished=self._finished,
+            num_aborted=self._aborted,
+        )
+
+    def audit(self) -> None:
+        """Check every page's ownership and the cache's locks (a full walk; for tests and debugging)."""
+        audit_pages(self._memory, self._running, self._waiting, self._page_size(get_schedule()))
+
+    # ---- planning ---------------------------------------------------------------------------
+
+    def _page_size(self, schedule: ScheduleBag) -> int:
+        """The published page size, refused if it no longer fits the pool this scheduler built."""
+        page_size = schedule.page_size
+        if self._pool_slots // page_size != self._memory.allocator.num_pages:
+            raise RuntimeError(
+                f"page_size is now {page_size} but the KV pool was built as {self._memory.allocator.num_pages} pages "
+                f"over {self._pool_slots} slots; page_size is cold: set it before the scheduler is built"
+            )
+        return page_size
+
+    def _plan_decodes(self, page_size: int, events: list[RequestEvent]) -> tuple[list[RequestState], bool]:
+        """The running requests that decode this step, each with a page for its new token.
+
+        When the pool cannot supply those pages even after evicting the cache, the most recently
+        admitted requests go back to waiting (their computed prefix stays cached). A request
+        alone in the pool that still cannot grow finishes with reason "length". Returns the
+        decodes and whether any request was retracted.
+        """
+        decodes = [s for s in self._running if s.kv_len == s.fill_len - 1]
+        retracted = False
+        while True:
+            need = sum(1 for s in decodes if s.kv_len % page_size == 0)
+            if self._memory.ensure_free(need):
+                break
+            victim = self._running[-1]
+            if len(self._running) == 1:
+                self._finish(victim, page_size)
+                events.append(_pool_exhausted_event(victim))
+            else:
+                self._retract(victim, page_size)
+                retracted = True
+            self._running.pop()
+            decodes = [s for s in decodes if s is not victim]
+        pages = self._memory.allocator.alloc(need)
+        for s in decodes:
+            if s.kv_len % page_size == 0:
+                s.page_table.append(pages.pop())
+        return decodes, retracted
+
+    def _plan_extends(self, schedule: ScheduleBag, page_size: int, decodes: list[RequestState]) -> list[Extend]:
+        """Prefill work for this step: chunks of requests already prefilling, then new admissions
+        in policy order, while the prefill budget, the running cap and the pool allow."""
+        chunk = chunk_size_of(schedule)
+        budget = schedule.max_prefill_tokens
+        extends: list[Extend] = []
+        for s in self._running:
+            if s.kv_len >= s.fill_len - 1:
+                continue
+            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
+            if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=len(self._running) > 1):
+                return extends
+            extends.append((s, ext))
+            budget -= ext
+        admitted = False
+        for s in admission_order(self._waiting, schedule.schedule_policy, self._memory.cache, page_size):
+            if len(self._running) >= schedule.max_running_requests:
+                break
+            self._memory.attach_prefix(s, page_size)
+            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
+            if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=bool(self._running)):
+                self._memory.detach_prefix(s)
+                break
+            s.status = "running"
+            self._running.append(s)
+            self._admitted_tokens += s.fill_len
+            self._cached_tokens += s.kv_len
+            if s.cached_tokens is None:
+                s.cached_tokens = s.kv_len
+            extends.append((s, ext))
+            budget -= ext
+            admitted = True
+        if admitted:
+            self._waiting = [s for s in self._waiting if s.status == "waiting"]
+        return extends
+
+    def _grow_if_fits(self, s: RequestState, ext: int, page_size: int, others: bool) -> bool:
+        """Give `s` the pages for `ext` more tokens if the pool has them. When this chunk ends the
+        prompt and other requests share the pool, one more page must also be available for the
+        request's first decode, so that admitting it does not force a retraction next step."""
+        end = s.kv_len + ext
+        new_pages = pages_for(end, page_size) - len(s.page_table)
+        reserve = 1 if others and end == s.fill_len and end % page_size == 0 else 0
+        if self._memory.available_pages() < new_pages + reserve or not self._memory.ensure_free(new_pages):
+            return False
+        self._memory.grow(s, end, page_size)
+        return True
+
+    def _batch(self, extends: list[Extend], decodes: list[RequestState], page_size: int) -> ForwardBatch:
+        input_ids: list[int] = []
+        positions: list[int] = []
+        locs: list[int] = []
+        entries: list[BatchRequest] = []
+        for s, ext in extends:
+            start, end = s.kv_len, s.kv_len + ext
+            input_ids.extend(s.token_slice(start, end))
+            positions.extend(range(start, end))
+            locs.extend(slots_of(s.page_table, start, end, page_size))
+            entries.append(_entry(s, ext, end == s.fill_len))
+        for s in decodes:
+            pos = s.kv_len
+            input_ids.append(s.output_ids[-1] if s.output_ids else s.req.prompt_ids[-1])
+            positions.append(pos)
+            locs.append(s.page_table[pos // page_size] * page_size + pos % page_size)
+            entries.append(_entry(s, 1, True))
+        mode: ForwardMode = "mixed" if extends and decodes else ("extend" if extends else "decode")
+        return ForwardBatch(forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries)
+
+    # ---- results ----------------------------------------------------------------------------
+
+    def _absorb(
+        self,
+        extends: list[Extend],
+        decodes: list[RequestState],
+        outputs: Sequence[TokenOutput],
+        page_size: int,
+        events: list[RequestEvent],
+    ) -> None:
+        context = context_length_of(get_model(), self._model_max_length)
+        finished = False
+        for (s, ext), out in zip(extends, outputs, strict=False):
+            s.kv_len += ext
+            self._memory.commit(s, page_size)
+            if s.kv_len == s.fill_len:
+                finished |= self._take_token(s, out, page_size, context, events)
+        for s, out in zip(decodes, outputs[len(extends) :], strict=True):
+            s.kv_len += 1
+            finished |= self._take_token(s, out, page_size, context, events)
+        if finished:
+            self._running = [s for s in self._running if s.status == "running"]
+
+    def _take_token(self, s: RequestState, out: TokenOutput, page_size: int, context: int, events: list[RequestEvent]) -> bool:
+        """Append the sampled token, report it, and finish the request if it is done (True then)."""
+        token = out.token_id
+        if token < 0:
+            raise RuntimeError(
+                f"the executor returned token {token} for request {s.req.rid!r}, which samples this step; "
+                "accepted: a token id >= 0"
+            )
+        s.output_ids.append(token)
+        reason = finish_reason_of(s, token, context)
+        top = out.top_logprobs
+        events.append(
+            RequestEvent(
+                rid=s.req.rid,
+                token_id=token,
+                logprob=out.logprob,
+                top_logprobs=None if top is None else tuple(top),
+                finish_reason=reason,
+                cached_tokens=s.cached_tokens or 0,
+            )
+        )
+        if reason is None:
+            return False
+        self._finish(s, page_size)
+        return True
+
+    def _finish(self, s: RequestState, page_size: int) -> None:
+        self._memory.release(s, page_size)
+        s.status = "finished"
+        del self._live[s.req.rid]
+        self._finished += 1
+
+    def _retract(self, s: RequestState, page_size: int) -> None:
+        self._memory.release(s, page_size)
+        s.status = "waiting"
+        bisect.insort(self._waiting, s, key=lambda w: w.seq)
+        self._retractions += 1
+
+
+def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
+    return BatchRequest(
+        rid=s.req.rid,
+        prefix_len=s.kv_len,
+        extend_len=ext,
+        page_table=s.page_table,
+        sample=sample,
+        sampling=s.req.sampling,
+        prompt_ids=s.req.prompt_ids,
+        output_ids=s.output_ids,
+    )
+
+
+def _pool_exhausted_event(s: RequestState) -> RequestEvent:
+    """A request that the whole pool cannot hold one token longer ends without a new token."""
+    return RequestEvent(
+        rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="length", cached_tokens=s.cached_tokens or 0
+    )
