@@ -43,11 +43,11 @@ def reference_output(prompt: Sequence[int], stop: StopConditions, context_length
 
 
 class FakeOutput(msgspec.Struct, frozen=True):
-    """One request's result, shaped like the runner's."""
+    """A forward's results, shaped like the runner's ForwardOutput (parallel per-request tuples)."""
 
-    token_id: int
-    logprob: float
-    top_logprobs: tuple[tuple[int, float], ...] | None
+    next_token_ids: tuple[int, ...]
+    next_token_logprobs: tuple[float | None, ...]
+    top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
 
 
 class KvFaithfulExecutor:
@@ -59,7 +59,7 @@ class KvFaithfulExecutor:
         self.batches: list[ForwardBatch] = []
         self.keep_batches = False
 
-    def forward(self, batch: ForwardBatch) -> list[FakeOutput]:
+    def forward(self, batch: ForwardBatch) -> FakeOutput:
         ps = self.page_size
         n_tokens = sum(r.extend_len for r in batch.requests)
         assert len(batch.input_ids) == len(batch.positions) == len(batch.out_cache_loc) == n_tokens
@@ -74,10 +74,14 @@ class KvFaithfulExecutor:
                 assert batch.out_cache_loc[offset + i] == slot
                 self.kv[slot] = (batch.input_ids[offset + i], pos)
             offset += r.extend_len
-        outputs = []
+        tokens: list[int] = []
+        logprobs: list[float | None] = []
+        tops: list[tuple[tuple[int, float], ...] | None] = []
         for r in batch.requests:
             if not r.sample:
-                outputs.append(FakeOutput(-1, 0.0, None))
+                tokens.append(-1)
+                logprobs.append(None)
+                tops.append(None)
                 continue
             end = r.prefix_len + r.extend_len
             context = []
@@ -86,11 +90,13 @@ class KvFaithfulExecutor:
                 assert cell is not None and cell[1] == pos, (r.rid, pos, cell)
                 context.append(cell[0])
             token = next_token_of(context)
-            top = ((token, -0.5), ((token + 1) % VOCAB, -1.5)) if r.sampling.top_logprobs else None
-            outputs.append(FakeOutput(token, -0.5, top))
+            tokens.append(token)
+            logprobs.append(-0.5 if r.sampling.logprobs else None)
+            n = r.sampling.top_logprobs
+            tops.append(tuple(((token + k) % VOCAB, -0.5 - k) for k in range(n)) if n else None)
         if self.keep_batches:
             self.batches.append(batch)
-        return outputs
+        return FakeOutput(tuple(tokens), tuple(logprobs), tuple(tops))
 
 
 def build(

@@ -12,7 +12,7 @@ Only KV slot indices live here; the executor (the runner) owns the tensors.
 from runtime_scheduler.audit import PageAccountingError
 from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
 from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ModelExecutor, TokenOutput
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import FinishReason, Request, SamplingParams, StopConditions
 from runtime_scheduler.scheduler import Scheduler
@@ -22,6 +22,7 @@ __all__ = [
     "FinishReason",
     "ForwardBatch",
     "ForwardMode",
+    "ForwardOutputView",
     "ModelExecutor",
     "PageAccountingError",
     "Refusal",
@@ -31,5 +32,4 @@ __all__ = [
     "Scheduler",
     "SchedulerMetrics",
     "StopConditions",
-    "TokenOutput",
 ]

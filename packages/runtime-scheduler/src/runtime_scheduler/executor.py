@@ -1,4 +1,4 @@
-"""What the scheduler needs from the model: one `forward` per step, one result per request."""
+"""What the scheduler needs from the model: one `forward` per step, its results request by request."""
 
 from __future__ import annotations
 
@@ -8,20 +8,20 @@ from typing import Protocol
 from runtime_scheduler.batch import ForwardBatch
 
 
-class TokenOutput(Protocol):
-    """One request's result of a forward."""
+class ForwardOutputView(Protocol):
+    """A forward's results, each sequence in batch order (the runner's `ForwardOutput` fits)."""
 
     @property
-    def token_id(self) -> int: ...  # -1 where the request's `sample` was False
+    def next_token_ids(self) -> Sequence[int]: ...  # -1 where the request's `sample` was False
     @property
-    def logprob(self) -> float: ...
+    def next_token_logprobs(self) -> Sequence[float | None]: ...  # None unless the request asked
     @property
-    def top_logprobs(self) -> Sequence[tuple[int, float]] | None: ...
+    def top_logprobs(self) -> Sequence[Sequence[tuple[int, float]] | None]: ...  # None unless asked
 
 
 class ModelExecutor(Protocol):
     """Computes a batch: writes each input token's KV to its slot and samples where asked."""
 
-    def forward(self, batch: ForwardBatch) -> Sequence[TokenOutput]:
+    def forward(self, batch: ForwardBatch) -> ForwardOutputView:
         """One result per request of `batch.requests`, in the same order."""
         ...

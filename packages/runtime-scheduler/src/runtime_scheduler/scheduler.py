@@ -18,7 +18,7 @@ from runtime_scheduler.admission import admission_order, extend_len_of, refusal_
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode, slots_of
 from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ModelExecutor, TokenOutput
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import Request
@@ -116,13 +116,15 @@ class Scheduler:
         if not extends and not decodes:
             return events
         batch = self._batch(extends, decodes, page_size)
-        outputs = self._executor.forward(batch)
-        if len(outputs) != len(batch.requests):
+        output = self._executor.forward(batch)
+        n = len(batch.requests)
+        counts = (len(output.next_token_ids), len(output.next_token_logprobs), len(output.top_logprobs))
+        if counts != (n, n, n):
             raise RuntimeError(
-                f"the executor returned {len(outputs)} results for a batch of {len(batch.requests)} requests; "
-                "accepted: one result per request, in batch order"
+                f"the executor returned (token ids, logprobs, top logprobs) of lengths {counts} for a batch of "
+                f"{n} requests; accepted: one of each per request, in batch order"
             )
-        self._absorb(extends, decodes, outputs, page_size, events)
+        self._absorb(extends, decodes, output, page_size, events)
         return events
 
     def flush_cache(self) -> int:
@@ -269,26 +271,38 @@ class Scheduler:
         self,
         extends: list[Extend],
         decodes: list[RequestState],
-        outputs: Sequence[TokenOutput],
+        output: ForwardOutputView,
         page_size: int,
         events: list[RequestEvent],
     ) -> None:
         context = context_length_of(get_model(), self._model_max_length)
+        tokens, logprobs, tops = output.next_token_ids, output.next_token_logprobs, output.top_logprobs
         finished = False
-        for (s, ext), out in zip(extends, outputs, strict=False):
+        i = 0
+        for s, ext in extends:
             s.kv_len += ext
             self._memory.commit(s, page_size)
             if s.kv_len == s.fill_len:
-                finished |= self._take_token(s, out, page_size, context, events)
-        for s, out in zip(decodes, outputs[len(extends) :], strict=True):
+                finished |= self._take_token(s, tokens[i], logprobs[i], tops[i], page_size, context, events)
+            i += 1
+        for s in decodes:
             s.kv_len += 1
-            finished |= self._take_token(s, out, page_size, context, events)
+            finished |= self._take_token(s, tokens[i], logprobs[i], tops[i], page_size, context, events)
+            i += 1
         if finished:
             self._running = [s for s in self._running if s.status == "running"]
 
-    def _take_token(self, s: RequestState, out: TokenOutput, page_size: int, context: int, events: list[RequestEvent]) -> bool:
+    def _take_token(
+        self,
+        s: RequestState,
+        token: int,
+        logprob: float | None,
+        top: Sequence[tuple[int, float]] | None,
+        page_size: int,
+        context: int,
+        events: list[RequestEvent],
+    ) -> bool:
         """Append the sampled token, report it, and finish the request if it is done (True then)."""
-        token = out.token_id
         if token < 0:
             raise RuntimeError(
                 f"the executor returned token {token} for request {s.req.rid!r}, which samples this step; "
@@ -296,12 +310,11 @@ class Scheduler:
             )
         s.output_ids.append(token)
         reason = finish_reason_of(s, token, context)
-        top = out.top_logprobs
         events.append(
             RequestEvent(
                 rid=s.req.rid,
                 token_id=token,
-                logprob=out.logprob,
+                logprob=logprob,
                 top_logprobs=None if top is None else tuple(top),
                 finish_reason=reason,
                 cached_tokens=s.cached_tokens or 0,
