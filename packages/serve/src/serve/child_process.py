@@ -1,0 +1,41 @@
+"""What every child process does first: die with its parent, publish the bags it was handed,
+and set up logging, before it constructs anything."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+
+import config_bags
+from config_bags import Role, get_observability
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this process when its parent dies, so no child outlives a killed launcher."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def publish_received(encoded_bags: bytes, role: Role) -> None:
+    """Publish the bags the launcher handed over, so this process reports the launcher's hash."""
+    config_bags.publish(config_bags.decode(encoded_bags), role=role)
+    configure_logging(role)
+    config_bags.on_override(lambda _record: logging.getLogger().setLevel(get_observability().log_level.upper()))
+
+
+def configure_logging(role: str) -> None:
+    """Log at the published level, each line naming the process role."""
+    logging.basicConfig(
+        level=get_observability().log_level.upper(),
+        format=f"%(asctime)s [{role}] %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )

@@ -1,0 +1,86 @@
+"""The detokenizer process: publishes its bags, then turns the scheduler's token batches into text
+for the tokenizer manager, applying runtime overrides on the way."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import config_bags
+import zmq
+
+from serve.child_process import die_with_parent, publish_received
+from serve.config_override import apply_override
+from serve.detokenizer.request_text import RequestText
+from serve.ipc.channels import Addresses, Receiver, Sender
+from serve.ipc.messages import (
+    AbortRequest,
+    GenerateRequest,
+    Message,
+    OverrideAck,
+    OverrideRequest,
+    ProcessReady,
+    SchedulerStats,
+    TextBatch,
+    TextOutput,
+    TokenBatch,
+)
+from serve.tokenizer.loading import load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+class Detokenizer:
+    """Routes messages: requests register text state, token batches become text batches."""
+
+    def __init__(self, tokenizer: Any, to_tokenizer: Sender, to_scheduler: Sender) -> None:
+        self._tokenizer = tokenizer
+        self._to_tokenizer = to_tokenizer
+        self._to_scheduler = to_scheduler
+        self._requests: dict[str, RequestText] = {}
+
+    def handle(self, message: Message) -> None:
+        """Act on one message from the scheduler."""
+        if isinstance(message, GenerateRequest):
+            self._requests[message.rid] = RequestText(self._tokenizer, message)
+        elif isinstance(message, TokenBatch):
+            self._on_tokens(message)
+        elif isinstance(message, OverrideRequest):
+            self._to_tokenizer.send(apply_override(message, "detokenizer"))
+        elif isinstance(message, (OverrideAck, ProcessReady, SchedulerStats)):
+            self._to_tokenizer.send(message)
+        else:
+            logger.error("detokenizer got an unexpected %s", type(message).__name__)
+
+    def _on_tokens(self, batch: TokenBatch) -> None:
+        texts: list[TextOutput] = []
+        for out in batch.outputs:
+            state = self._requests.get(out.rid)
+            if state is None:  # already finished by a stop string; the scheduler's echo is dropped
+                continue
+            text, stopped = state.advance(out)
+            if text is not None:
+                texts.append(text)
+            if stopped:
+                self._to_scheduler.send(AbortRequest(rid=out.rid, reason="stop string matched"))
+            if stopped or out.finish is not None:
+                del self._requests[out.rid]
+        if texts:
+            self._to_tokenizer.send(TextBatch(outputs=tuple(texts)))
+
+
+def run_detokenizer(encoded_bags: bytes, addresses: Addresses) -> None:
+    """Entry point of the detokenizer process."""
+    die_with_parent()
+    publish_received(encoded_bags, "detokenizer")
+    tokenizer = load_tokenizer()
+    context: zmq.Context[Any] = zmq.Context()
+    inbox = Receiver(context, addresses.detokenizer)
+    detokenizer = Detokenizer(tokenizer, Sender(context, addresses.tokenizer), Sender(context, addresses.scheduler))
+    config_bags.begin_serving()
+    detokenizer.handle(ProcessReady(role="detokenizer", pid=os.getpid(), config_hash=config_bags.config_hash()))
+    while True:
+        inbox.poll(-1)
+        for message in inbox.drain():
+            detokenizer.handle(message)

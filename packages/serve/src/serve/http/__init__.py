@@ -1,0 +1,1 @@
+"""The OpenAI-compatible HTTP API (FastAPI), its protocol models, errors and SSE streaming."""

@@ -1,0 +1,29 @@
+"""The FastAPI application: routes, error handlers and authentication over one tokenizer manager."""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import FastAPI
+
+from serve.http.auth import install_auth
+from serve.http.errors import install_error_handlers
+from serve.http.routes_admin import router as admin_router
+from serve.http.routes_chat import router as chat_router
+from serve.http.routes_completions import router as completions_router
+from serve.http.routes_native import router as native_router
+from serve.resolved_view import ResolvedConfig
+from serve.tokenizer.manager import TokenizerManager
+
+
+def create_app(manager: TokenizerManager, resolved: ResolvedConfig) -> FastAPI:
+    """The HTTP API served by the main process."""
+    app = FastAPI(title="serve", description="OpenAI-compatible LLM server")
+    app.state.manager = manager
+    app.state.resolved = resolved
+    app.state.pid = os.getpid()
+    install_error_handlers(app)
+    install_auth(app)
+    for router in (completions_router, chat_router, native_router, admin_router):
+        app.include_router(router)
+    return app

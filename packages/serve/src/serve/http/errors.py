@@ -1,0 +1,79 @@
+"""Errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+logger = logging.getLogger(__name__)
+
+
+class APIError(Exception):
+    """An error answered to the client; the server carries on."""
+
+    def __init__(self, status: int, message: str, *, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the error."""
+        return error_body(self.message, self.type, self.param, self.code)
+
+    def response(self) -> JSONResponse:
+        """The error as an HTTP response."""
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def error_body(message: str, type_: str, param: str | None = None, code: str | int | None = None) -> dict[str, Any]:
+    """OpenAI's error object."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
+    """A 400 naming what was wrong."""
+    return APIError(400, message, param=param, code=code)
+
+
+def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
+    parts: list[str] = []
+    param: str | None = None
+    for detail in err.errors():
+        loc = [str(p) for p in detail.get("loc", ()) if p != "body"]
+        where = ".".join(loc) or "body"
+        param = param or (loc[0] if loc else None)
+        if detail.get("type") == "json_invalid":
+            parts.append(f"malformed JSON body: {detail.get('ctx', {}).get('error', detail.get('msg'))}")
+        else:
+            parts.append(f"{where}: {detail.get('msg')} (got {detail.get('input')!r})")
+    return "; ".join(parts) or "invalid request", param
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error in OpenAI's shape: validation 400, HTTP errors with their status, others 500."""
+
+    @app.exception_handler(APIError)
+    async def _api_error(_request: Request, err: APIError) -> JSONResponse:
+        return err.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
+        message, param = _validation_message(err)
+        return JSONResponse(error_body(message, "invalid_request_error", param), status_code=400)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_request: Request, err: HTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(err.detail), "invalid_request_error"), status_code=err.status_code)
+
+    @app.exception_handler(Exception)
+    async def _internal(_request: Request, err: Exception) -> JSONResponse:
+        logger.exception("unhandled error answering a request")
+        return JSONResponse(error_body(f"internal server error: {err}", "internal_server_error"), status_code=500)

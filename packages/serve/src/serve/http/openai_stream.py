@@ -1,0 +1,49 @@
+"""The SSE body of a streamed OpenAI response: one chunk per output, then usage, then [DONE]."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from serve.http.sse import DONE, sse
+from serve.http.streams import ChoiceResult, fault_error, merged
+from serve.http.usage import usage
+from serve.ipc.messages import GenerateRequest, TextOutput
+from serve.tokenizer.manager import TokenizerManager
+from serve.tokenizer.request_state import ServerFaultError
+
+ChoiceChunk = Callable[[int, TextOutput], dict[str, Any]]
+Envelope = Callable[[list[dict[str, Any]]], dict[str, Any]]
+
+
+async def openai_stream(
+    manager: TokenizerManager,
+    requests: Sequence[GenerateRequest],
+    prompt_lens: Sequence[int],
+    *,
+    first: Sequence[dict[str, Any]],
+    choice_chunk: ChoiceChunk,
+    envelope: Envelope,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    """Chunks `envelope([choice])` for each choice in `first`, then for each output; a usage chunk
+    when asked; `[DONE]`. A server fault ends the stream with an error event."""
+    results = [ChoiceResult() for _ in requests]
+    try:
+        for choice in first:
+            yield sse(envelope([choice]))
+        async with aclosing(merged(manager, requests)) as outputs:
+            async for index, out in outputs:
+                results[index].add(out)
+                if out.text or out.logprobs or out.finish is not None:  # text still held back waits
+                    yield sse(envelope([choice_chunk(index, out)]))
+    except ServerFaultError as err:
+        yield sse(fault_error(err).body())
+        yield DONE
+        return
+    if include_usage:
+        final = envelope([])
+        final["usage"] = usage(prompt_lens, results)
+        yield sse(final)
+    yield DONE

@@ -1,0 +1,93 @@
+"""Operations endpoints: /health, /server_info, /metrics, /v1/models, /v1/runtime_config."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import config_bags
+import msgspec
+from config_bags import ConfigError, config_hash, get_observability, leaf_spec, leaf_value, overrides_log
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from serve.config_override import hot_leaf_names
+from serve.http.errors import APIError, bad_request
+from serve.resolved_view import ResolvedConfig
+from serve.tokenizer.manager import OverrideFailedError, TokenizerManager
+from serve.tokenizer.model_info import served_model_name
+
+router = APIRouter()
+
+
+def _manager(request: Request) -> TokenizerManager:
+    manager: TokenizerManager = request.app.state.manager
+    return manager
+
+
+@router.get("/health")
+async def health(request: Request) -> JSONResponse:
+    """200 while every process is up; 503 with the reason once one has died."""
+    manager = _manager(request)
+    if manager.healthy:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "unhealthy", "reason": manager.fault or "starting"}, status_code=503)
+
+
+@router.get("/v1/models")
+async def models(request: Request) -> dict[str, Any]:
+    """The one served model."""
+    info = _manager(request).model_info
+    return {
+        "object": "list",
+        "data": [{"id": served_model_name(), "object": "model", "created": int(time.time()), "owned_by": "serve", "max_model_len": info.context_length}],
+    }
+
+
+@router.get("/server_info")
+async def server_info(request: Request) -> dict[str, Any]:
+    """The resolved config with provenance, the current bags, the overrides log, and each process's
+    config hash and pid."""
+    manager = _manager(request)
+    resolved: ResolvedConfig = request.app.state.resolved
+    return {
+        "config": resolved.dump(),
+        "provenance": resolved.provenance(),
+        "bags": msgspec.to_builtins(config_bags.published_bags()),
+        "overrides": msgspec.to_builtins(overrides_log()),
+        "config_hashes": {"main": config_hash(), **manager.process_hashes},
+        "pids": {"main": request.app.state.pid, **manager.process_pids},
+        "model": {"name": served_model_name(), **msgspec.to_builtins(manager.model_info)},
+    }
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> PlainTextResponse:
+    """Prometheus text exposition (404 when observability.enable_metrics is off)."""
+    if not get_observability().enable_metrics:
+        raise APIError(404, "metrics are disabled (observability.enable_metrics is false)", code="metrics_disabled")
+    return PlainTextResponse(_manager(request).metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+@router.get("/v1/runtime_config")
+async def runtime_config() -> dict[str, Any]:
+    """The leaves that may change while serving, with their values, and the config hash."""
+    leaves = {}
+    for name in hot_leaf_names():
+        spec = leaf_spec(name)
+        leaves[name] = {"value": msgspec.to_builtins(leaf_value(name)), "bag": spec.namespace, "accepts": spec.accepts(), "help": spec.help}
+    return {"config_hash": config_hash(), "leaves": leaves}
+
+
+@router.patch("/v1/runtime_config")
+async def patch_runtime_config(request: Request, leaves: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    """Apply `{leaf: value, ...}` in every process at a safe point; answers the new config hash once
+    every process acknowledged it. A refused change is a 400 and changes nothing anywhere."""
+    manager = _manager(request)
+    try:
+        new_hash = await manager.override(leaves, source="http:PATCH /v1/runtime_config")
+    except ConfigError as err:
+        raise bad_request(f"runtime config change refused: {err}", param=",".join(leaves) or None, code="config_refused") from None
+    except OverrideFailedError as err:
+        raise APIError(500, f"runtime config change failed: {err}", type_="server_error") from None
+    return {"config_hash": new_hash, "config_hashes": {"main": config_hash(), **manager.process_hashes}, "applied": leaves}

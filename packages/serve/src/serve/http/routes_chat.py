@@ -1,0 +1,86 @@
+"""POST /v1/chat/completions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from serve.http.admission import generate_requests, new_rid
+from serve.http.errors import bad_request
+from serve.http.logprobs_format import chat_logprobs
+from serve.http.openai_stream import openai_stream
+from serve.http.protocol import ChatCompletionRequest
+from serve.http.streams import collect, unless_disconnected
+from serve.http.usage import usage
+from serve.ipc.messages import TextOutput
+from serve.tokenizer.chat_template import NoChatTemplateError, chat_prompt_ids
+from serve.tokenizer.manager import TokenizerManager
+from serve.tokenizer.model_info import served_model_name
+
+router = APIRouter()
+
+
+def rendered_prompt(manager: TokenizerManager, body: ChatCompletionRequest) -> list[int]:
+    """The conversation's prompt ids; a missing chat template is the client's 400."""
+    try:
+        return chat_prompt_ids(manager.tokenizer, [{"role": m.role, "content": m.text()} for m in body.messages])
+    except NoChatTemplateError as err:
+        raise bad_request(str(err), param="messages") from None
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, http_request: Request) -> Any:
+    """OpenAI chat completions, streamed (SSE) or whole."""
+    manager: TokenizerManager = http_request.app.state.manager
+    prompt = rendered_prompt(manager, body)
+    requests = generate_requests(
+        body,
+        [prompt],
+        manager,
+        max_tokens=body.max_completion_tokens or body.max_tokens,
+        default_max_tokens=None,
+        logprobs=body.logprobs,
+        top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
+    )
+    cid, created, model = f"chatcmpl-{new_rid()}", int(time.time()), served_model_name()
+
+    def envelope(choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices}
+
+    if body.stream:
+
+        def choice_chunk(index: int, out: TextOutput) -> dict[str, Any]:
+            return {
+                "index": index,
+                "delta": {"content": out.text} if out.text or out.finish is None else {},
+                "logprobs": chat_logprobs(out.logprobs) if body.logprobs else None,
+                "finish_reason": out.finish,
+                "matched_stop": out.matched_stop,
+            }
+
+        first = [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(requests))]
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        stream = openai_stream(
+            manager, requests, [len(prompt)], first=first, choice_chunk=choice_chunk, envelope=envelope, include_usage=include_usage
+        )
+        return StreamingResponse(stream, media_type="text/event-stream")
+
+    results = await unless_disconnected(http_request, collect(manager, requests))
+    response = envelope(
+        [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": r.text},
+                "logprobs": chat_logprobs(r.logprobs) if body.logprobs else None,
+                "finish_reason": r.finish,
+                "matched_stop": r.matched_stop,
+            }
+            for i, r in enumerate(results)
+        ]
+    )
+    response["object"] = "chat.completion"
+    response["usage"] = usage([len(prompt)], results)
+    return response

@@ -1,0 +1,1 @@
+"""Messages between the server's processes (msgspec structs) and the ZMQ ipc sockets carrying them."""

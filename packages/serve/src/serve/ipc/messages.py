@@ -1,0 +1,142 @@
+"""Every message the processes exchange, as frozen msgspec structs tagged for one union decoder.
+
+Routes (each arrow one ZMQ PUSH/PULL pipe):
+    tokenizer manager -> scheduler:   GenerateRequest, AbortRequest, OverrideRequest
+    detokenizer -> scheduler:         AbortRequest (a stop string matched)
+    scheduler -> detokenizer:         TokenBatch, SchedulerStats, OverrideAck, ProcessReady
+    detokenizer -> tokenizer manager: TextBatch, SchedulerStats, OverrideAck, ProcessReady
+The scheduler's acks and readiness travel through the detokenizer, which applies an override
+itself before forwarding the scheduler's ack: the tokenizer manager hears both in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from runtime_scheduler.metrics import SchedulerMetrics
+from runtime_scheduler.request import Request
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A tokenized request: the scheduler's own `Request` (checked again on decode) plus what
+    the detokenizer needs to render its text."""
+
+    request: Request
+    stop_strings: tuple[str, ...] = ()  # matched by the detokenizer
+    skip_special_tokens: bool = True
+
+    @property
+    def rid(self) -> str:
+        """The request's id."""
+        return self.request.rid
+
+
+class AbortRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Stop a request now and free its pages (client gone, or a stop string matched)."""
+
+    rid: str
+    reason: str
+
+
+class OverrideRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Apply `leaves` (already validated by the tokenizer manager) at the next safe point."""
+
+    seq: int
+    source: str
+    leaves: dict[str, Any]
+
+
+class OverrideAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """One process applied (or refused) override `seq`; `config_hash` is its hash afterwards."""
+
+    seq: int
+    role: str
+    config_hash: str
+    error: str | None = None
+
+
+class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A child finished constructing; `info` carries what the front end needs (model limits)."""
+
+    role: str
+    pid: int
+    config_hash: str
+    info: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class TokenLogprob(msgspec.Struct, frozen=True, array_like=True):
+    """A token id and its log probability."""
+
+    token_id: int
+    logprob: float
+
+
+class TokenDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """What one step produced for one request."""
+
+    rid: str
+    new_ids: tuple[int, ...]
+    finish: FinishReason | None = None
+    matched_stop: int | None = None  # the stop token that finished it
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per new id when asked
+    top_logprobs: tuple[tuple[TokenLogprob, ...], ...] = ()  # one tuple per new id when asked
+    error: str | None = None  # the scheduler refused the request (finish is "abort")
+
+
+class TokenBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Everything one scheduler step produced."""
+
+    outputs: tuple[TokenDelta, ...]
+
+
+class LogprobEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A token's text, id and logprob, with its alternatives, for the API's logprobs fields."""
+
+    token: str
+    token_id: int
+    logprob: float
+    top: tuple[tuple[str, int, float], ...] = ()
+
+
+class TextOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """New text of one request since its previous TextOutput."""
+
+    rid: str
+    text: str
+    new_ids: tuple[int, ...]
+    finish: FinishReason | None = None
+    matched_stop: int | str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    logprobs: tuple[LogprobEntry, ...] = ()
+    error: str | None = None  # the scheduler refused the request (finish is "abort")
+
+
+class TextBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Text outputs forwarded by the detokenizer."""
+
+    outputs: tuple[TextOutput, ...]
+
+
+class SchedulerStats(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The scheduler's snapshot, sent between steps (a few times a second at most) and when idle."""
+
+    metrics: SchedulerMetrics
+
+
+Message = Union[
+    GenerateRequest,
+    AbortRequest,
+    OverrideRequest,
+    OverrideAck,
+    ProcessReady,
+    TokenBatch,
+    TextBatch,
+    SchedulerStats,
+]

@@ -1,0 +1,163 @@
+"""The launcher: start the scheduler and detokenizer processes with the encoded bags, serve HTTP
+in this process once both are ready, and take everything down together.
+
+If a child dies while serving, in-flight requests get a 503, /health turns unhealthy, and after
+a short grace period the server stops, the other child is terminated and `launch` returns 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import shutil
+import time
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+
+
+import config_bags
+import uvicorn
+from config_bags import get_model, get_observability, get_serving
+
+from serve.child_process import configure_logging
+from serve.detokenizer.process import run_detokenizer
+from serve.http.app import create_app
+from serve.ipc.channels import Addresses
+from serve.resolved_view import ResolvedConfig
+from serve.scheduler_process.process import run_scheduler
+from serve.tokenizer.loading import load_tokenizer
+from serve.tokenizer.manager import TokenizerManager
+
+logger = logging.getLogger(__name__)
+
+# How long /health answers "unhealthy" after a child died, before the server stops.
+FAULT_GRACE_S = 2.0
+_STOP_TIMEOUT_S = 5.0
+
+
+def say(text: str) -> None:
+    """One progress line for the operator on stdout."""
+    print(f"serve: {text}", flush=True)
+
+
+def start_children(encoded: bytes, addresses: Addresses) -> dict[str, BaseProcess]:
+    """Start the scheduler and detokenizer processes (spawned: no state shared but the bags)."""
+    context = multiprocessing.get_context("spawn")
+    targets: dict[str, Callable[[bytes, Addresses], None]] = {"scheduler": run_scheduler, "detokenizer": run_detokenizer}
+    children: dict[str, BaseProcess] = {}
+    for role, target in targets.items():
+        child = context.Process(target=target, args=(encoded, addresses), name=f"serve-{role}", daemon=True)
+        child.start()
+        children[role] = child
+    return children
+
+
+def stop_children(children: dict[str, BaseProcess]) -> None:
+    """Terminate every child still running and wait for it (killing one that does not stop)."""
+    for child in children.values():
+        if child.is_alive():
+            child.terminate()
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for child in children.values():
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+class _Watch:
+    """Which child died first, if any; set from the event loop's reader on the child's sentinel."""
+
+    def __init__(self) -> None:
+        self.dead: str | None = None
+        self.event = asyncio.Event()
+
+    def died(self, role: str, child: BaseProcess) -> None:
+        if self.dead is None:
+            child.join(1.0)  # the sentinel fires as the child exits; reap it for its exit code
+            self.dead = f"the {role} process died (exit code {child.exitcode})"
+            self.event.set()
+
+
+async def _serve(resolved: ResolvedConfig, addresses: Addresses, children: dict[str, BaseProcess]) -> int:
+    manager = TokenizerManager(load_tokenizer(), addresses)
+    receiving = asyncio.create_task(manager.receive_forever())
+    loop = asyncio.get_running_loop()
+    watch = _Watch()
+    for role, child in children.items():
+        loop.add_reader(child.sentinel, watch.died, role, child)
+    try:
+        started = time.monotonic()
+        ready = asyncio.create_task(manager.all_ready.wait())
+        await asyncio.wait({ready, asyncio.create_task(watch.event.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        if watch.dead is not None:
+            say(f"startup failed: {watch.dead}; see the log above")
+            return 1
+        say(f"model loaded in {time.monotonic() - started:.1f} s")
+        config_bags.begin_serving()
+        return await _run_http(resolved, manager, watch)
+    finally:
+        for child in children.values():
+            loop.remove_reader(child.sentinel)
+        receiving.cancel()
+
+
+async def _run_http(resolved: ResolvedConfig, manager: TokenizerManager, watch: _Watch) -> int:
+    serving = get_serving()
+    config = uvicorn.Config(
+        create_app(manager, resolved),
+        host=serving.host,
+        port=serving.port,
+        log_level=get_observability().log_level,
+        access_log=get_observability().log_requests,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            await asyncio.sleep(0.05)
+        say(f"ready at http://{serving.host}:{serving.port} (model {get_model().served_model_name})")
+
+    async def on_fault() -> None:
+        await watch.event.wait()
+        logger.error("%s; failing in-flight requests and shutting down", watch.dead)
+        manager.fail_all(watch.dead or "a server process died")
+        await asyncio.sleep(FAULT_GRACE_S)
+        server.should_exit = True
+
+    helpers = [asyncio.create_task(announce()), asyncio.create_task(on_fault())]
+    try:
+        await server.serve()
+    finally:
+        for helper in helpers:
+            helper.cancel()
+    return 1 if watch.dead is not None else 0
+
+
+def launch(resolved: ResolvedConfig) -> int:
+    """Serve `resolved` until interrupted or a process dies; the exit code (0 after a clean stop).
+
+    Publishes the resolved bags as the launcher if the caller has not, hands every child the
+    encoded bags, and leaves no child process behind however it ends.
+    """
+    if not config_bags.is_published():
+        config_bags.publish(resolved.bags(), role="launcher")
+    configure_logging("main")
+    addresses = Addresses.fresh()
+    say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
+    children = start_children(config_bags.encode(config_bags.published_bags()), addresses)
+    try:
+        return asyncio.run(_serve(resolved, addresses, children))
+    except SystemExit as stop:  # uvicorn exits this way when it cannot bind
+        return stop.code if isinstance(stop.code, int) else 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop_children(children)
+        shutil.rmtree(addresses.folder(), ignore_errors=True)
+        say("stopped")
+
+

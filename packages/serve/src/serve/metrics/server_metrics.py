@@ -1,0 +1,73 @@
+"""Everything /metrics reports: request latencies measured in the main process, and the
+scheduler's gauges and counters as its last stats message gave them."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from runtime_scheduler import SchedulerMetrics
+
+from serve.metrics.histogram import Histogram
+
+_THROUGHPUT_WINDOW_S = 10.0
+_TTFT_BOUNDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_ITL_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_E2E_BOUNDS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class ServerMetrics:
+    """Counters, histograms and gauges of the server, rendered as Prometheus text."""
+
+    def __init__(self) -> None:
+        self.ttft = Histogram("serve_time_to_first_token_seconds", "Time from request arrival to its first output token.", _TTFT_BOUNDS)
+        self.itl = Histogram("serve_inter_token_latency_seconds", "Time between consecutive output tokens of a request.", _ITL_BOUNDS)
+        self.e2e = Histogram("serve_e2e_request_latency_seconds", "Time from request arrival to its last token.", _E2E_BOUNDS)
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.requests_finished = 0
+        self.requests_aborted = 0
+        self._recent: deque[tuple[float, int]] = deque()  # (time, tokens) of the last window
+        self.scheduler: SchedulerMetrics | None = None  # until the scheduler's first stats arrive
+
+    def tokens_generated(self, count: int, now: float) -> None:
+        """Count `count` output tokens delivered at `now` (time.monotonic())."""
+        self.generation_tokens += count
+        self._recent.append((now, count))
+
+    def throughput(self, now: float) -> float:
+        """Output tokens per second over the last few seconds."""
+        while self._recent and self._recent[0][0] < now - _THROUGHPUT_WINDOW_S:
+            self._recent.popleft()
+        return sum(count for _, count in self._recent) / _THROUGHPUT_WINDOW_S
+
+    def render(self) -> str:
+        """The Prometheus text exposition of every metric."""
+        lines: list[str] = []
+        for name, kind, help_text, value in (
+            ("serve_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", self.prompt_tokens),
+            ("serve_generation_tokens_total", "counter", "Output tokens delivered.", self.generation_tokens),
+            ("serve_requests_finished_total", "counter", "Requests that finished (any reason).", self.requests_finished),
+            ("serve_requests_aborted_total", "counter", "Requests aborted (client gone or server error).", self.requests_aborted),
+            ("serve_gen_throughput_tokens_per_second", "gauge", "Output tokens per second over the last 10 s.", self.throughput(time.monotonic())),
+            *self._scheduler_rows(),
+        ):
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+        for histogram in (self.ttft, self.itl, self.e2e):
+            lines += histogram.exposition()
+        return "\n".join(lines) + "\n"
+
+    def _scheduler_rows(self) -> list[tuple[str, str, str, float]]:
+        stats = self.scheduler
+        if stats is None:
+            return []
+        return [
+            ("serve_num_running_requests", "gauge", "Requests in the running batch.", stats.num_running),
+            ("serve_num_waiting_requests", "gauge", "Requests waiting for admission.", stats.num_waiting),
+            ("serve_kv_total_pages", "gauge", "Pages in the KV pool.", stats.total_pages),
+            ("serve_kv_free_pages", "gauge", "Pages on the free list.", stats.free_pages),
+            ("serve_kv_cached_pages", "gauge", "Pages held by the prefix cache.", stats.cached_pages),
+            ("serve_kv_usage_ratio", "gauge", "Fraction of the pool held by requests (neither free nor evictable).", stats.token_usage),
+            ("serve_cache_hit_rate", "gauge", "Fraction of admitted prompt tokens served from the prefix cache.", stats.cache_hit_rate),
+            ("serve_retractions_total", "counter", "Requests retracted to free KV pages.", stats.num_retractions),
+        ]

@@ -1,0 +1,24 @@
+"""What the launcher and /server_info need of the resolved launch record, as a protocol (the
+record's `ResolvedArgs` fits it); nothing outside `serve` ever holds it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from config_bags import Bags
+
+
+class ResolvedConfig(Protocol):
+    """The sealed, resolved launch configuration."""
+
+    def bags(self) -> Bags:
+        """The bags this launch publishes."""
+        ...
+
+    def provenance(self) -> dict[str, str]:
+        """Leaf -> where its value came from."""
+        ...
+
+    def dump(self) -> dict[str, Any]:
+        """JSON-able: every leaf with its value and provenance."""
+        ...

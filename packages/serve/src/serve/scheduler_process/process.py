@@ -1,0 +1,48 @@
+"""Entry point of the scheduler process: publish, build the runner and the scheduler, serve."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import config_bags
+import zmq
+from attn_backends import build_attention_backend
+from runtime_runner.runner import ModelRunner
+from runtime_scheduler import Scheduler
+
+from serve.child_process import die_with_parent, publish_received
+from serve.ipc.channels import Addresses, Receiver, Sender
+from serve.ipc.messages import ProcessReady
+from serve.scheduler_process.loop import SchedulerLoop
+
+logger = logging.getLogger(__name__)
+
+
+def build_scheduler() -> tuple[Scheduler, ModelRunner]:
+    """The runner (given attn_backends' factory) and the scheduler driving it as its executor,
+    from the published bags."""
+    runner = ModelRunner(build_attention_backend)
+    scheduler = Scheduler(runner, model_max_length=runner.arch.max_position_embeddings, max_total_tokens=runner.pool.num_slots)
+    return scheduler, runner
+
+
+def run_scheduler(encoded_bags: bytes, addresses: Addresses) -> None:
+    """Entry point of the scheduler process."""
+    die_with_parent()
+    publish_received(encoded_bags, "scheduler")
+    context: zmq.Context[Any] = zmq.Context()
+    inbox = Receiver(context, addresses.scheduler)
+    to_detokenizer = Sender(context, addresses.detokenizer)
+    logger.info("loading the model")
+    scheduler, runner = build_scheduler()
+    config_bags.begin_serving()
+    info = {
+        "context_length": runner.context_length,
+        "max_total_tokens": runner.pool.num_slots,
+        "vocab_size": runner.arch.vocab_size,
+    }
+    logger.info("model loaded: %s", info)
+    to_detokenizer.send(ProcessReady(role="scheduler", pid=os.getpid(), config_hash=config_bags.config_hash(), info=info))
+    SchedulerLoop(scheduler, inbox, to_detokenizer).run_forever()

@@ -1,0 +1,194 @@
+"""The tokenizer manager: the main process's side of the pipes.
+
+HTTP handlers hand it tokenized requests and iterate the outputs; one receive task routes the
+detokenizer's messages to per-request queues, to the metrics, and to a pending runtime override.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import config_bags
+import zmq.asyncio
+
+from serve.config_override import check_runtime_override
+from serve.ipc.channels import Addresses, AsyncReceiver, AsyncSender
+from serve.ipc.messages import (
+    AbortRequest,
+    GenerateRequest,
+    Message,
+    OverrideAck,
+    OverrideRequest,
+    ProcessReady,
+    SchedulerStats,
+    TextBatch,
+    TextOutput,
+)
+from serve.metrics.server_metrics import ServerMetrics
+from serve.tokenizer.eos import eos_token_ids
+from serve.tokenizer.model_info import ModelInfo
+from serve.tokenizer.request_state import RequestRefusedError, RequestState, ServerFaultError
+
+logger = logging.getLogger(__name__)
+
+CHILD_ROLES = ("scheduler", "detokenizer")
+_OVERRIDE_TIMEOUT_S = 60.0
+
+
+class OverrideFailedError(RuntimeError):
+    """A validated override that a process refused or did not acknowledge in time."""
+
+
+class TokenizerManager:
+    """Sends requests to the scheduler and routes every message coming back."""
+
+    def __init__(self, tokenizer: Any, addresses: Addresses) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_ids = eos_token_ids(tokenizer)
+        context = zmq.asyncio.Context()
+        self._to_scheduler = AsyncSender(context, addresses.scheduler)
+        self._inbox = AsyncReceiver(context, addresses.tokenizer)
+        self.metrics = ServerMetrics()
+        self._requests: dict[str, RequestState] = {}
+        self.process_hashes: dict[str, str] = {}
+        self.process_pids: dict[str, int] = {}
+        self._model_info: ModelInfo | None = None
+        self.all_ready = asyncio.Event()
+        self.fault: str | None = None
+        self._override_lock = asyncio.Lock()
+        self._override_seq = itertools.count(1)
+        self._override_pending: tuple[int, asyncio.Future[list[OverrideAck]], list[OverrideAck]] | None = None
+
+    @property
+    def model_info(self) -> ModelInfo:
+        """The scheduler's model limits (available once it is ready)."""
+        if self._model_info is None:
+            raise RuntimeError("model_info was read before the scheduler reported ready")
+        return self._model_info
+
+    @property
+    def healthy(self) -> bool:
+        """Whether every process is up and none has died."""
+        return self.fault is None and self.all_ready.is_set()
+
+    async def receive_forever(self) -> None:
+        """Route every incoming message (runs as one task for the life of the server)."""
+        while True:
+            self._route(await self._inbox.receive())
+
+    def _route(self, message: Message) -> None:
+        if isinstance(message, TextBatch):
+            now = time.monotonic()
+            for out in message.outputs:
+                self._deliver(out, now)
+        elif isinstance(message, SchedulerStats):
+            self.metrics.scheduler = message.metrics
+        elif isinstance(message, OverrideAck):
+            self._on_ack(message)
+        elif isinstance(message, ProcessReady):
+            self.process_hashes[message.role] = message.config_hash
+            self.process_pids[message.role] = message.pid
+            if message.role == "scheduler":
+                self._model_info = ModelInfo(**message.info)
+            logger.info("%s ready (pid %d, config hash %s)", message.role, message.pid, message.config_hash)
+            if all(role in self.process_hashes for role in CHILD_ROLES):
+                self.all_ready.set()
+        else:
+            logger.error("tokenizer manager got an unexpected %s", type(message).__name__)
+
+    def _deliver(self, out: TextOutput, now: float) -> None:
+        state = self._requests.get(out.rid)
+        if state is None:
+            return
+        tokens = len(out.new_ids)
+        if tokens:
+            self.metrics.tokens_generated(tokens, now)
+            if state.last_output is None:
+                self.metrics.ttft.observe(now - state.arrival)
+            else:
+                for _ in range(tokens):
+                    self.metrics.itl.observe((now - state.last_output) / tokens)
+            state.last_output = now
+        if out.finish is not None:
+            del self._requests[out.rid]
+            self.metrics.requests_finished += 1
+            self.metrics.prompt_tokens += out.prompt_tokens
+            self.metrics.e2e.observe(now - state.arrival)
+        state.queue.put_nowait(out)
+
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[TextOutput, None]:
+        """Send `request` and yield its outputs until the one that finishes it. Leaving early
+        (the client went away) aborts the request so the scheduler frees its pages."""
+        if self.fault is not None:
+            raise ServerFaultError(self.fault)
+        if request.rid in self._requests:
+            raise ValueError(f"request id {request.rid!r} is already in flight; ids must be unique")
+        state = RequestState()
+        self._requests[request.rid] = state
+        self._to_scheduler.send(request)
+        try:
+            while True:
+                item = await state.queue.get()
+                if isinstance(item, ServerFaultError):
+                    raise item
+                if item.error is not None:
+                    raise RequestRefusedError(item.error)
+                yield item
+                if item.finish is not None:
+                    return
+        finally:
+            if self._requests.pop(request.rid, None) is not None:
+                self.metrics.requests_aborted += 1
+                if self.fault is None:
+                    self._to_scheduler.send(AbortRequest(rid=request.rid, reason="client disconnected"))
+
+    def fail_all(self, reason: str) -> None:
+        """A process died: every in-flight request and a pending override end with `reason`."""
+        self.fault = reason
+        for state in self._requests.values():
+            state.queue.put_nowait(ServerFaultError(reason))
+        if self._override_pending is not None and not self._override_pending[1].done():
+            self._override_pending[1].set_exception(OverrideFailedError(reason))
+
+    async def override(self, leaves: Mapping[str, Any], source: str) -> str:
+        """Check `leaves` as a serving process would, apply them in every process (the scheduler
+        between steps), and return the config hash once all processes acknowledged it."""
+        check_runtime_override(leaves)
+        if self.fault is not None:
+            raise OverrideFailedError(self.fault)
+        async with self._override_lock:
+            seq = next(self._override_seq)
+            done: asyncio.Future[list[OverrideAck]] = asyncio.get_running_loop().create_future()
+            self._override_pending = (seq, done, [])
+            self._to_scheduler.send(OverrideRequest(seq=seq, source=source, leaves=dict(leaves)))
+            try:
+                acks = await asyncio.wait_for(done, _OVERRIDE_TIMEOUT_S)
+            except TimeoutError:
+                raise OverrideFailedError(f"processes did not acknowledge the override within {_OVERRIDE_TIMEOUT_S:.0f} s") from None
+            finally:
+                self._override_pending = None
+            refused = [f"{ack.role}: {ack.error}" for ack in acks if ack.error is not None]
+            if refused:
+                raise OverrideFailedError("override refused by " + "; ".join(refused))
+            config_bags.override(source, **leaves)
+            for ack in acks:
+                self.process_hashes[ack.role] = ack.config_hash
+            mine = config_bags.config_hash()
+            disagree = {role: h for role, h in self.process_hashes.items() if h != mine}
+            if disagree:
+                raise OverrideFailedError(f"processes disagree after the override: main {mine}, {disagree}")
+            return mine
+
+    def _on_ack(self, ack: OverrideAck) -> None:
+        pending = self._override_pending
+        if pending is None or pending[0] != ack.seq or pending[1].done():
+            logger.warning("override ack for seq %d arrived with no override pending", ack.seq)
+            return
+        pending[2].append(ack)
+        if {a.role for a in pending[2]} >= set(CHILD_ROLES):
+            pending[1].set_result(list(pending[2]))
