@@ -3,7 +3,9 @@ chat template, built in about a second; fast enough to start a real server per t
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
@@ -21,7 +23,8 @@ def build_tokenizer(folder: Path, vocab_size: int = 384) -> int:
     """Train a byte-level BPE on a small corpus and save it (tokenizer.json and config) in `folder`;
     the vocabulary size."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+
+    transformers: Any = importlib.import_module("transformers")  # its stubs do not type these calls
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -30,7 +33,7 @@ def build_tokenizer(folder: Path, vocab_size: int = 384) -> int:
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tokenizer.train_from_iterator([_CORPUS] * 20, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
     )
     fast.save_pretrained(folder)
@@ -44,12 +47,13 @@ def build_tiny_checkpoint(folder: Path, *, max_position_embeddings: int = 4096, 
     greedy decoding does not hinge on rounding differences between batch shapes.
     """
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+
+    transformers: Any = importlib.import_module("transformers")
 
     folder.mkdir(parents=True, exist_ok=True)
     vocab = build_tokenizer(folder)
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    config = transformers.LlamaConfig(
         vocab_size=vocab,
         hidden_size=64,
         intermediate_size=128,
@@ -63,6 +67,6 @@ def build_tiny_checkpoint(folder: Path, *, max_position_embeddings: int = 4096, 
         bos_token_id=None,
         dtype="float32",
     )
-    model = LlamaForCausalLM(config).to(torch.float32)
+    model = transformers.LlamaForCausalLM(config).to(torch.float32)
     model.save_pretrained(folder)
     return folder
