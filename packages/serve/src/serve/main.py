@@ -1,0 +1,40 @@
+"""`serve`: parse the launch record, resolve it, and launch (or dump / explain it)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+
+from config_bags import ConfigError
+
+from serve.record import LaunchInputError, launch_request, project, resolve
+
+INPUT_ERROR_EXIT = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script. Exit code 2 with one line on stderr for any refused input."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        request = launch_request(args, os.environ)
+        resolved = resolve(request.server_args)
+        project(resolved)
+    except (LaunchInputError, ConfigError) as err:
+        print(f"serve: error: {err}", file=sys.stderr)
+        return INPUT_ERROR_EXIT
+    if request.dump_config:
+        print(json.dumps(resolved.dump(), indent=2))
+        return 0
+    if request.explain is not None:
+        print(resolved.explain(request.explain))
+        return 0
+    # The process tree is imported only when launching, so --help and --dump-config stay light.
+    launcher = importlib.import_module("serve.launcher")
+    launcher.launch(resolved)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

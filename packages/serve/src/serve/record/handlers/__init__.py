@@ -1,0 +1,1 @@
+"""The resolution handlers, one module per concern; `serve.record.pipeline` orders them."""

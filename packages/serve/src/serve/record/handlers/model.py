@@ -1,0 +1,49 @@
+"""Handlers that fill the model leaves from the checkpoint the launch serves."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from config_bags import LeafValueError, context_length_of
+
+from serve.record.errors import ResolutionError
+from serve.record.resolution import Resolution
+
+
+def bundled_default_model() -> Path:
+    """The bundled default checkpoint, converted once into a cache dir by the runner."""
+    runner = importlib.import_module("runtime_runner")
+    ensure = getattr(runner, "ensure_default_model", None)
+    if ensure is None:
+        raise ResolutionError(
+            "model_path is unset and this runtime_runner has no ensure_default_model() to provide the bundled model; "
+            "accepted: --model-path DIR (a checkpoint directory with config.json)"
+        )
+    return Path(ensure())
+
+
+def default_model(res: Resolution) -> None:
+    """Serve the bundled default model when no model_path is given."""
+    if res.server_args.model_path is None:
+        res.declare("default_model", model_path=str(res.default_model()))
+
+
+def tokenizer_path(res: Resolution) -> None:
+    """The tokenizer lives with the model unless the operator named another directory."""
+    res.declare("tokenizer_path", tokenizer_path=res.server_args.model_path)
+
+
+def served_model_name(res: Resolution) -> None:
+    """The API names the model after its directory."""
+    if res.server_args.model_path is not None:
+        res.declare("served_model_name", served_model_name=Path(res.server_args.model_path).name)
+
+
+def context_length(res: Resolution) -> None:
+    """The model's maximum context, which an operator's value may not exceed."""
+    try:
+        length = context_length_of(res.server_args.bags().model, res.model.max_position_embeddings)
+    except LeafValueError as err:
+        raise ResolutionError(f"context_length (from {res.server_args.origin_of('context_length')}): {err}") from None
+    res.declare("context_length", context_length=length)

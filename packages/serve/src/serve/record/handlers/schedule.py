@@ -1,0 +1,31 @@
+"""Handlers that fit the scheduler's budgets to the KV cache that was sized."""
+
+from __future__ import annotations
+
+from config_bags import leaf_spec
+
+from serve.record.resolution import Resolution
+
+PREFILL_SHARE_OF_POOL = 4
+
+
+def chunked_prefill_size(res: Resolution) -> None:
+    """One prefill chunk takes at most a quarter of the KV pool and no more than the context,
+    in whole pages."""
+    args = res.server_args
+    if args.chunked_prefill_size == -1 or args.max_total_tokens is None:
+        return
+    page = args.page_size
+    budget = min(leaf_spec("chunked_prefill_size").default, args.max_total_tokens // PREFILL_SHARE_OF_POOL)
+    if args.context_length is not None:
+        budget = min(budget, args.context_length)
+    res.declare("chunked_prefill_size", chunked_prefill_size=max(page, budget // page * page))
+
+
+def max_running_requests(res: Resolution) -> None:
+    """No more running requests than KV pages: each running request holds at least one page."""
+    args = res.server_args
+    if args.max_total_tokens is None:
+        return
+    pages = max(1, args.max_total_tokens // args.page_size)
+    res.declare("max_running_requests", max_running_requests=min(leaf_spec("max_running_requests").default, pages))

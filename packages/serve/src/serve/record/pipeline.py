@@ -1,0 +1,58 @@
+"""`resolve(record)`: the ordered, named handlers, run once over a copy of the record, which is
+then sealed. The same record (values and provenance) always resolves to the same result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from config_bags import LeafValueError
+
+from serve.record.errors import ResolutionError
+from serve.record.handlers import kernel, memory, model, schedule, spec
+from serve.record.resolution import DefaultModel, Resolution
+from serve.record.resolved import ResolvedArgs
+from serve.record.server_args import ServerArgs
+
+Handler = Callable[[Resolution], None]
+
+# Order matters: each handler reads what the ones before it declared (the pool size needs the
+# page size; the prefill chunk and the running cap need the pool size).
+HANDLERS: tuple[Handler, ...] = (
+    model.default_model,
+    model.tokenizer_path,
+    model.served_model_name,
+    model.context_length,
+    kernel.attention_pair,
+    spec.speculative_defaults,
+    kernel.page_size_for_backend,
+    memory.max_total_tokens,
+    schedule.chunked_prefill_size,
+    schedule.max_running_requests,
+)
+
+
+def handler_names(handlers: Sequence[Handler] = HANDLERS) -> tuple[str, ...]:
+    """The names handlers declare under, in the order they run."""
+    return tuple(h.__name__ for h in handlers)
+
+
+def resolve(
+    server_args: ServerArgs,
+    *,
+    default_model: DefaultModel = model.bundled_default_model,
+    handlers: Sequence[Handler] = HANDLERS,
+) -> ResolvedArgs:
+    """Run every handler over a copy of `server_args`, seal it, and check that it projects into valid
+    bags. `server_args` itself is left as it was. ResolutionError names the leaf and the conflict."""
+    res = Resolution(server_args.copy_for_resolution(), default_model)
+    for handler in handlers:
+        res.running = handler.__name__
+        res.running_why = " ".join((handler.__doc__ or "").split())
+        handler(res)
+    res.running = None
+    res.server_args.seal()
+    try:
+        res.server_args.bags()
+    except LeafValueError as err:
+        raise ResolutionError(str(err)) from None
+    return ResolvedArgs(server_args=res.server_args, declarations=tuple(res.declarations))

@@ -1,0 +1,124 @@
+"""ServerArgs: one typed, checked attribute per leaf, provenance, sealing, projection."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+
+import pytest
+from config_bags import Bags, LeafValueError, UnknownLeafError, leaf_specs, unpublish
+
+from serve.record import ResolvedArgs, SealedRecordError, ServerArgs, project, resolve
+from serve.record import codegen
+from serve.record.pipeline import HANDLERS
+from serve.record.resolution import Resolution
+
+
+@pytest.fixture(autouse=True)
+def _unpublished() -> Iterator[None]:
+    unpublish()
+    yield
+    unpublish()
+
+
+def resolved_without_model(args: ServerArgs) -> ResolvedArgs:
+    """Resolve with only the handlers that need no checkpoint (the record tests are about the
+    record, not about the model handlers, which test_resolution_pipeline covers)."""
+    model_free = [h for h in HANDLERS if h.__module__.endswith(("kernel", "spec"))]
+    return resolve(args, handlers=model_free)
+
+
+def test_one_attribute_per_leaf_with_the_leaf_default_and_type() -> None:
+    args = ServerArgs()
+    hints = typing.get_type_hints(ServerArgs)
+    for name, spec in leaf_specs().items():
+        assert name in ServerArgs.__slots__
+        assert getattr(args, name) == spec.default
+        assert args.provenance_of(name) == "default"
+        assert name in hints, f"{name} has no annotation on ServerArgs"
+    assert set(args.values()) == set(leaf_specs())
+
+
+def test_generated_annotations_match_the_schema() -> None:
+    """The annotation block in server_args.py is exactly what the schema generates.
+
+    Reverse-verified: deleting the `page_size: int` line from the block fails this test."""
+    source = codegen.TARGET.read_text()
+    assert codegen.regenerated(source) == source, "stale leaf annotations: run `uv run python -m serve.record.codegen`"
+
+
+def test_keyword_leaves_are_operator_values_checked_against_the_leaf() -> None:
+    args = ServerArgs(page_size=16, cuda_graph_decode_bs=(1, 2, 8))
+    assert args.page_size == 16 and args.provenance_of("page_size") == "cli"
+    assert args.cuda_graph_decode_bs == (1, 2, 8)
+    with pytest.raises(LeafValueError, match=r"page_size.*accepted: int >= 1"):
+        ServerArgs(page_size=0)
+    with pytest.raises(UnknownLeafError, match="did you mean page_size"):
+        ServerArgs(pag_size=16)
+
+
+def test_a_refused_assignment_changes_nothing() -> None:
+    args = ServerArgs(page_size=4)
+    with pytest.raises(LeafValueError, match="schedule_policy"):
+        args.schedule_policy = "random"  # type: ignore[assignment]
+    with pytest.raises(LeafValueError):
+        args.page_size = -3
+    assert args.page_size == 4 and args.schedule_policy == "fcfs"
+    assert args.provenance_of("schedule_policy") == "default"
+
+
+def test_resolved_record_is_sealed() -> None:
+    """Reverse-verified: with the state check in ServerArgs.put removed, the assignment succeeds
+    and this test fails."""
+    resolved = resolved_without_model(ServerArgs(page_size=4))
+    with pytest.raises(SealedRecordError, match="sealed"):
+        resolved.server_args.page_size = 8
+    assert resolved.server_args.page_size == 4
+
+
+def test_a_handler_cannot_assign_only_declare() -> None:
+    def assigning(res: Resolution) -> None:
+        res.server_args.page_size = 32
+
+    with pytest.raises(SealedRecordError, match="declare"):
+        resolve(ServerArgs(), handlers=[assigning])
+
+
+def test_a_handler_declares_under_its_own_name() -> None:
+    def impostor(res: Resolution) -> None:
+        res.declare("someone_else", page_size=32)
+
+    with pytest.raises(RuntimeError, match="own name"):
+        resolve(ServerArgs(), handlers=[impostor])
+
+
+def test_resolve_leaves_its_input_open_and_unchanged() -> None:
+    args = ServerArgs(attention_backend="flashinfer")
+    before = args.values(), args.provenance()
+    resolved = resolved_without_model(args)
+    assert (args.values(), args.provenance()) == before
+    assert resolved.server_args.page_size == 16
+    args.page_size = 2  # the operator's record is still open
+    assert resolved.server_args.page_size == 16
+
+
+def test_projection_carries_every_leaf_into_its_bag() -> None:
+    args = ServerArgs(page_size=8, port=8080, cuda_graph_max_bs=32, speculative_algorithm="ngram", api_key="k")
+    bags = project(resolved_without_model(args))
+    assert isinstance(bags, Bags)
+    for name, spec in leaf_specs().items():
+        node: object = bags
+        for part in spec.path:
+            node = getattr(node, part)
+        assert node == getattr(args, name), name
+
+
+def test_projection_runs_the_bags_cross_leaf_checks() -> None:
+    args = ServerArgs(speculative_ngram_min_match_window=5, speculative_ngram_max_match_window=2)
+    with pytest.raises(LeafValueError, match="speculative_ngram_min_match_window"):
+        args.bags()
+
+
+def test_records_compare_by_values_and_provenance() -> None:
+    assert ServerArgs(page_size=1) != ServerArgs(), "same value, different provenance"
+    assert ServerArgs(page_size=4) == ServerArgs(page_size=4)
