@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -31,9 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         print(resolved.explain(request.explain))
         return 0
     # The process tree is imported only when launching, so --help and --dump-config stay light.
-    launcher = importlib.import_module("serve.launcher")
-    launcher.launch(resolved)
-    return 0
+    from serve.launcher import launch
+
+    return launch(resolved)
 
 
 if __name__ == "__main__":

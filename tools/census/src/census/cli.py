@@ -1,0 +1,88 @@
+"""`census PATH... [--record NAME ...] [--format table|json] [--baseline FILE] [--update-baseline]`
+
+Counts, per function, the reads of a launch record in any Python tree. Exit status: 0, or 1
+when a --baseline differs from the census, or 2 for a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from census.baseline import BaselineError, ratchet_differences, read_baseline, write_baseline
+from census.module_scan import RecordNames
+from census.report import as_json, as_table, counts_per_file
+from census.scan import census_of
+from census.schema import SchemaError, config_bags_schema, schema_from
+from census.stats import speed_of
+
+
+def parser() -> argparse.ArgumentParser:
+    """The census command line."""
+    p = argparse.ArgumentParser(prog="census", description="AST census of reads of a launch record (server_args).")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="Files or directories to scan.")
+    p.add_argument("--record", action="append", metavar="NAME", help="Name the record goes by (repeatable; default server_args).")
+    p.add_argument("--record-type", action="append", metavar="CLASS", help="Annotation that marks a record parameter (repeatable; default ServerArgs).")
+    p.add_argument("--exclude", action="append", default=[], type=Path, metavar="PATH", help="Leave out files under PATH (repeatable).")
+    p.add_argument("--schema", metavar="SPEC", help="Leaf -> bag map: a .json file or module:callable (default: config_bags when importable).")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--root", type=Path, help="Report paths relative to this directory (default: the current one).")
+    p.add_argument("--baseline", type=Path, metavar="FILE", help="Compare per-file counts with FILE; exit 1 when they differ.")
+    p.add_argument("--count", choices=("reads", "dynamic", "writes"), default="reads", help="What --baseline counts (default reads).")
+    p.add_argument("--update-baseline", action="store_true", help="Write the census's counts to --baseline.")
+    p.add_argument("--stats", action="store_true", help="Print files/s of the census and of plain ast.parse over the same files.")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script."""
+    args = parser().parse_args(argv)
+    names = RecordNames(
+        names=frozenset(args.record or ["server_args"]),
+        types=frozenset(args.record_type or ["ServerArgs"]),
+    )
+    try:
+        bag_of = schema_from(args.schema) if args.schema else config_bags_schema()
+    except SchemaError as err:
+        print(f"census: error: {err}", file=sys.stderr)
+        return 2
+    missing = [p for p in args.paths if not p.exists()]
+    if missing:
+        print(f"census: error: no such file or directory: {missing[0]}", file=sys.stderr)
+        return 2
+    if args.update_baseline and args.baseline is None:
+        print("census: error: --update-baseline needs --baseline FILE", file=sys.stderr)
+        return 2
+    if args.stats:
+        print(speed_of(args.paths, names, bag_of).summary())
+        return 0
+    warnings.simplefilter("always")
+    warnings.showwarning = lambda message, *_rest: print(f"census: warning: {message}", file=sys.stderr)
+    census = census_of(args.paths, names, bag_of, args.root)
+    excluded = tuple(e.as_posix().rstrip("/") + "/" for e in args.exclude)
+    if excluded:
+
+        def keep(path: str) -> bool:
+            return not (path + "/").startswith(excluded)
+
+        census.reads = [r for r in census.reads if keep(r.path)]
+        census.writes = [w for w in census.writes if keep(w.path)]
+        census.dynamic = [d for d in census.dynamic if keep(d.path)]
+        census.takers = [t for t in census.takers if keep(t.path)]
+    print(as_json(census) if args.format == "json" else as_table(census))
+    if args.baseline is None:
+        return 0
+    actual = counts_per_file(census, args.count)
+    if args.update_baseline:
+        write_baseline(args.baseline, actual, args.count)
+        return 0
+    try:
+        differences = ratchet_differences(read_baseline(args.baseline), actual, args.count)
+    except BaselineError as err:
+        print(f"census: error: {err}", file=sys.stderr)
+        return 2
+    for line in differences:
+        print(f"census: {line}", file=sys.stderr)
+    return 1 if differences else 0

@@ -1,0 +1,83 @@
+"""The census as JSON or as a table, and its totals."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+from census.findings import SHAPES
+from census.scan import Census
+
+
+def totals(census: Census) -> dict[str, Any]:
+    """Counts: files, skipped, reads (by shape and by bag), writes, dynamic reads, takers."""
+    by_bag = Counter(r.bag or "(not a leaf)" for r in census.reads)
+    return {
+        "files": census.files,
+        "skipped": len(census.skipped),
+        "reads": len(census.reads),
+        "reads_by_shape": {shape: sum(1 for r in census.reads if r.shape == shape) for shape in SHAPES},
+        "reads_by_bag": dict(sorted(by_bag.items())),
+        "writes": len(census.writes),
+        "dynamic": len(census.dynamic),
+        "takers": len(census.takers),
+    }
+
+
+def counts_per_file(census: Census, kind: str) -> dict[str, int]:
+    """reads, writes or dynamic reads per file (files with none are absent)."""
+    if kind == "reads":
+        paths = [r.path for r in census.reads]
+    elif kind == "writes":
+        paths = [w.path for w in census.writes]
+    elif kind == "dynamic":
+        paths = [d.path for d in census.dynamic]
+    else:
+        raise ValueError(f"unknown count {kind!r}; accepted: reads, writes, dynamic")
+    return dict(sorted(Counter(paths).items()))
+
+
+def as_json(census: Census) -> str:
+    """The documented JSON: reads, dynamic, writes, takers, skipped, totals."""
+    document = {
+        "reads": census.reads,
+        "dynamic": census.dynamic,
+        "writes": census.writes,
+        "takers": census.takers,
+        "skipped": census.skipped,
+        "totals": totals(census),
+    }
+    return msgspec.json.format(msgspec.json.encode(document).decode(), indent=2)
+
+
+def as_table(census: Census) -> str:
+    """One row per function that reads the record, then the blind spots, writes and totals."""
+    rows: dict[tuple[str, str], Counter[str]] = {}
+    leaves: dict[tuple[str, str], set[str]] = {}
+    for r in census.reads:
+        key = (r.path, r.function)
+        rows.setdefault(key, Counter())[r.shape] += 1
+        leaves.setdefault(key, set()).add(r.leaf if r.bag is None else f"{r.bag}.{r.leaf}")
+    lines = [f"{'reads':>5} {'dir':>4} {'ali':>4} {'get':>4} {'prk':>4}  function  (leaves)"]
+    for key in sorted(rows):
+        c = rows[key]
+        shapes = " ".join(f"{c[s]:>4}" for s in SHAPES)
+        lines.append(f"{sum(c.values()):>5} {shapes}  {key[0]}::{key[1]}  ({', '.join(sorted(leaves[key]))})")
+    if census.dynamic:
+        lines.append("")
+        lines.append("dynamic reads (blind spots: the member is computed):")
+        lines += [f"  {d.path}:{d.line} {d.function}: {d.kind}: {d.expr}" for d in census.dynamic]
+    if census.writes:
+        lines.append("")
+        lines.append("writes:")
+        lines += [f"  {w.path}:{w.line} {w.function}: {w.leaf}" for w in census.writes]
+    t = totals(census)
+    shapes = ", ".join(f"{k} {v}" for k, v in t["reads_by_shape"].items())
+    lines.append("")
+    lines.append(
+        f"totals: {t['files']} files ({t['skipped']} skipped), {t['reads']} reads ({shapes}), "
+        f"{t['writes']} writes, {t['dynamic']} dynamic, {t['takers']} record-taking parameters"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,25 @@
+"""Which files a census reads: every `*.py` under the given paths, skipping virtual
+environments, caches and version-control folders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".tox", "build", "dist"})
+
+
+def python_files(paths: Sequence[Path]) -> Iterator[Path]:
+    """Every Python file under `paths` (a file path is taken as it is), in sorted order."""
+    for path in paths:
+        if path.is_file():
+            yield path
+            continue
+        if not path.is_dir():
+            raise FileNotFoundError(f"census: no such file or directory: {path}")
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+            for name in sorted(files):
+                if name.endswith((".py", ".pyi")):
+                    yield Path(root) / name
