@@ -50,7 +50,7 @@ def convert_gguf(gguf: Path, target: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
     steps.update()
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     state = quantized.state_dict()
@@ -61,11 +61,12 @@ def convert_gguf(gguf: Path, target: Path) -> None:
         del config.quantization_config
     config.dtype = torch.bfloat16
     clean = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
-    clean.load_state_dict(state, strict=False)
+    missing, unexpected = clean.load_state_dict(state, strict=False)
+    if set(missing) - {"lm_head.weight"} or unexpected:  # lm_head is absent when tied
+        raise RuntimeError(f"{gguf.name} did not map onto {config.architectures}: missing {missing}, unexpected {unexpected}")
     clean.tie_weights()
-    clean.save_pretrained(target)
     steps.update()
-    tokenizer.save_pretrained(target)
+    clean.save_pretrained(target)
     steps.update()
     steps.close()
 

@@ -54,6 +54,6 @@ class KVPool:
             raise BatchError(f"batch writes KV slots {int(slots.min())}..{int(slots.max())}; accepted: 0..{self.num_slots - 1}")
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots`."""
-        self.k[layer][slots] = k
-        self.v[layer][slots] = v
+        """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots` (cast to the cache dtype)."""
+        self.k[layer][slots] = k.to(self.dtype)
+        self.v[layer][slots] = v.to(self.dtype)

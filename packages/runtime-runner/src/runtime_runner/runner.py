@@ -95,7 +95,7 @@ class ModelRunner:
             pool, scale, loc = self.pool, self.model.attention_scale, tensors.out_cache_loc
 
             def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                pool.write(layer, loc, k.to(pool.dtype), v.to(pool.dtype))
+                pool.write(layer, loc, k, v)
                 return backend.attend(q, pool.k[layer], pool.v[layer], scale=scale).to(q.dtype)
 
             hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attend)
