@@ -33,7 +33,7 @@ def test_one_attribute_per_leaf_with_the_leaf_default_and_type() -> None:
     hints = typing.get_type_hints(ServerArgs)
     for name, spec in leaf_specs().items():
         assert name in ServerArgs.__slots__
-        assert getattr(args, name) == spec.default
+        assert args.value(name) == spec.default
         assert args.provenance_of(name) == "default"
         assert name in hints, f"{name} has no annotation on ServerArgs"
     assert set(args.values()) == set(leaf_specs())
@@ -110,7 +110,7 @@ def test_projection_carries_every_leaf_into_its_bag() -> None:
         node: object = bags
         for part in spec.path:
             node = getattr(node, part)
-        assert node == getattr(args, name), name
+        assert node == args.value(name), name
 
 
 def test_projection_runs_the_bags_cross_leaf_checks() -> None:

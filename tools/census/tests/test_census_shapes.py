@@ -94,7 +94,7 @@ def test_reads_are_attributed_to_functions_and_mapped_to_bags(census: Census) ->
     by_line = {(r.path, r.line): r for r in census.reads}
     runner = by_line[("engine/model_runner.py", 12)]
     assert (runner.function, runner.leaf, runner.bag) == ("ModelRunner.__init__", "page_size", "schedule")
-    assert [r.function for r in census.reads if r.leaf == "dp_size"] == ["closure.inner"]
+    assert {r.function for r in census.reads if r.leaf == "dp_size"} == {"closure.inner", "build_for_test"}
     assert [r.function for r in census.reads if r.leaf == "max_running_requests"] == ["Scheduler.get_next_batch"]
     assert {r.bag for r in census.reads if r.leaf == "tp_size"} == {"parallel"}
     assert {r.bag for r in census.reads if r.leaf == "max_total_tokens"} == {None}

@@ -3,8 +3,9 @@ aliases and through attributes a class parks it on, and records every read, writ
 read and record-taking function.
 
 The record is any name or attribute spelled like one of `RecordNames.names` (`server_args`,
-`self.server_args`, `self.model_runner.server_args`), any parameter annotated with one of
-`RecordNames.types` (`ServerArgs`), and anything bound from those:
+`self.server_args`, `self.model_runner.server_args`), any parameter or variable annotated with
+one of `RecordNames.types` (`ServerArgs`), a call of one of those types, and anything bound
+from those:
 `sa = x.server_args` (also tuple unpacking, `:=` and `with ... as sa`, and aliases of aliases),
 and `self.args = server_args` in one method, read as `self.args.page_size` in any other.
 """
@@ -104,6 +105,10 @@ class ModuleScanner:
             return None
         if isinstance(node, ast.NamedExpr):
             return self._shape(node.value, scope)
+        if isinstance(node, ast.Call):  # constructing the record: `ServerArgs(...)`
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            return "direct" if name in self.types else None
         return None
 
     def _is_record_type(self, annotation: ast.expr | None) -> bool:
@@ -220,8 +225,12 @@ class ModuleScanner:
             self._bind(target, node.value, scope)
 
     def _ann_assign(self, node: ast.AnnAssign, scope: _Scope) -> None:
-        if node.value is not None:
-            self._visit(node.value, scope)
+        if node.value is None:
+            return
+        self._visit(node.value, scope)
+        if isinstance(node.target, ast.Name) and self._is_record_type(node.annotation):
+            scope.env[node.target.id] = "alias"  # `sa: ServerArgs = make()`
+        else:
             self._bind(node.target, node.value, scope)
 
     def _aug_assign(self, node: ast.AugAssign, scope: _Scope) -> None:

@@ -1,0 +1,77 @@
+"""Ratchets on the launch record's reach, from the census of packages/ and the baselines in
+tests/census_baselines/ (one `<count> <path>` line per file, so each change is a one-line diff).
+
+- record reads outside `serve`: pinned at 0 (the baseline may never hold a line);
+- record reads per file inside `serve`'s source: may only go down, and a drop must be recorded;
+- dynamic reads (computed member names, vars(), __dict__, asdict()): pinned at 0.
+
+There is no exemption list: the baselines are the only input. Update a baseline with the command
+in the failure message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from census import Census, RecordNames, census_of, config_bags_schema, counts_per_file, ratchet_differences, read_baseline
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINES = ROOT / "tests" / "census_baselines"
+SERVE = "packages/serve/"
+SERVE_SRC = "packages/serve/src/"
+
+UPDATE = {
+    "reads_outside_serve.txt": "uv run census packages/ --exclude packages/serve --baseline tests/census_baselines/reads_outside_serve.txt --update-baseline",
+    "reads_in_serve.txt": "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline",
+    "dynamic.txt": "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline",
+}
+
+
+@pytest.fixture(scope="module")
+def census() -> Census:
+    return census_of([ROOT / "packages"], RecordNames(), config_bags_schema(), root=ROOT)
+
+
+def counted(census: Census, kind: str, where: Callable[[str], bool]) -> dict[str, int]:
+    return {path: n for path, n in counts_per_file(census, kind).items() if where(path)}
+
+
+def check(baseline_name: str, actual: dict[str, int], kind: str) -> None:
+    baseline = read_baseline(BASELINES / baseline_name)
+    differences = ratchet_differences(baseline, actual, kind)
+    assert not differences, "\n".join([*differences, f"after a deliberate change: {UPDATE[baseline_name]}"])
+
+
+def test_no_record_reads_outside_serve(census: Census) -> None:
+    """Reverse-verified: a `server_args.page_size` read added to a runtime package module fails
+    this test (checked by hand in attn_backends, then removed)."""
+    assert read_baseline(BASELINES / "reads_outside_serve.txt") == {}, "reads outside serve are pinned at 0"
+    check("reads_outside_serve.txt", counted(census, "reads", lambda p: not p.startswith(SERVE)), "reads")
+
+
+def test_record_reads_per_file_inside_serve(census: Census) -> None:
+    """Reverse-verified: one more record read in serve/record/handlers/spec.py fails this
+    test, and so does one fewer."""
+    check("reads_in_serve.txt", counted(census, "reads", lambda p: p.startswith(SERVE_SRC)), "reads")
+
+
+def test_no_dynamic_reads(census: Census) -> None:
+    """Reverse-verified: a `getattr(server_args, name)` added to a runtime package module fails
+    this test (checked by hand in attn_backends, then removed)."""
+    assert read_baseline(BASELINES / "dynamic.txt") == {}, "dynamic reads are pinned at 0"
+    check("dynamic.txt", counted(census, "dynamic", lambda p: True), "dynamic")
+
+
+def test_the_ratchet_fails_when_a_count_grows_or_drops_unrecorded(census: Census) -> None:
+    baseline = read_baseline(BASELINES / "reads_in_serve.txt")
+    assert baseline, "serve holds the record, so it has reads to pin"
+    file, count = sorted(baseline.items())[0]
+    grown = ratchet_differences(baseline, {**baseline, file: count + 1}, "reads")
+    dropped = ratchet_differences(baseline, {**baseline, file: count - 1}, "reads")
+    assert grown == [f"{file}: reads grew from {count} to {count + 1}; read the value from its bag instead"]
+    assert dropped == [f"{file}: reads dropped from {count} to {count - 1}; lower the baseline to record the progress"]
+    assert ratchet_differences(baseline, {**baseline, "packages/new.py": 1}, "reads") == [
+        "packages/new.py: reads grew from 0 to 1; read the value from its bag instead"
+    ]
