@@ -46,7 +46,7 @@ def test_killed_scheduler_fails_requests_and_shuts_down(tmp_path: Path) -> None:
             assert "scheduler process died" in answers[0].json()["error"]["message"]
             health = http.get("/health")
             assert health.status_code == 503 and "scheduler" in health.json()["reason"]
-        server.process.wait(30)
+        assert server.process.wait(30) == 1
         assert "the scheduler process died" in server.log()
         for role in ("scheduler", "detokenizer", "main"):
             assert not alive(pids[role]), f"{role} process {pids[role]} outlived the launcher"
