@@ -12,15 +12,16 @@ from serve.record.resolution import Resolution
 
 
 def bundled_default_model() -> Path:
-    """The bundled default checkpoint, converted once into a cache dir by the runner."""
-    runner = importlib.import_module("runtime_runner")
-    ensure = getattr(runner, "ensure_default_model", None)
-    if ensure is None:
-        raise ResolutionError(
-            "model_path is unset and this runtime_runner has no ensure_default_model() to provide the bundled model; "
-            "accepted: --model-path DIR (a checkpoint directory with config.json)"
-        )
-    return Path(ensure())
+    """The bundled default checkpoint, converted once into a cache dir by the runner
+    (`runtime_runner.ensure_default_model`, exported by the package or its default_model module)."""
+    for module_name in ("runtime_runner", "runtime_runner.default_model"):
+        ensure = getattr(importlib.import_module(module_name), "ensure_default_model", None)
+        if ensure is not None:
+            return Path(ensure())
+    raise ResolutionError(
+        "model_path is unset and runtime_runner has no ensure_default_model() to provide the bundled model; "
+        "accepted: --model-path DIR (a checkpoint directory with config.json)"
+    )
 
 
 def default_model(res: Resolution) -> None:
