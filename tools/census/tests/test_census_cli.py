@@ -88,3 +88,11 @@ def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_stats_reports_census_and_parse_speed(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run([str(TREE), "--stats"], capsys)
     assert code == 0 and "census" in out and "ast.parse alone" in out and "5 files" in out
+
+
+def test_exclude_leaves_a_subtree_out(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--exclude", str(TREE / "engine" / "spec_worker.py")], capsys)
+    doc = json.loads(out)
+    assert doc["totals"]["files"] == 4
+    assert {r["path"] for r in doc["reads"]} == {"engine/model_runner.py", "engine/scheduler.py"}
+    assert doc["dynamic"] == [d for d in doc["dynamic"] if d["path"] != "engine/spec_worker.py"]

@@ -60,17 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     warnings.simplefilter("always")
     warnings.showwarning = lambda message, *_rest: print(f"census: warning: {message}", file=sys.stderr)
-    census = census_of(args.paths, names, bag_of, args.root)
-    excluded = tuple(e.as_posix().rstrip("/") + "/" for e in args.exclude)
-    if excluded:
-
-        def keep(path: str) -> bool:
-            return not (path + "/").startswith(excluded)
-
-        census.reads = [r for r in census.reads if keep(r.path)]
-        census.writes = [w for w in census.writes if keep(w.path)]
-        census.dynamic = [d for d in census.dynamic if keep(d.path)]
-        census.takers = [t for t in census.takers if keep(t.path)]
+    census = census_of(args.paths, names, bag_of, args.root, args.exclude)
     print(as_json(census) if args.format == "json" else as_table(census))
     if args.baseline is None:
         return 0

@@ -58,13 +58,17 @@ def census_of_source(source: str, path: str, names: RecordNames, bag_of: Mapping
 
 
 def census_of(
-    paths: Sequence[Path], names: RecordNames = RecordNames(), bag_of: Mapping[str, str] | None = None, root: Path | None = None
+    paths: Sequence[Path],
+    names: RecordNames = RecordNames(),
+    bag_of: Mapping[str, str] | None = None,
+    root: Path | None = None,
+    exclude: Sequence[Path] = (),
 ) -> Census:
-    """The census of every Python file under `paths`; reported paths are relative to `root`
-    (default: the current directory)."""
+    """The census of every Python file under `paths` but not under `exclude`; reported paths are
+    relative to `root` (default: the current directory)."""
     root = Path(os.getcwd()) if root is None else root
     total = Census()
-    for file in python_files(paths):
+    for file in python_files(paths, exclude):
         shown = display_path(file, root)
         try:
             source = file.read_text(encoding="utf-8")
