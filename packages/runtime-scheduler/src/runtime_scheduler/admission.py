@@ -50,7 +50,7 @@ def extend_len_of(remaining: int, chunk: int | None, budget: int, page_size: int
         return ext
     if chunk is None:
         return ext if first else 0
-    cut = budget // page_size * page_size
-    if cut == 0 and first:
-        cut = page_size
+    cut = max(budget, 0) // page_size * page_size
+    if cut == 0:
+        return min(ext, page_size) if first else 0
     return min(ext, cut)

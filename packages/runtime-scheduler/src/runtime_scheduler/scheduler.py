@@ -112,7 +112,11 @@ class Scheduler:
         page_size = self._page_size(schedule)
         events: list[RequestEvent] = []
         decodes, retracted = self._plan_decodes(page_size, events)
-        extends = [] if retracted else self._plan_extends(schedule, page_size, decodes)
+        extends = [] if retracted else self._plan_extends(schedule, page_size, events, admit=True)
+        while not extends and not decodes and len(self._running) > 1:
+            # Prefills that each wait for pages the others hold: the newest steps back.
+            self._retract(self._running.pop(), page_size)
+            extends = self._plan_extends(schedule, page_size, events, admit=False)
         if not extends and not decodes:
             return events
         batch = self._batch(extends, decodes, page_size)
@@ -171,35 +175,49 @@ class Scheduler:
     def _plan_decodes(self, page_size: int, events: list[RequestEvent]) -> tuple[list[RequestState], bool]:
         """The running requests that decode this step, each with a page for its new token.
 
-        When the pool cannot supply those pages even after evicting the cache, the most recently
-        admitted requests go back to waiting (their computed prefix stays cached). A request
-        alone in the pool that still cannot grow finishes with reason "length". Returns the
-        decodes and whether any request was retracted.
+        A request whose next token would need more than the whole pool finishes with reason
+        "length". When the pool cannot supply the other decodes' pages even after evicting the
+        cache, the most recently admitted requests go back to waiting (their computed prefix
+        stays cached). Returns the decodes and whether any request was retracted.
         """
-        decodes = [s for s in self._running if s.kv_len == s.fill_len - 1]
+        num_pages = self._memory.allocator.num_pages
+        decodes: list[RequestState] = []
+        need = 0
+        outgrown = False
+        for s in self._running:
+            if s.kv_len != s.fill_len - 1:
+                continue
+            if s.kv_len % page_size == 0:
+                if len(s.page_table) == num_pages:
+                    self._finish_outgrown(s, page_size, events)
+                    outgrown = True
+                    continue
+                need += 1
+            decodes.append(s)
+        if outgrown:
+            self._running = [s for s in self._running if s.status == "running"]
         retracted = False
-        while True:
-            need = sum(1 for s in decodes if s.kv_len % page_size == 0)
-            if self._memory.ensure_free(need):
-                break
-            victim = self._running[-1]
-            if len(self._running) == 1:
-                self._finish(victim, page_size)
-                events.append(_pool_exhausted_event(victim))
-            else:
-                self._retract(victim, page_size)
-                retracted = True
-            self._running.pop()
-            decodes = [s for s in decodes if s is not victim]
+        while not self._memory.ensure_free(need):
+            # A request alone in the pool that has not outgrown it always fits, so another runs.
+            assert len(self._running) > 1, "decode pages missing with a single running request"
+            victim = self._running.pop()
+            if any(s is victim for s in decodes):
+                decodes = [s for s in decodes if s is not victim]
+                need -= victim.kv_len % page_size == 0
+            self._retract(victim, page_size)
+            retracted = True
         pages = self._memory.allocator.alloc(need)
         for s in decodes:
             if s.kv_len % page_size == 0:
                 s.page_table.append(pages.pop())
         return decodes, retracted
 
-    def _plan_extends(self, schedule: ScheduleBag, page_size: int, decodes: list[RequestState]) -> list[Extend]:
-        """Prefill work for this step: chunks of requests already prefilling, then new admissions
-        in policy order, while the prefill budget, the running cap and the pool allow."""
+    def _plan_extends(
+        self, schedule: ScheduleBag, page_size: int, events: list[RequestEvent], *, admit: bool
+    ) -> list[Extend]:
+        """Prefill work for this step: chunks of requests already prefilling, then (when `admit`)
+        new admissions in policy order, while the prefill budget, the running cap and the pool allow.
+        A retracted request whose sequence has outgrown the whole pool finishes with "length"."""
         chunk = chunk_size_of(schedule)
         budget = schedule.max_prefill_tokens
         extends: list[Extend] = []
@@ -211,8 +229,15 @@ class Scheduler:
                 return extends
             extends.append((s, ext))
             budget -= ext
+        if not admit:
+            return extends
+        num_pages = self._memory.allocator.num_pages
         admitted = False
         for s in admission_order(self._waiting, schedule.schedule_policy, self._memory.cache, page_size):
+            if pages_for(s.fill_len, page_size) > num_pages:
+                self._finish_outgrown(s, page_size, events)
+                admitted = True
+                continue
             if len(self._running) >= schedule.max_running_requests:
                 break
             self._memory.attach_prefix(s, page_size)
@@ -229,7 +254,7 @@ class Scheduler:
             extends.append((s, ext))
             budget -= ext
             admitted = True
-        if admitted:
+        if admitted:  # some left the queue
             self._waiting = [s for s in self._waiting if s.status == "waiting"]
         return extends
 
@@ -326,10 +351,20 @@ class Scheduler:
         return True
 
     def _finish(self, s: RequestState, page_size: int) -> None:
-        self._memory.release(s, page_size)
+        if s.status == "running":
+            self._memory.release(s, page_size)
         s.status = "finished"
         del self._live[s.req.rid]
         self._finished += 1
+
+    def _finish_outgrown(self, s: RequestState, page_size: int, events: list[RequestEvent]) -> None:
+        """End a request whose next token would need more KV than the whole pool: reason "length", no token."""
+        self._finish(s, page_size)
+        events.append(
+            RequestEvent(
+                rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="length", cached_tokens=s.cached_tokens or 0
+            )
+        )
 
     def _retract(self, s: RequestState, page_size: int) -> None:
         self._memory.release(s, page_size)
@@ -348,11 +383,4 @@ def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
         sampling=s.req.sampling,
         prompt_ids=s.req.prompt_ids,
         output_ids=s.output_ids,
-    )
-
-
-def _pool_exhausted_event(s: RequestState) -> RequestEvent:
-    """A request that the whole pool cannot hold one token longer ends without a new token."""
-    return RequestEvent(
-        rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="length", cached_tokens=s.cached_tokens or 0
     )
