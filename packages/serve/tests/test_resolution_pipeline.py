@@ -87,6 +87,8 @@ def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: d
 
 
 def test_max_total_tokens_is_whole_pages_and_an_operator_value_wins(tiny_model: Path) -> None:
+    """Reverse-verified: with `declare` no longer skipping operator-set leaves, the operator's
+    1000 is overwritten and this test fails (so do three others here)."""
     args = resolved(tiny_model, kv_cache_memory_mb=1, page_size=64, kv_cache_dtype="float32").server_args
     assert args.max_total_tokens == 1024 * 1024 // (2 * BF16_BYTES_PER_TOKEN) // 64 * 64
     kept = resolved(tiny_model, max_total_tokens=1000).server_args
@@ -141,6 +143,8 @@ def test_the_split_pair_is_never_filled_from_the_base_field(tiny_model: Path) ->
 
 
 def test_speculative_defaults_and_the_draft_tree_page_requirement(tiny_model: Path) -> None:
+    """Reverse-verified: with `require` no longer raising on a conflicting operator value, the
+    page_size=16 launch resolves and this test fails."""
     chain = resolved(tiny_model, speculative_algorithm="draft_model", speculative_draft_model_path=str(tiny_model)).server_args
     assert (chain.speculative_num_draft_tokens, chain.provenance_of("speculative_num_draft_tokens")) == (4, "resolved:speculative_defaults")
     tree = resolved(
