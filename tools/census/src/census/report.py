@@ -11,15 +11,23 @@ from census.findings import SHAPES
 from census.scan import Census
 
 
+def top_folder(path: str) -> str:
+    """The first two folders of a reported path (`packages/serve`), or its first one."""
+    parts = path.split("/")[:-1]
+    return "/".join(parts[:2]) or "."
+
+
 def totals(census: Census) -> dict[str, Any]:
-    """Counts: files, skipped, reads (by shape and by bag), writes, dynamic reads, takers."""
+    """Counts: files, skipped, reads (by shape, bag and top folder), writes, dynamic reads, takers."""
     by_bag = Counter(r.bag or "(not a leaf)" for r in census.reads)
+    by_folder = Counter(top_folder(r.path) for r in census.reads)
     return {
         "files": census.files,
         "skipped": len(census.skipped),
         "reads": len(census.reads),
         "reads_by_shape": {shape: sum(1 for r in census.reads if r.shape == shape) for shape in SHAPES},
         "reads_by_bag": dict(sorted(by_bag.items())),
+        "reads_by_folder": dict(sorted(by_folder.items())),
         "writes": len(census.writes),
         "dynamic": len(census.dynamic),
         "takers": len(census.takers),
@@ -76,6 +84,8 @@ def as_table(census: Census) -> str:
     t = totals(census)
     shapes = ", ".join(f"{k} {v}" for k, v in t["reads_by_shape"].items())
     lines.append("")
+    folders = ", ".join(f"{folder} {n}" for folder, n in t["reads_by_folder"].items()) or "none"
+    lines.append(f"reads by folder: {folders}")
     lines.append(
         f"totals: {t['files']} files ({t['skipped']} skipped), {t['reads']} reads ({shapes}), "
         f"{t['writes']} writes, {t['dynamic']} dynamic, {t['takers']} record-taking parameters"

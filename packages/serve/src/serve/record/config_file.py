@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from serve.record.errors import ConfigFileError
@@ -15,15 +16,12 @@ from serve.record.errors import ConfigFileError
 SUFFIXES = {".yaml": "YAML", ".yml": "YAML", ".toml": "TOML"}
 
 
-class FileEntry:
+class FileEntry(msgspec.Struct, frozen=True):
     """One key of a config file, with the line it sits on (1-based; 0 when unknown)."""
 
-    __slots__ = ("key", "value", "line")
-
-    def __init__(self, key: str, value: Any, line: int) -> None:
-        self.key = key
-        self.value = value
-        self.line = line
+    key: str
+    value: Any
+    line: int
 
 
 def config_file_entries(path: Path) -> list[FileEntry]:
