@@ -24,11 +24,12 @@ def free_port() -> int:
 class ServerProcess:
     """`serve` running in a subprocess (its own session, so its children can be found and checked)."""
 
-    def __init__(self, model_dir: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, model_dir: Path | None, *flags: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="serve-", suffix=".log")[1])
-        command = [sys.executable, "-m", "serve.main", "--model-path", str(model_dir), "--port", str(self.port), *flags]
+        model = [] if model_dir is None else ["--model-path", str(model_dir)]  # None: the default model
+        command = [sys.executable, "-m", "serve.main", *model, "--port", str(self.port), *flags]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)

@@ -1,0 +1,33 @@
+"""Smoke test on the real default model: `serve` with no model flag serves SmolLM2-135M-Instruct
+(converted once from the bundled GGUF by the runner) and answers a chat sensibly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from serve.testing.server import ServerProcess
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    running = ServerProcess(None, "--max-total-tokens", "8192")
+    try:
+        running.wait_ready(timeout_s=420)
+        yield running
+    finally:
+        running.stop()
+
+
+def test_default_model_answers_the_readme_question(server: ServerProcess) -> None:
+    assert "ready at http://127.0.0.1:" in server.log()
+    body = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 24, "temperature": 0}
+    response = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=300)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["model"] == "SmolLM2-135M-Instruct"
+    assert "Paris" in answer["choices"][0]["message"]["content"]
+    assert answer["choices"][0]["finish_reason"] == "stop"
