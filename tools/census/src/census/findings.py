@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-import msgspec
+from dataclasses import dataclass, field
 
 Shape = Literal["direct", "alias", "getattr", "parked"]
 SHAPES: tuple[Shape, ...] = ("direct", "alias", "getattr", "parked")
 
 
-class Read(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Read:
     """One read of a record member, and how the code reached the record."""
 
     path: str
@@ -21,7 +22,8 @@ class Read(msgspec.Struct, frozen=True):
     shape: Shape
 
 
-class Write(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Write:
     """One assignment (or deletion, or setattr with a literal name) to a record member."""
 
     path: str
@@ -31,7 +33,8 @@ class Write(msgspec.Struct, frozen=True):
     bag: str | None
 
 
-class DynamicRead(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class DynamicRead:
     """A read whose member the census cannot name: getattr/setattr/hasattr with a computed
     name, vars(), __dict__, asdict(). Reported, never dropped."""
 
@@ -42,7 +45,8 @@ class DynamicRead(msgspec.Struct, frozen=True):
     expr: str
 
 
-class Taker(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Taker:
     """A function that takes a record instance as a parameter (the disposition table's rows)."""
 
     path: str
@@ -51,10 +55,11 @@ class Taker(msgspec.Struct, frozen=True):
     parameter: str
 
 
-class ModuleFindings(msgspec.Struct):
+@dataclass(slots=True)
+class ModuleFindings:
     """Everything found in one module."""
 
-    reads: list[Read] = msgspec.field(default_factory=list)
-    writes: list[Write] = msgspec.field(default_factory=list)
-    dynamic: list[DynamicRead] = msgspec.field(default_factory=list)
-    takers: list[Taker] = msgspec.field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+    dynamic: list[DynamicRead] = field(default_factory=list)
+    takers: list[Taker] = field(default_factory=list)

@@ -15,9 +15,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-import msgspec
 
 from census.findings import DynamicRead, ModuleFindings, Read, Shape, Taker, Write
 
@@ -32,7 +31,8 @@ CHILDLESS: frozenset[type[ast.AST]] = frozenset(
 WORD = re.compile(r"[A-Za-z_]\w*")
 
 
-class RecordNames(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class RecordNames:
     """How the record is spelled in the scanned code."""
 
     names: frozenset[str] = frozenset({"server_args"})

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
-
-import msgspec
 
 from census.findings import SHAPES
 from census.scan import Census
@@ -50,14 +50,14 @@ def counts_per_file(census: Census, kind: str) -> dict[str, int]:
 def as_json(census: Census) -> str:
     """The documented JSON: reads, dynamic, writes, takers, skipped, totals."""
     document = {
-        "reads": census.reads,
-        "dynamic": census.dynamic,
-        "writes": census.writes,
-        "takers": census.takers,
+        "reads": [asdict(r) for r in census.reads],
+        "dynamic": [asdict(d) for d in census.dynamic],
+        "writes": [asdict(w) for w in census.writes],
+        "takers": [asdict(t) for t in census.takers],
         "skipped": census.skipped,
         "totals": totals(census),
     }
-    return msgspec.json.format(msgspec.json.encode(document).decode(), indent=2)
+    return json.dumps(document, indent=2)
 
 
 def as_table(census: Census) -> str:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import msgspec
 
 from census.findings import DynamicRead, Read, Taker, Write
 from census.module_scan import ModuleScanner, RecordNames
@@ -15,15 +14,16 @@ from census.parsing import UnparseableWarning, parsed_module
 from census.sources import python_files
 
 
-class Census(msgspec.Struct):
+@dataclass
+class Census:
     """The census of a set of files."""
 
     files: int = 0
-    skipped: list[str] = msgspec.field(default_factory=list)
-    reads: list[Read] = msgspec.field(default_factory=list)
-    writes: list[Write] = msgspec.field(default_factory=list)
-    dynamic: list[DynamicRead] = msgspec.field(default_factory=list)
-    takers: list[Taker] = msgspec.field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+    dynamic: list[DynamicRead] = field(default_factory=list)
+    takers: list[Taker] = field(default_factory=list)
 
 
 def display_path(path: Path, root: Path | None) -> str:

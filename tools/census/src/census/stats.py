@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import ast
 import time
+from dataclasses import dataclass
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-
-import msgspec
 
 from census.module_scan import RecordNames
 from census.scan import census_of_source, mentions_record
 from census.sources import python_files
 
 
-class SpeedFigures(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class SpeedFigures:
     """Files per second of the census and of the parse-only baseline."""
 
     files: int
