@@ -20,7 +20,8 @@ class PageAccountingError(RuntimeError):
 def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState], page_size: int) -> None:
     """Raise PageAccountingError unless every page is free, owned by one running request, or held
     by the cache, exactly once; each running request's cached pages are its cache path; lock
-    counts equal the running requests below each node; waiting requests hold nothing."""
+    counts equal the running requests below each node; every evictable leaf can be found by
+    eviction; waiting requests hold nothing."""
     owners: Counter[int] = Counter()
     cache = memory.cache
     nodes = cache.nodes()
@@ -30,6 +31,10 @@ def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequ
         owners.update(cached.pages)
         if len(cached.key) != len(cached.pages) * page_size:
             _fail(f"a cache node holds {len(cached.key)} tokens in {len(cached.pages)} pages of {page_size}")
+    if len(nodes) != cache.node_count:
+        _fail(f"cache counts {cache.node_count} nodes but holds {len(nodes)}")
+    if cache.uncovered_leaves():
+        _fail(f"{len(cache.uncovered_leaves())} unprotected cache leaves are missing from the eviction heap")
     if sum(len(n.pages) for n in nodes) != cache.cached_pages:
         _fail(f"cache counts {cache.cached_pages} pages but its nodes hold {sum(len(n.pages) for n in nodes)}")
     users: Counter[int] = Counter()

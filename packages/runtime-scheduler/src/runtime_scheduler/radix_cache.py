@@ -4,6 +4,10 @@ Each edge holds a whole number of pages: its token ids (a tuple) and the KV page
 A node is protected while a running request uses it (its lock count, which also counts every
 lock of a descendant); unprotected leaves are evicted least recently used first. Page size is
 passed in by the caller, who reads it from the published bags at each decision.
+
+Eviction candidates live in a lazy heap: an entry is pushed whenever a node becomes (or, being
+one, is touched as) an unprotected leaf, and entries that no longer describe their node are
+skipped when popped, so eviction never walks the whole tree.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class RadixCache:
         self._clock = 0
         self.cached_pages = 0
         self.protected_pages = 0
+        self.node_count = 0
+        self._candidates: list[tuple[int, int, RadixNode]] = []  # (last_access, tiebreak, node)
+        self._pushes = 0
 
     @property
     def evictable_pages(self) -> int:
@@ -59,7 +66,7 @@ class RadixCache:
             child = node.children.get(key[start : start + page_size])
             if child is None:
                 break
-            child.last_access = self._clock
+            self._touch(child)
             matched = _common_len(child.key, key, start, page_size)
             if matched < len(child.key):
                 node = self._split(child, matched, page_size)
@@ -102,10 +109,12 @@ class RadixCache:
                 leaf = RadixNode(node, key[start:], list(pages[start // page_size :]), self._clock)
                 node.children[key[start : start + page_size]] = leaf
                 self.cached_pages += len(leaf.pages)
+                self.node_count += 1
+                self._push(leaf)
                 tree_pages.extend(leaf.pages)
                 node = leaf
                 break
-            child.last_access = self._clock
+            self._touch(child)
             matched = _common_len(child.key, key, start, page_size)
             if matched < len(child.key):
                 child = self._split(child, matched, page_size)
@@ -132,6 +141,8 @@ class RadixCache:
             node.lock_ref -= 1
             if node.lock_ref == 0:
                 self.protected_pages -= len(node.pages)
+                if not node.children:
+                    self._push(node)
             parent = node.parent
             assert parent is not None
             node = parent
@@ -140,19 +151,19 @@ class RadixCache:
         """Drop least recently used unprotected leaves until at least `count` pages are freed (or
         nothing more can be); returns the freed pages, which the caller gives back to the pool."""
         freed: list[int] = []
-        if count <= 0:
-            return freed
-        heap = [(leaf.last_access, id(leaf), leaf) for leaf in self._unlocked_leaves()]
-        heapq.heapify(heap)
+        heap = self._candidates
         while heap and len(freed) < count:
-            _, _, leaf = heapq.heappop(heap)
+            last_access, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
-            assert parent is not None
+            if parent is None or leaf.children or leaf.lock_ref or leaf.last_access != last_access:
+                continue  # stale: evicted, grown, locked or touched since it was pushed
             del parent.children[leaf.key[: len(leaf.key) // len(leaf.pages)]]
+            leaf.parent = None
             freed.extend(leaf.pages)
             self.cached_pages -= len(leaf.pages)
+            self.node_count -= 1
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
-                heapq.heappush(heap, (parent.last_access, id(parent), parent))
+                self._push(parent)
         return freed
 
     def nodes(self) -> list[RadixNode]:
@@ -165,8 +176,32 @@ class RadixCache:
             stack.extend(node.children.values())
         return out
 
-    def _unlocked_leaves(self) -> list[RadixNode]:
-        return [n for n in self.nodes() if not n.children and n.lock_ref == 0]
+    def uncovered_leaves(self) -> list[RadixNode]:
+        """Unprotected leaves that eviction could not find (none, when the heap is kept right)."""
+        current = {(entry[0], id(entry[2])) for entry in self._candidates}
+        return [n for n in self.nodes() if not n.children and n.lock_ref == 0 and (n.last_access, id(n)) not in current]
+
+    def _touch(self, node: RadixNode) -> None:
+        node.last_access = self._clock
+        if not node.children and node.lock_ref == 0:
+            self._push(node)
+
+    def _push(self, node: RadixNode) -> None:
+        """Record `node` as an eviction candidate at its current last access."""
+        self._pushes += 1
+        heapq.heappush(self._candidates, (node.last_access, self._pushes, node))
+        if len(self._candidates) > 4 * self.node_count + 1024:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale candidates so the heap stays proportional to the tree."""
+        live = [
+            entry
+            for entry in self._candidates
+            if entry[2].parent is not None and not entry[2].children and entry[2].lock_ref == 0 and entry[2].last_access == entry[0]
+        ]
+        heapq.heapify(live)
+        self._candidates = live
 
     def _split(self, child: RadixNode, at: int, page_size: int) -> RadixNode:
         """Cut `child` after `at` tokens; the new upper node takes the first part and is returned."""
@@ -179,6 +214,7 @@ class RadixCache:
         child.parent = head
         head.children[child.key[:page_size]] = child
         parent.children[head.key[:page_size]] = head
+        self.node_count += 1
         return head
 
 

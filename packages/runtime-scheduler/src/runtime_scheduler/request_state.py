@@ -19,23 +19,35 @@ Status = Literal["waiting", "running", "finished"]
 class RequestState:
     """One request inside the scheduler (never handed out: the server sees events)."""
 
-    __slots__ = ("cached_pages", "cached_tokens", "kv_len", "node", "output_ids", "page_table", "req", "seq", "status")
+    __slots__ = (
+        "cached_pages",
+        "cached_tokens",
+        "fill_len",
+        "kv_len",
+        "node",
+        "output_ids",
+        "page_table",
+        "req",
+        "seq",
+        "status",
+    )
 
     def __init__(self, req: Request, seq: int) -> None:
         self.req = req
         self.seq = seq  # arrival order; a retracted request goes back to its place
         self.status: Status = "waiting"
         self.output_ids: list[int] = []
+        self.fill_len = len(req.prompt_ids)  # tokens in the sequence so far: prompt plus output
         self.page_table: list[int] = []
         self.cached_pages = 0
         self.kv_len = 0  # tokens whose KV is in the pool
         self.node: RadixNode | None = None
         self.cached_tokens: int | None = None  # prefix-cache hit at first admission
 
-    @property
-    def fill_len(self) -> int:
-        """Tokens in the sequence so far: prompt plus output."""
-        return len(self.req.prompt_ids) + len(self.output_ids)
+    def append_output(self, token: int) -> None:
+        """Extend the sequence by one generated token."""
+        self.output_ids.append(token)
+        self.fill_len += 1
 
     def token_slice(self, start: int, end: int) -> list[int]:
         """The sequence's token ids at positions `[start, end)`."""

@@ -111,12 +111,13 @@ class Scheduler:
         schedule = get_schedule()
         page_size = self._page_size(schedule)
         events: list[RequestEvent] = []
-        decodes, retracted = self._plan_decodes(page_size, events)
-        extends = [] if retracted else self._plan_extends(schedule, page_size, events, admit=True)
+        decodes, prefilling, retracted = self._plan_decodes(page_size, events)
+        extends = [] if retracted else self._plan_extends(schedule, page_size, prefilling, events, admit=True)
         while not extends and not decodes and len(self._running) > 1:
             # Prefills that each wait for pages the others hold: the newest steps back.
             self._retract(self._running.pop(), page_size)
-            extends = self._plan_extends(schedule, page_size, events, admit=False)
+            prefilling = [s for s in self._running if s.kv_len < s.fill_len - 1]
+            extends = self._plan_extends(schedule, page_size, prefilling, events, admit=False)
         if not extends and not decodes:
             return events
         batch = self._batch(extends, decodes, page_size)
@@ -172,28 +173,34 @@ class Scheduler:
             )
         return page_size
 
-    def _plan_decodes(self, page_size: int, events: list[RequestEvent]) -> tuple[list[RequestState], bool]:
-        """The running requests that decode this step, each with a page for its new token.
+    def _plan_decodes(
+        self, page_size: int, events: list[RequestEvent]
+    ) -> tuple[list[RequestState], list[RequestState], bool]:
+        """The running requests that decode this step, each with a page for its new token; the
+        running requests still prefilling; whether any request was retracted.
 
         A request whose next token would need more than the whole pool finishes with reason
         "length". When the pool cannot supply the other decodes' pages even after evicting the
         cache, the most recently admitted requests go back to waiting (their computed prefix
-        stays cached). Returns the decodes and whether any request was retracted.
+        stays cached).
         """
         num_pages = self._memory.allocator.num_pages
         decodes: list[RequestState] = []
+        prefilling: list[RequestState] = []
         need = 0
         outgrown = False
         for s in self._running:
-            if s.kv_len != s.fill_len - 1:
-                continue
-            if s.kv_len % page_size == 0:
-                if len(s.page_table) == num_pages:
-                    self._finish_outgrown(s, page_size, events)
-                    outgrown = True
-                    continue
+            kv_len = s.kv_len
+            if kv_len != s.fill_len - 1:
+                prefilling.append(s)
+            elif kv_len % page_size:
+                decodes.append(s)
+            elif len(s.page_table) == num_pages:
+                self._finish_outgrown(s, page_size, events)
+                outgrown = True
+            else:
                 need += 1
-            decodes.append(s)
+                decodes.append(s)
         if outgrown:
             self._running = [s for s in self._running if s.status == "running"]
         retracted = False
@@ -204,16 +211,24 @@ class Scheduler:
             if any(s is victim for s in decodes):
                 decodes = [s for s in decodes if s is not victim]
                 need -= victim.kv_len % page_size == 0
+            prefilling = [s for s in prefilling if s is not victim]
             self._retract(victim, page_size)
             retracted = True
-        pages = self._memory.allocator.alloc(need)
-        for s in decodes:
-            if s.kv_len % page_size == 0:
-                s.page_table.append(pages.pop())
-        return decodes, retracted
+        if need:
+            pages = self._memory.allocator.alloc(need)
+            for s in decodes:
+                if s.kv_len % page_size == 0:
+                    s.page_table.append(pages.pop())
+        return decodes, prefilling, retracted
 
     def _plan_extends(
-        self, schedule: ScheduleBag, page_size: int, events: list[RequestEvent], *, admit: bool
+        self,
+        schedule: ScheduleBag,
+        page_size: int,
+        prefilling: list[RequestState],
+        events: list[RequestEvent],
+        *,
+        admit: bool,
     ) -> list[Extend]:
         """Prefill work for this step: chunks of requests already prefilling, then (when `admit`)
         new admissions in policy order, while the prefill budget, the running cap and the pool allow.
@@ -221,15 +236,13 @@ class Scheduler:
         chunk = chunk_size_of(schedule)
         budget = schedule.max_prefill_tokens
         extends: list[Extend] = []
-        for s in self._running:
-            if s.kv_len >= s.fill_len - 1:
-                continue
+        for s in prefilling:
             ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
             if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=len(self._running) > 1):
                 return extends
             extends.append((s, ext))
             budget -= ext
-        if not admit:
+        if not admit or not self._waiting:
             return extends
         num_pages = self._memory.allocator.num_pages
         admitted = False
@@ -283,10 +296,22 @@ class Scheduler:
             entries.append(_entry(s, ext, end == s.fill_len))
         for s in decodes:
             pos = s.kv_len
-            input_ids.append(s.output_ids[-1] if s.output_ids else s.req.prompt_ids[-1])
+            req = s.req
+            input_ids.append(s.output_ids[-1] if s.output_ids else req.prompt_ids[-1])
             positions.append(pos)
             locs.append(s.page_table[pos // page_size] * page_size + pos % page_size)
-            entries.append(_entry(s, 1, True))
+            entries.append(
+                BatchRequest(
+                    rid=req.rid,
+                    prefix_len=pos,
+                    extend_len=1,
+                    page_table=s.page_table,
+                    sample=True,
+                    sampling=req.sampling,
+                    prompt_ids=req.prompt_ids,
+                    output_ids=s.output_ids,
+                )
+            )
         mode: ForwardMode = "mixed" if extends and decodes else ("extend" if extends else "decode")
         return ForwardBatch(forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries)
 
@@ -300,55 +325,46 @@ class Scheduler:
         page_size: int,
         events: list[RequestEvent],
     ) -> None:
+        """Advance every request of the batch: cache completed chunks, append and report sampled
+        tokens, finish the requests that are done."""
         context = context_length_of(get_model(), self._model_max_length)
         tokens, logprobs, tops = output.next_token_ids, output.next_token_logprobs, output.top_logprobs
-        finished = False
-        i = 0
-        for s, ext in extends:
+        sampled: list[tuple[RequestState, int]] = []
+        for i, (s, ext) in enumerate(extends):
             s.kv_len += ext
             self._memory.commit(s, page_size)
             if s.kv_len == s.fill_len:
-                finished |= self._take_token(s, tokens[i], logprobs[i], tops[i], page_size, context, events)
-            i += 1
-        for s in decodes:
+                sampled.append((s, i))
+        for i, s in enumerate(decodes, len(extends)):
             s.kv_len += 1
-            finished |= self._take_token(s, tokens[i], logprobs[i], tops[i], page_size, context, events)
-            i += 1
-        if finished:
+            sampled.append((s, i))
+        done: list[RequestState] = []
+        for s, i in sampled:
+            token = tokens[i]
+            if token < 0:
+                raise RuntimeError(
+                    f"the executor returned token {token} for request {s.req.rid!r}, which samples this step; "
+                    "accepted: a token id >= 0"
+                )
+            s.append_output(token)
+            reason = finish_reason_of(s, token, context)
+            top = tops[i]
+            events.append(
+                RequestEvent(
+                    rid=s.req.rid,
+                    token_id=token,
+                    logprob=logprobs[i],
+                    top_logprobs=None if top is None else tuple(top),
+                    finish_reason=reason,
+                    cached_tokens=s.cached_tokens or 0,
+                )
+            )
+            if reason is not None:
+                done.append(s)
+        if done:
+            for s in done:
+                self._finish(s, page_size)
             self._running = [s for s in self._running if s.status == "running"]
-
-    def _take_token(
-        self,
-        s: RequestState,
-        token: int,
-        logprob: float | None,
-        top: Sequence[tuple[int, float]] | None,
-        page_size: int,
-        context: int,
-        events: list[RequestEvent],
-    ) -> bool:
-        """Append the sampled token, report it, and finish the request if it is done (True then)."""
-        if token < 0:
-            raise RuntimeError(
-                f"the executor returned token {token} for request {s.req.rid!r}, which samples this step; "
-                "accepted: a token id >= 0"
-            )
-        s.output_ids.append(token)
-        reason = finish_reason_of(s, token, context)
-        events.append(
-            RequestEvent(
-                rid=s.req.rid,
-                token_id=token,
-                logprob=logprob,
-                top_logprobs=None if top is None else tuple(top),
-                finish_reason=reason,
-                cached_tokens=s.cached_tokens or 0,
-            )
-        )
-        if reason is None:
-            return False
-        self._finish(s, page_size)
-        return True
 
     def _finish(self, s: RequestState, page_size: int) -> None:
         if s.status == "running":
