@@ -156,3 +156,20 @@ def test_smollm2_greedy_continuation_equals_transformers(smollm2: Path) -> None:
     driver = StandaloneDriver(_runner(smollm2, 16))
     assert driver.generate(prompts, 16) == expected
     assert "Paris" in tokenizer.decode(expected[0])
+
+
+def test_a_standalone_runner_publishes_defaults_and_serves_the_default_model(smollm2: Path) -> None:
+    """Nothing published: the runner publishes the default bags (role standalone), so model_path
+    unset means the bundled model, dtype auto its bf16, and the pool kv_cache_memory_mb worth of slots."""
+    from config_bags import get_memory, published_bags, published_role
+
+    from runtime_runner.kv_pool import kv_bytes_per_token
+
+    runner = ModelRunner(build_attention_backend)
+    assert published_role() == "standalone" and published_bags() == Bags()
+    assert runner.arch.architecture == "LlamaForCausalLM" and runner.model.dtype == torch.bfloat16
+    per_token = kv_bytes_per_token(30, 3, 64, torch.bfloat16)
+    assert runner.pool.num_slots == get_memory().kv_cache_memory_mb * 1024 * 1024 // per_token
+    assert runner.context_length == 8192
+    outputs = StandaloneDriver(runner).generate([[1, 504, 3458]], 3)
+    assert len(outputs[0]) == 3 and all(0 <= t < 49152 for t in outputs[0])
