@@ -78,6 +78,13 @@ def test_unset_words_clear_an_optional_leaf(text: str) -> None:
     assert args.max_total_tokens is None and args.provenance_of("max_total_tokens") == "cli"
 
 
+def test_model_is_the_short_spelling_of_model_path(tmp_path: Path) -> None:
+    """`serve --model PATH`, as other servers spell it. Reverse-verified: without the alias the
+    parser refuses --model as an unknown flag."""
+    args = launch_request(["--model", str(tmp_path)], {}).server_args
+    assert args.model_path == str(tmp_path) and args.provenance_of("model_path") == "cli"
+
+
 def test_tuple_leaves_take_comma_separated_lists() -> None:
     assert launch_request(["--cuda-graph-decode-bs", "1, 2,8"], {}).server_args.cuda_graph_decode_bs == (1, 2, 8)
 

@@ -14,6 +14,9 @@ from serve.record.errors import LaunchInputError
 
 LAUNCH_ONLY = ("config", "dump_config", "explain")
 
+# Short spellings operators know from other servers (`serve --model PATH`), command line only.
+FLAG_ALIASES: dict[str, tuple[str, ...]] = {"model_path": ("--model",)}
+
 
 def flag_of(name: str) -> str:
     """`page_size` -> `--page-size`."""
@@ -88,14 +91,15 @@ def parser() -> argparse.ArgumentParser:
         group = groups.get(spec.namespace)
         if group is None:
             group = groups[spec.namespace] = p.add_argument_group(spec.namespace, descriptions.get(spec.namespace))
+        flags = (flag_of(spec.name), *FLAG_ALIASES.get(spec.name, ()))
         if spec.value_type is bool:
             group.add_argument(
-                flag_of(spec.name), dest=spec.name, nargs="?", const="true", default=argparse.SUPPRESS,
+                *flags, dest=spec.name, nargs="?", const="true", default=argparse.SUPPRESS,
                 metavar=_metavar_of(spec), help=_help_of(spec),
             )
         else:
             group.add_argument(
-                flag_of(spec.name), dest=spec.name, default=argparse.SUPPRESS, metavar=_metavar_of(spec), help=_help_of(spec)
+                *flags, dest=spec.name, default=argparse.SUPPRESS, metavar=_metavar_of(spec), help=_help_of(spec)
             )
     return p
 
