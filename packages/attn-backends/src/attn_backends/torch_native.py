@@ -20,7 +20,7 @@ from attn_backends.metadata import AttentionMetadataView
 class GatherPlan:
     """Index tensors of one forward, shared by every layer."""
 
-    kv_slots: torch.Tensor  # [requests, max_seq_len]: pool slot of each key position (0 past the end)
+    kv_slots: torch.Tensor  # [requests * max_seq_len]: pool slot of each key position (0 past the end)
     mask: torch.Tensor  # [requests, 1, max_extend_len, max_seq_len]: which keys each query sees
     query_pad_source: torch.Tensor | None  # [requests * max_extend_len]: token feeding each padded query row
     token_pad_row: torch.Tensor | None  # [tokens]: padded row holding each token's output
@@ -46,7 +46,7 @@ class TorchNativeBackend(AttentionBackend):
         key_valid = key_pos[None, :] < metadata.seq_lens[:, None]
         slots = torch.where(key_valid, slots, 0)
         if max_ext == 1:
-            self._plan = GatherPlan(slots, key_valid[:, None, None, :], None, None, 1)
+            self._plan = GatherPlan(slots.reshape(-1), key_valid[:, None, None, :], None, None, 1)
             return
         query_off = torch.arange(max_ext, device=device)
         query_valid = query_off[None, :] < metadata.extend_lens[:, None]
@@ -58,7 +58,7 @@ class TorchNativeBackend(AttentionBackend):
         pad_source = torch.where(query_valid, starts[:, None] + query_off[None, :], 0).reshape(-1)
         owner = torch.repeat_interleave(torch.arange(requests, device=device), metadata.extend_lens, output_size=metadata.num_tokens)
         offset = torch.arange(metadata.num_tokens, device=device) - starts[owner]
-        self._plan = GatherPlan(slots, mask[:, None], pad_source, owner * max_ext + offset, max_ext)
+        self._plan = GatherPlan(slots.reshape(-1), mask[:, None], pad_source, owner * max_ext + offset, max_ext)
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """SDPA of the planned forward for one layer."""
@@ -66,13 +66,15 @@ class TorchNativeBackend(AttentionBackend):
         if plan is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         heads, head_dim = q.shape[1], q.shape[2]
-        k = k_cache[plan.kv_slots].transpose(1, 2)
-        v = v_cache[plan.kv_slots].transpose(1, 2)
+        # index_select, not advanced indexing: about ten times faster on CPU for this gather.
+        requests = plan.mask.shape[0]
+        k = k_cache.index_select(0, plan.kv_slots).view(requests, -1, *k_cache.shape[1:]).transpose(1, 2)
+        v = v_cache.index_select(0, plan.kv_slots).view(requests, -1, *v_cache.shape[1:]).transpose(1, 2)
         if plan.query_pad_source is None or plan.token_pad_row is None:
             return _decode_attention(q, k, v, plan.mask, scale)
-        q_pad = q[plan.query_pad_source].view(-1, plan.max_extend_len, heads, head_dim).transpose(1, 2)
+        q_pad = q.index_select(0, plan.query_pad_source).view(-1, plan.max_extend_len, heads, head_dim).transpose(1, 2)
         out = F.scaled_dot_product_attention(q_pad, k, v, attn_mask=plan.mask, scale=scale, enable_gqa=heads != k.shape[1])
-        return out.transpose(1, 2).reshape(-1, heads, head_dim)[plan.token_pad_row]
+        return out.transpose(1, 2).reshape(-1, heads, head_dim).index_select(0, plan.token_pad_row)
 
 
 def _decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:

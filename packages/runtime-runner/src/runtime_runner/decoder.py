@@ -65,8 +65,8 @@ class DecoderForCausalLM:
         cfg, w = self.cfg, self.weights
         tokens, heads, kv_heads, head_dim, eps = input_ids.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
         split = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
-        cos = self.rope.cos[positions][:, None, :]
-        sin = self.rope.signed_sin[positions][:, None, :]
+        cos = self.rope.cos.index_select(0, positions)[:, None, :]
+        sin = self.rope.signed_sin.index_select(0, positions)[:, None, :]
         h = F.embedding(input_ids, w.embed)
         for index, layer in enumerate(w.layers):
             x = rms_norm(h, layer.input_norm, eps)

@@ -100,7 +100,7 @@ class ModelRunner:
 
             hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attend)
             last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
-            logits = self.model.logits(hidden[last])
+            logits = self.model.logits(hidden.index_select(0, last))
             sampled = sample(logits, batch.requests, self._generator)
         return ForwardOutput(sampled.token_ids, sampled.logprobs, sampled.top_logprobs, logits)
 

@@ -89,7 +89,6 @@ def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: tor
     """Choose each sampled request's next token from fp32 `logits` [requests, vocab]."""
     if not requests:
         return Sampled((), (), ())
-    logprobs = torch.log_softmax(logits, dim=-1)
     penalized = apply_penalties(logits, requests)
     chosen = penalized.argmax(dim=-1)
     random_rows = [i for i, r in enumerate(requests) if r.sample and r.sampling.temperature > 0 and r.sampling.top_k != 1]
@@ -99,10 +98,14 @@ def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: tor
         probs = _truncated_probs(penalized[rows], subset)
         noise = _race_noise(subset, logits.shape[1], generator, logits.device)
         chosen[rows] = (probs / noise).argmax(dim=-1)
-    chosen_logprob = logprobs.gather(1, chosen[:, None])[:, 0]
+    ids = chosen.tolist()
+    if not any(r.sample and (r.sampling.logprobs or r.sampling.top_logprobs > 0) for r in requests):
+        return Sampled(tuple(t if r.sample else -1 for t, r in zip(ids, requests, strict=True)), (None,) * len(requests), (None,) * len(requests))
+    logprobs = torch.log_softmax(logits, dim=-1)
+    lps = logprobs.gather(1, chosen[:, None])[:, 0].tolist()
     most = max(r.sampling.top_logprobs for r in requests)
     top_values, top_ids = logprobs.topk(most, dim=-1) if most > 0 else (logprobs[:, :0], chosen[:, None][:, :0])
-    ids, lps, tops = chosen.tolist(), chosen_logprob.tolist(), (top_ids.tolist(), top_values.tolist())
+    tops = (top_ids.tolist(), top_values.tolist())
     token_ids: list[int] = []
     token_lps: list[float | None] = []
     top_lists: list[tuple[tuple[int, float], ...] | None] = []

@@ -1,0 +1,122 @@
+"""One-batch throughput of the runner against transformers, on the default model (SmolLM2-135M).
+
+For each dtype and batch size, both engines get the same prompts (equal length, different text):
+prefill is one forward over the whole batch; decode is a fixed number of new tokens per request
+(no stop tokens). transformers' decode rate is (generate N tokens - generate 1 token) over
+(N - 1) tokens per request, so its prefill is not counted as decode.
+
+    uv run python tools/bench_one_batch.py [--batch-sizes 1 8 32] [--dtypes bfloat16 float32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from attn_backends import build_attention_backend
+from config_bags import Bags, DeviceBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+
+from runtime_runner.default_model import ensure_default_model
+from runtime_runner.runner import ModelRunner
+from runtime_runner.standalone import StandaloneDriver
+
+TEXT = (
+    "The history of computing is a story of ideas that turned into machines and machines that changed ideas. "
+    "Early mechanical calculators gave way to programmable electronic computers, and those in turn to the "
+    "personal devices that fill our pockets. Each step made computation cheaper and more widely available. "
+)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Tokens per second of one engine at one batch size."""
+
+    prefill: float
+    decode: float
+
+
+def prompts_of(tokenizer: object, batch: int, length: int) -> list[list[int]]:
+    """`batch` prompts of exactly `length` tokens, each a different window of the text."""
+    ids: list[int] = tokenizer(TEXT * 8)["input_ids"]  # type: ignore[operator]
+    return [ids[i * 3: i * 3 + length] for i in range(batch)]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call takes."""
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def runner_rates(runner: ModelRunner, prompts: list[list[int]], new_tokens: int) -> Rates:
+    """Prefill the whole batch in one step, then decode `new_tokens` steps."""
+    driver = StandaloneDriver(runner)
+    seqs = [driver.add(p) for p in prompts]
+    prefill = timed(driver.step)
+    decode = timed(lambda: [driver.step() for _ in range(new_tokens)])
+    for seq in seqs:
+        driver.finish(seq)
+    tokens = sum(len(p) for p in prompts)
+    return Rates(prefill=tokens / prefill, decode=len(prompts) * new_tokens / decode)
+
+
+def transformers_rates(model: object, prompts: list[list[int]], new_tokens: int) -> Rates:
+    """The same batch through transformers: one forward, and generate with a fixed token count."""
+    ids = torch.tensor(prompts)
+    mask = torch.ones_like(ids)
+
+    def generate(n: int) -> None:
+        model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)  # type: ignore[attr-defined]
+
+    with torch.inference_mode():
+        prefill = timed(lambda: model(ids, attention_mask=mask))  # type: ignore[operator]
+        one = timed(lambda: generate(1))
+        many = timed(lambda: generate(new_tokens + 1))
+    return Rates(prefill=ids.numel() / prefill, decode=len(prompts) * new_tokens / max(many - one, 1e-9))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float32"])
+    parser.add_argument("--prompt-len", type=int, default=64)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir: Path = ensure_default_model()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"model {model_dir.name}, prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, {torch.get_num_threads()} threads")
+    print("| dtype | batch | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |")
+    print("|---|---|---|---|")
+    for dtype in args.dtypes:
+        unpublish()
+        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype), schedule=ScheduleBag(page_size=16),
+                     memory=MemoryBag(max_total_tokens=max(args.batch_sizes) * (args.prompt_len + args.new_tokens + 16) * 2),
+                     device=DeviceBag(device="cpu", cpu_threads=args.threads)), role="standalone")
+        runner = ModelRunner(build_attention_backend)
+        reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()
+        warm = prompts_of(tokenizer, 2, 16)
+        runner_rates(runner, warm, 2)
+        transformers_rates(reference, warm, 2)
+        for batch in args.batch_sizes:
+            prompts = prompts_of(tokenizer, batch, args.prompt_len)
+            ours = runner_rates(runner, prompts, args.new_tokens)
+            theirs = transformers_rates(reference, prompts, args.new_tokens)
+            print(f"| {dtype} | {batch} | {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
+                  f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |", flush=True)
+        del runner, reference
+    unpublish()
+
+
+if __name__ == "__main__":
+    main()
