@@ -28,7 +28,7 @@ def alive(pid: int) -> bool:
 def test_killed_scheduler_fails_requests_and_shuts_down(tmp_path: Path) -> None:
     """Reverse-verified: without the launcher's watch on the children, the in-flight request hung
     until the client timeout and the server kept answering /health with 200."""
-    server = ServerProcess(build_tiny_checkpoint(tmp_path / "tiny-llama"), "--max-total-tokens", "65536", "--device", "cpu")
+    server = ServerProcess(build_tiny_checkpoint(tmp_path / "tiny-llama"), "--max-total-tokens", "65536", "--device", "cpu", "--dtype", "float32")
     try:
         server.wait_ready()
         with httpx.Client(base_url=server.base_url, timeout=60) as http:

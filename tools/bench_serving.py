@@ -122,7 +122,7 @@ def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, 
 
     if threads:
         torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))  # loads in eval mode
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     useful = 0
     start = time.perf_counter()

@@ -29,13 +29,18 @@ def publish_received(encoded_bags: bytes, role: Role) -> None:
     """Publish the bags the launcher handed over, so this process reports the launcher's hash."""
     config_bags.publish(config_bags.decode(encoded_bags), role=role)
     configure_logging(role)
-    config_bags.on_override(lambda _record: logging.getLogger().setLevel(get_observability().log_level.upper()))
 
 
 def configure_logging(role: str) -> None:
-    """Log at the published level, each line naming the process role."""
-    logging.basicConfig(
-        level=get_observability().log_level.upper(),
-        format=f"%(asctime)s [{role}] %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
+    """Log at the published level, each line naming the process role; an override of
+    observability.log_level takes effect at once."""
+    logging.basicConfig(format=f"%(asctime)s [{role}] %(levelname)s %(name)s: %(message)s", force=True)
+    follow_log_level()
+    config_bags.on_override(lambda _record: follow_log_level())
+
+
+def follow_log_level() -> None:
+    """Set this process's loggers (uvicorn's too) to the published observability.log_level."""
+    level = get_observability().log_level.upper()
+    for name in ("", "uvicorn", "uvicorn.error"):
+        logging.getLogger(name).setLevel(level)

@@ -19,7 +19,7 @@ from multiprocessing.process import BaseProcess
 
 import config_bags
 import uvicorn
-from config_bags import get_model, get_observability, get_serving
+from config_bags import get_model, get_serving
 
 from serve.child_process import configure_logging
 from serve.detokenizer.process import run_detokenizer
@@ -110,8 +110,8 @@ async def _run_http(resolved: ResolvedConfig, manager: TokenizerManager, watch: 
         create_app(manager, resolved),
         host=serving.host,
         port=serving.port,
-        log_level=get_observability().log_level,
-        access_log=get_observability().log_requests,
+        log_config=None,  # the process's logging, which follows observability.log_level
+        access_log=False,  # observability.log_requests is read per request by the tokenizer manager
         lifespan="off",
         timeout_graceful_shutdown=1,
     )

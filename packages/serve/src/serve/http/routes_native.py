@@ -11,9 +11,8 @@ from fastapi.responses import StreamingResponse
 
 from serve.http.admission import check_model, generate_requests
 from serve.http.errors import bad_request
-from serve.http.protocol import DetokenizeBody, GenerateBody, TokenizeBody
+from serve.http.protocol import ChatCompletionRequest, DetokenizeBody, GenerateBody, TokenizeBody
 from serve.http.routes_chat import rendered_prompt
-from serve.http.protocol import ChatCompletionRequest
 from serve.http.sse import DONE, sse
 from serve.http.streams import ChoiceResult, collect, fault_error, merged, unless_disconnected
 from serve.tokenizer.manager import TokenizerManager

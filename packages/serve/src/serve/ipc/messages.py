@@ -3,10 +3,12 @@
 Routes (each arrow one ZMQ PUSH/PULL pipe):
     tokenizer manager -> scheduler:   GenerateRequest, AbortRequest, OverrideRequest
     detokenizer -> scheduler:         AbortRequest (a stop string matched)
-    scheduler -> detokenizer:         TokenBatch, SchedulerStats, OverrideAck, ProcessReady
+    scheduler -> detokenizer:         GenerateRequest, TokenBatch, SchedulerStats, OverrideRequest,
+                                      OverrideAck, ProcessReady
     detokenizer -> tokenizer manager: TextBatch, SchedulerStats, OverrideAck, ProcessReady
-The scheduler's acks and readiness travel through the detokenizer, which applies an override
-itself before forwarding the scheduler's ack: the tokenizer manager hears both in order.
+The scheduler forwards each request before admitting it (so the detokenizer knows its stop strings before
+its first token) and each override it applied (so the detokenizer applies it next); its acks and
+readiness travel through the detokenizer too, so the tokenizer manager hears everything in order.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 
 import config_bags
 import zmq.asyncio
+from config_bags import get_observability
 
 from serve.config_override import check_runtime_override
 from serve.ipc.channels import Addresses, AsyncReceiver, AsyncSender
@@ -115,6 +116,8 @@ class TokenizerManager:
                     self.metrics.itl.observe((now - state.last_output) / tokens)
             state.last_output = now
         if out.finish is not None:
+            if get_observability().log_requests:
+                logger.info("request %s finished (%s) after %d tokens", out.rid, out.finish, out.completion_tokens)
             del self._requests[out.rid]
             self.metrics.requests_finished += 1
             self.metrics.prompt_tokens += out.prompt_tokens
@@ -130,6 +133,8 @@ class TokenizerManager:
             raise ValueError(f"request id {request.rid!r} is already in flight; ids must be unique")
         state = RequestState()
         self._requests[request.rid] = state
+        if get_observability().log_requests:
+            logger.info("request %s: prompt %s, %s", request.rid, list(request.request.prompt_ids), request.request.sampling)
         self._to_scheduler.send(request)
         try:
             while True:
