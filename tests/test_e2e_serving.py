@@ -301,3 +301,25 @@ def test_native_generate_streams_pieces(server: ServerProcess, http: httpx.Clien
     assert streamed == ids
 
 
+
+
+def test_full_waiting_queue_refuses_with_503(server: ServerProcess, http: httpx.Client) -> None:
+    """schedule.max_queued_requests is hot and read by the scheduler at admission: lowered at run
+    time, the requests beyond it are refused with a 503 naming the limit, the rest are served."""
+    assert http.patch("/v1/runtime_config", json={"max_queued_requests": 1}).status_code == 200
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as ac:
+            body = {"model": MODEL, "prompt": "Hello", "max_tokens": 4, "temperature": 0}
+            return list(await asyncio.gather(*(ac.post("/v1/completions", json=body) for _ in range(8))))
+
+    try:
+        responses = asyncio.run(burst())
+    finally:
+        assert http.patch("/v1/runtime_config", json={"max_queued_requests": None}).status_code == 200
+    statuses = [r.status_code for r in responses]
+    assert 200 in statuses and 503 in statuses and set(statuses) <= {200, 503}
+    refused = next(r for r in responses if r.status_code == 503)
+    assert "max_queued_requests=1" in refused.json()["error"]["message"]
+    after = http.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", "max_tokens": 2})
+    assert after.status_code == 200
