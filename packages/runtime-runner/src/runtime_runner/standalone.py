@@ -82,10 +82,12 @@ class Running:
 
     @property
     def tokens(self) -> list[int]:
+        """Prompt then output tokens."""
         return list(self.prompt) + self.output
 
     @property
     def prefilling(self) -> bool:
+        """Whether part of the prompt is not in the KV pool yet."""
         return self.cached < len(self.prompt)
 
 
