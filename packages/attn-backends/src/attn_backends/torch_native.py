@@ -61,7 +61,7 @@ class TorchNativeBackend(AttentionBackend):
         self._plan = GatherPlan(slots.reshape(-1), mask[:, None], pad_source, owner * max_ext + offset, max_ext)
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
-        """SDPA of the planned forward for one layer."""
+        """Attention of the planned forward for one layer."""
         plan = self._plan
         if plan is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
