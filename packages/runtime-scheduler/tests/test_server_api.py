@@ -142,3 +142,34 @@ def test_an_executor_answering_the_wrong_count_is_refused() -> None:
     scheduler.add_request(Request(rid="a", prompt_ids=(1,)))
     with pytest.raises(RuntimeError, match=r"lengths \(0, 1, 1\) for a batch of 1 requests"):
         scheduler.step()
+
+
+def test_a_failed_forward_gives_back_the_step_s_pages_and_the_next_step_resumes() -> None:
+    """Reverse-verified: without the shrink in Scheduler.step's except clause, the audit after
+    the failed step reports a request holding more pages than its computed tokens."""
+
+    class FailsOnce(KvFaithfulExecutor):
+        failed = False
+
+        def forward(self, batch):  # type: ignore[no-untyped-def]
+            if len(batch.requests) == 3 and not self.failed:
+                self.failed = True
+                raise OSError("device lost")
+            return super().forward(batch)
+
+    publish(Bags(schedule=ScheduleBag(page_size=2, chunked_prefill_size=4)), role="standalone")
+    scheduler = Scheduler(FailsOnce(64, 2), model_max_length=100, max_total_tokens=64)
+    prompts = {"a": (1, 2, 3), "b": (1, 2, 3, 4, 5, 6, 7, 8, 9), "c": (4, 4, 4, 4)}
+    scheduler.add_request(Request(rid="a", prompt_ids=prompts["a"], stop=LONG))
+    scheduler.step()
+    scheduler.add_request(Request(rid="b", prompt_ids=prompts["b"], stop=LONG))
+    scheduler.add_request(Request(rid="c", prompt_ids=prompts["c"], stop=LONG))
+    free_before = scheduler.metrics().free_pages
+    with pytest.raises(OSError, match="device lost"):
+        scheduler.step()
+    scheduler.audit()
+    assert scheduler.metrics().free_pages == free_before
+    t = run_to_completion(scheduler)
+    for rid in ("b", "c"):
+        assert t.tokens[rid] == reference_output(prompts[rid], LONG, 100)
+    assert t.tokens["a"] == reference_output(prompts["a"], LONG, 100)[1:]

@@ -41,18 +41,3 @@ class ForwardBatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     positions: Sequence[int]
     out_cache_loc: Sequence[int]  # the KV slot each input token is written to
     requests: Sequence[BatchRequest]
-
-
-def slots_of(page_table: Sequence[int], start: int, end: int, page_size: int) -> list[int]:
-    """The KV slots of tokens `[start, end)` under `page_table`."""
-    if page_size == 1:
-        return list(page_table[start:end])
-    slots: list[int] = []
-    pos = start
-    while pos < end:
-        page, offset = divmod(pos, page_size)
-        base = page_table[page] * page_size
-        stop = min(end - pos, page_size - offset)
-        slots.extend(range(base + offset, base + offset + stop))
-        pos += stop
-    return slots

@@ -60,6 +60,12 @@ class KvMemory:
         if missing > 0:
             state.page_table.extend(self.allocator.alloc(missing))
 
+    def shrink_to_computed(self, state: RequestState, page_size: int) -> None:
+        """Free the pages `state` was given beyond its computed tokens (a step that failed)."""
+        keep = pages_for(state.kv_len, page_size)
+        self.allocator.free(state.page_table[keep:])
+        del state.page_table[keep:]
+
     def commit(self, state: RequestState, page_size: int) -> None:
         """Hand the request's computed full pages to the cache. Where the cache already held the
         same tokens (another request computed them), the request's duplicate pages are freed and

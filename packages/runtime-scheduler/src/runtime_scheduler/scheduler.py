@@ -10,13 +10,12 @@ so an override takes effect on the next step.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 
 from config_bags import ScheduleBag, chunk_size_of, context_length_of, get_memory, get_model, get_schedule
 
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
-from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode, slots_of
+from runtime_scheduler.batch_assembly import Extend, forward_batch_of
 from runtime_scheduler.events import Refusal, RequestEvent
 from runtime_scheduler.executor import ForwardOutputView, ModelExecutor
 from runtime_scheduler.kv_memory import KvMemory, pages_for
@@ -24,9 +23,6 @@ from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import Request
 from runtime_scheduler.request_state import RequestState
 from runtime_scheduler.stop import finish_reason_of
-
-Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
-
 
 class Scheduler:
     """Requests in, one forward per step, per-request events out.
@@ -107,7 +103,12 @@ class Scheduler:
         return bool(self._waiting or self._running)
 
     def step(self) -> list[RequestEvent]:
-        """Plan one batch, run it through the executor, and report what happened per request."""
+        """Plan one batch, run it through the executor, and report what happened per request.
+
+        An exception from the executor (or a malformed answer) propagates after the step's page
+        allocations are undone; requests admitted in that step stay running and are computed
+        by the next step.
+        """
         schedule = get_schedule()
         page_size = self._page_size(schedule)
         events: list[RequestEvent] = []
@@ -120,15 +121,22 @@ class Scheduler:
             extends = self._plan_extends(schedule, page_size, prefilling, events, admit=False)
         if not extends and not decodes:
             return events
-        batch = self._batch(extends, decodes, page_size)
-        output = self._executor.forward(batch)
-        n = len(batch.requests)
-        counts = (len(output.next_token_ids), len(output.next_token_logprobs), len(output.top_logprobs))
-        if counts != (n, n, n):
-            raise RuntimeError(
-                f"the executor returned (token ids, logprobs, top logprobs) of lengths {counts} for a batch of "
-                f"{n} requests; accepted: one of each per request, in batch order"
-            )
+        batch = forward_batch_of(extends, decodes, page_size)
+        try:
+            output = self._executor.forward(batch)
+            n = len(batch.requests)
+            counts = (len(output.next_token_ids), len(output.next_token_logprobs), len(output.top_logprobs))
+            if counts != (n, n, n):
+                raise RuntimeError(
+                    f"the executor returned (token ids, logprobs, top logprobs) of lengths {counts} for a batch of "
+                    f"{n} requests; accepted: one of each per request, in batch order"
+                )
+        except BaseException:
+            # Nothing was computed: give back the pages planned for this step, so the requests
+            # stand exactly where they stood and the next step (or an abort) finds them whole.
+            for s in [s for s, _ in extends] + decodes:
+                self._memory.shrink_to_computed(s, page_size)
+            raise
         self._absorb(extends, decodes, output, page_size, events)
         return events
 
@@ -283,38 +291,6 @@ class Scheduler:
         self._memory.grow(s, end, page_size)
         return True
 
-    def _batch(self, extends: list[Extend], decodes: list[RequestState], page_size: int) -> ForwardBatch:
-        input_ids: list[int] = []
-        positions: list[int] = []
-        locs: list[int] = []
-        entries: list[BatchRequest] = []
-        for s, ext in extends:
-            start, end = s.kv_len, s.kv_len + ext
-            input_ids.extend(s.token_slice(start, end))
-            positions.extend(range(start, end))
-            locs.extend(slots_of(s.page_table, start, end, page_size))
-            entries.append(_entry(s, ext, end == s.fill_len))
-        for s in decodes:
-            pos = s.kv_len
-            req = s.req
-            input_ids.append(s.output_ids[-1] if s.output_ids else req.prompt_ids[-1])
-            positions.append(pos)
-            locs.append(s.page_table[pos // page_size] * page_size + pos % page_size)
-            entries.append(
-                BatchRequest(
-                    rid=req.rid,
-                    prefix_len=pos,
-                    extend_len=1,
-                    page_table=s.page_table,
-                    sample=True,
-                    sampling=req.sampling,
-                    prompt_ids=req.prompt_ids,
-                    output_ids=s.output_ids,
-                )
-            )
-        mode: ForwardMode = "mixed" if extends and decodes else ("extend" if extends else "decode")
-        return ForwardBatch(forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries)
-
     # ---- results ----------------------------------------------------------------------------
 
     def _absorb(
@@ -387,16 +363,3 @@ class Scheduler:
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
-
-
-def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
-    return BatchRequest(
-        rid=s.req.rid,
-        prefix_len=s.kv_len,
-        extend_len=ext,
-        page_table=s.page_table,
-        sample=sample,
-        sampling=s.req.sampling,
-        prompt_ids=s.req.prompt_ids,
-        output_ids=s.output_ids,
-    )

@@ -1,0 +1,61 @@
+"""Assembling one step's ForwardBatch from the requests the step planned."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
+from runtime_scheduler.request_state import RequestState
+
+Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
+
+
+def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_size: int) -> ForwardBatch:
+    """The batch for this step's extends (each with its token count) followed by its decodes."""
+    input_ids: list[int] = []
+    positions: list[int] = []
+    locs: list[int] = []
+    entries: list[BatchRequest] = []
+    for s, ext in extends:
+        start, end = s.kv_len, s.kv_len + ext
+        input_ids.extend(s.token_slice(start, end))
+        positions.extend(range(start, end))
+        locs.extend(slots_of(s.page_table, start, end, page_size))
+        entries.append(_entry(s, ext, end == s.fill_len))
+    for s in decodes:
+        pos = s.kv_len
+        input_ids.append(s.output_ids[-1] if s.output_ids else s.req.prompt_ids[-1])
+        positions.append(pos)
+        locs.append(s.page_table[pos // page_size] * page_size + pos % page_size)
+        entries.append(_entry(s, 1, True))
+    mode: ForwardMode = "mixed" if extends and decodes else ("extend" if extends else "decode")
+    return ForwardBatch(forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries)
+
+
+def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
+    """Request `s`'s part of the batch: `ext` tokens after the `s.kv_len` already in the pool."""
+    return BatchRequest(
+        rid=s.req.rid,
+        prefix_len=s.kv_len,
+        extend_len=ext,
+        page_table=s.page_table,
+        sample=sample,
+        sampling=s.req.sampling,
+        prompt_ids=s.req.prompt_ids,
+        output_ids=s.output_ids,
+    )
+
+
+def slots_of(page_table: Sequence[int], start: int, end: int, page_size: int) -> list[int]:
+    """The KV slots of tokens `[start, end)` under `page_table`."""
+    if page_size == 1:
+        return list(page_table[start:end])
+    slots: list[int] = []
+    pos = start
+    while pos < end:
+        page, offset = divmod(pos, page_size)
+        base = page_table[page] * page_size
+        stop = min(end - pos, page_size - offset)
+        slots.extend(range(base + offset, base + offset + stop))
+        pos += stop
+    return slots
