@@ -9,7 +9,7 @@ from config_bags import get_serving
 
 from serve.detokenizer.incremental import IncrementalText
 from serve.detokenizer.stop_strings import StopMatch
-from serve.ipc.messages import GenerateRequest, LogprobEntry, TextOutput, TokenLogprob, TokenDelta
+from serve.ipc.messages import FinishReason, GenerateRequest, LogprobEntry, TextOutput, TokenDelta, TokenLogprob
 
 
 class RequestText:
@@ -57,7 +57,7 @@ class RequestText:
             return None, False
         return self._emit(out, self._stops.safe_end(self._text), None, None), False
 
-    def _emit(self, out: TokenDelta, end: int, finish: Any, matched: int | str | None) -> TextOutput:
+    def _emit(self, out: TokenDelta, end: int, finish: FinishReason | None, matched: int | str | None) -> TextOutput:
         end = max(end, self._sent)
         text = self._text[self._sent : end]
         self._sent = end
