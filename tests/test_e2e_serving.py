@@ -323,3 +323,16 @@ def test_full_waiting_queue_refuses_with_503(server: ServerProcess, http: httpx.
     assert "max_queued_requests=1" in refused.json()["error"]["message"]
     after = http.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", "max_tokens": 2})
     assert after.status_code == 200
+
+
+def test_sampling_parameters_reach_the_sampler(client: openai.OpenAI, http: httpx.Client) -> None:
+    """top_k=1 (or a min_p of 1) at temperature 1 is greedy; penalties change a repetitive greedy text."""
+    greedy = greedy_ids(http, "Numbers: 0 1 2", 24)
+    for extra in ({"top_k": 1}, {"min_p": 1.0}):
+        body = {"text": "Numbers: 0 1 2", "sampling_params": {"max_new_tokens": 24, "temperature": 1.0, "ignore_eos": True, **extra}}
+        assert http.post("/generate", json=body).json()["output_ids"] == greedy, extra
+    assert len(set(greedy)) < len(greedy)  # the tiny model repeats itself
+    for penalty in ("frequency_penalty", "presence_penalty"):
+        body = {"text": "Numbers: 0 1 2", "sampling_params": {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True, penalty: 2.0}}
+        penalized = http.post("/generate", json=body).json()["output_ids"]
+        assert penalized != greedy and len(set(penalized)) > len(set(greedy)), penalty
