@@ -1,0 +1,96 @@
+"""The API's error shapes and authentication on a real FastAPI app with the server's handlers
+(the routes that need the model are covered end to end in tests/test_e2e_errors.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import config_bags
+import pytest
+from config_bags import Bags, ServingBag
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from serve.http.auth import install_auth
+from serve.http.errors import APIError, install_error_handlers
+from serve.http.protocol import ChatCompletionRequest, CompletionRequest
+
+
+def _app() -> FastAPI:
+    app = FastAPI()
+    install_error_handlers(app)
+    install_auth(app)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest) -> dict[str, Any]:
+        return {"max_tokens": body.max_tokens, "stop": list(body.stop_strings())}
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatCompletionRequest) -> dict[str, Any]:
+        return {"text": [m.text() for m in body.messages]}
+
+    @app.get("/refuse")
+    async def refuse() -> None:
+        raise APIError(400, "no such thing", param="thing", code="nope")
+
+    @app.get("/crash")
+    async def crash() -> None:
+        raise RuntimeError("boom")
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    config_bags.publish(Bags(), role="http")
+    with TestClient(_app(), raise_server_exceptions=False) as c:
+        yield c
+    config_bags.unpublish()
+
+
+def _error(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    return error
+
+
+def test_malformed_json_is_a_400(client: TestClient) -> None:
+    error = _error(client.post("/v1/completions", content=b"{nope", headers={"content-type": "application/json"}), 400)
+    assert error["message"].startswith("malformed JSON body") and error["type"] == "invalid_request_error"
+
+
+def test_wrong_type_names_the_field_and_value(client: TestClient) -> None:
+    error = _error(client.post("/v1/completions", json={"prompt": "x", "temperature": "hot"}), 400)
+    assert error["param"] == "temperature" and "'hot'" in error["message"]
+
+
+def test_protocol_accepts_openai_and_native_spellings(client: TestClient) -> None:
+    assert client.post("/v1/completions", json={"prompt": "x", "max_new_tokens": 5, "stop": "\n"}).json() == {"max_tokens": 5, "stop": ["\n"]}
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
+    assert client.post("/v1/chat/completions", json=parts).json() == {"text": ["ab"]}
+    _error(client.post("/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]}), 400)
+
+
+def test_api_error_and_crash_shapes(client: TestClient) -> None:
+    assert _error(client.get("/refuse"), 400) == {"message": "no such thing", "type": "invalid_request_error", "param": "thing", "code": "nope"}
+    crash = _error(client.get("/crash"), 500)
+    assert crash["type"] == "internal_server_error" and "boom" in crash["message"]
+    assert _error(client.get("/missing"), 404)["type"] == "invalid_request_error"
+
+
+def test_api_key_is_read_at_request_time() -> None:
+    """serving.api_key is read per request (published bags), and /health stays open."""
+    config_bags.publish(Bags(serving=ServingBag(api_key="k1")), role="http")
+    try:
+        with TestClient(_app()) as c:
+            assert c.get("/health").status_code == 200
+            assert _error(c.get("/refuse"), 401)["code"] == "invalid_api_key"
+            assert _error(c.get("/refuse", headers={"Authorization": "Bearer k2"}), 401)["type"] == "authentication_error"
+            assert _error(c.get("/refuse", headers={"Authorization": "Bearer k1"}), 400)["code"] == "nope"
+    finally:
+        config_bags.unpublish()
