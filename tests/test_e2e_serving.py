@@ -203,6 +203,8 @@ def test_runtime_override_under_load(server: ServerProcess, http: httpx.Client) 
         assert set(info["config_hashes"].values()) == {patched["config_hash"]} and patched["config_hash"] != before["main"]
         assert info["bags"]["schedule"]["max_running_requests"] == 3
         assert info["overrides"][-1]["source"] == "http:PATCH /v1/runtime_config"
+        assert info["provenance"]["max_running_requests"] == "override:http:PATCH /v1/runtime_config"
+        assert info["config"]["leaves"]["max_running_requests"]["value"] == 3
         shown = http.get("/v1/runtime_config").json()
         assert shown["leaves"]["max_running_requests"]["value"] == 3 and shown["config_hash"] == patched["config_hash"]
         assert results == reference
