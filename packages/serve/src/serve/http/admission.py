@@ -13,7 +13,7 @@ from serve.http.errors import bad_request
 from serve.http.protocol import SamplingFields
 from serve.ipc.messages import GenerateRequest
 from serve.tokenizer.manager import TokenizerManager
-from serve.tokenizer.model_info import served_model_name
+from serve.tokenizer.served_name import served_model_name
 
 
 def check_model(name: str | None) -> None:

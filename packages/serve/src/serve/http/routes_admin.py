@@ -15,7 +15,7 @@ from serve.config_override import hot_leaf_names
 from serve.http.errors import APIError, bad_request
 from serve.resolved_view import ResolvedConfig
 from serve.tokenizer.manager import OverrideFailedError, TokenizerManager
-from serve.tokenizer.model_info import served_model_name
+from serve.tokenizer.served_name import served_model_name
 
 router = APIRouter()
 

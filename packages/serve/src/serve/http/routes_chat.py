@@ -18,7 +18,7 @@ from serve.http.usage import usage
 from serve.ipc.messages import TextOutput
 from serve.tokenizer.chat_template import NoChatTemplateError, chat_prompt_ids
 from serve.tokenizer.manager import TokenizerManager
-from serve.tokenizer.model_info import served_model_name
+from serve.tokenizer.served_name import served_model_name
 
 router = APIRouter()
 

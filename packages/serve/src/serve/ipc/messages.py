@@ -60,13 +60,21 @@ class OverrideAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     error: str | None = None
 
 
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """The served model's limits, as the scheduler's runner measured them."""
+
+    context_length: int  # longest prompt plus completion, tokens
+    max_total_tokens: int  # KV-cache token slots
+    vocab_size: int
+
+
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """A child finished constructing; `info` carries what the front end needs (model limits)."""
+    """A child finished constructing; the scheduler also reports the model's limits."""
 
     role: str
     pid: int
     config_hash: str
-    info: dict[str, Any] = msgspec.field(default_factory=dict)
+    model: ModelInfo | None = None
 
 
 class TokenLogprob(msgspec.Struct, frozen=True, array_like=True):

@@ -14,7 +14,7 @@ from runtime_scheduler import Scheduler
 
 from serve.child_process import die_with_parent, publish_received
 from serve.ipc.channels import Addresses, Receiver, Sender
-from serve.ipc.messages import ProcessReady
+from serve.ipc.messages import ModelInfo, ProcessReady
 from serve.scheduler_process.loop import SchedulerLoop
 
 logger = logging.getLogger(__name__)
@@ -38,11 +38,7 @@ def run_scheduler(encoded_bags: bytes, addresses: Addresses) -> None:
     logger.info("loading the model")
     scheduler, runner = build_scheduler()
     config_bags.begin_serving()
-    info = {
-        "context_length": runner.context_length,
-        "max_total_tokens": runner.pool.num_slots,
-        "vocab_size": runner.arch.vocab_size,
-    }
-    logger.info("model loaded: %s", info)
-    to_detokenizer.send(ProcessReady(role="scheduler", pid=os.getpid(), config_hash=config_bags.config_hash(), info=info))
+    model = ModelInfo(context_length=runner.context_length, max_total_tokens=runner.pool.num_slots, vocab_size=runner.arch.vocab_size)
+    logger.info("model loaded: %s", model)
+    to_detokenizer.send(ProcessReady(role="scheduler", pid=os.getpid(), config_hash=config_bags.config_hash(), model=model))
     SchedulerLoop(scheduler, inbox, to_detokenizer).run_forever()

@@ -23,6 +23,7 @@ from serve.ipc.messages import (
     AbortRequest,
     GenerateRequest,
     Message,
+    ModelInfo,
     OverrideAck,
     OverrideRequest,
     ProcessReady,
@@ -32,7 +33,6 @@ from serve.ipc.messages import (
 )
 from serve.metrics.server_metrics import ServerMetrics
 from serve.tokenizer.eos import eos_token_ids
-from serve.tokenizer.model_info import ModelInfo
 from serve.tokenizer.request_state import RequestRefusedError, RequestState, ServerFaultError
 
 logger = logging.getLogger(__name__)
@@ -94,8 +94,8 @@ class TokenizerManager:
         elif isinstance(message, ProcessReady):
             self.process_hashes[message.role] = message.config_hash
             self.process_pids[message.role] = message.pid
-            if message.role == "scheduler":
-                self._model_info = ModelInfo(**message.info)
+            if message.model is not None:
+                self._model_info = message.model
             logger.info("%s ready (pid %d, config hash %s)", message.role, message.pid, message.config_hash)
             if all(role in self.process_hashes for role in CHILD_ROLES):
                 self.all_ready.set()

@@ -1,19 +1,10 @@
-"""What the front end knows about the served model once the scheduler is up."""
+"""The name the API serves the model under."""
 
 from __future__ import annotations
 
 import os
 
-import msgspec
 from config_bags import get_model
-
-
-class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """Limits the scheduler reports when ready (its runner measured them)."""
-
-    context_length: int  # longest prompt plus completion, tokens
-    max_total_tokens: int  # KV-cache token slots
-    vocab_size: int
 
 
 def served_model_name() -> str:
