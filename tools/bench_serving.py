@@ -117,12 +117,14 @@ def server_summary(timings: list[Timing], wall: float) -> dict[str, Any]:
 def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, threads: int | None) -> dict[str, Any]:
     """The same jobs through transformers `generate`, in static left-padded batches."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the server's processes run (read when torch starts)
-    import torch
-    from transformers import AutoModelForCausalLM
+    import importlib
 
+    import torch
+
+    transformers: Any = importlib.import_module("transformers")  # its stubs mistype generate()
     if threads:
         torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))  # loads in eval mode
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))  # loads in eval mode
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     useful = 0
     start = time.perf_counter()
