@@ -21,7 +21,7 @@ class GatherPlan:
     """Index tensors of one forward, shared by every layer."""
 
     kv_slots: torch.Tensor  # [requests * max_seq_len]: pool slot of each key position (0 past the end)
-    mask: torch.Tensor  # [requests, 1, max_extend_len, max_seq_len]: which keys each query sees
+    mask: torch.Tensor  # [requests, 1, max_extend_len, max_seq_len]: which keys each query sees (decode: which it does not)
     query_pad_source: torch.Tensor | None  # [requests * max_extend_len]: token feeding each padded query row
     token_pad_row: torch.Tensor | None  # [tokens]: padded row holding each token's output
     max_extend_len: int
@@ -46,7 +46,7 @@ class TorchNativeBackend(AttentionBackend):
         key_valid = key_pos[None, :] < metadata.seq_lens[:, None]
         slots = torch.where(key_valid, slots, 0)
         if max_ext == 1:
-            self._plan = GatherPlan(slots.reshape(-1), key_valid[:, None, None, :], None, None, 1)
+            self._plan = GatherPlan(slots.reshape(-1), ~key_valid[:, None, None, :], None, None, 1)
             return
         query_off = torch.arange(max_ext, device=device)
         query_valid = query_off[None, :] < metadata.extend_lens[:, None]
@@ -77,8 +77,9 @@ class TorchNativeBackend(AttentionBackend):
         return out.transpose(1, 2).reshape(-1, heads, head_dim).index_select(0, plan.token_pad_row)
 
 
-def _decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """One query per request: q [requests, heads, d] against k/v [requests, kv_heads, keys, d].
+def _decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, hidden: torch.Tensor, scale: float) -> torch.Tensor:
+    """One query per request: q [requests, heads, d] against k/v [requests, kv_heads, keys, d];
+    `hidden` marks the keys past each request's length.
 
     Two batched matmuls with the query heads grouped under their KV head; on CPU this beats SDPA's
     masked path several times over at decode shapes. The softmax runs in fp32.
@@ -86,6 +87,6 @@ def _decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
     requests, heads, head_dim = q.shape
     kv_heads = k.shape[1]
     grouped = q.view(requests, kv_heads, heads // kv_heads, head_dim)
-    scores = torch.matmul(grouped, k.transpose(-1, -2)).float() * scale
-    weights = scores.masked_fill(~mask, float("-inf")).softmax(-1).to(v.dtype)
+    scores = torch.matmul(grouped * scale, k.transpose(-1, -2)).masked_fill_(hidden, float("-inf"))
+    weights = scores.softmax(-1, dtype=torch.float32).to(v.dtype)
     return torch.matmul(weights, v).view(requests, heads, head_dim)

@@ -65,18 +65,22 @@ class DecoderForCausalLM:
         cfg, w = self.cfg, self.weights
         tokens, heads, kv_heads, head_dim, eps = input_ids.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
         split = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
+        qk_split = [heads, kv_heads]
         cos = self.rope.cos.index_select(0, positions)[:, None, :]
         sin = self.rope.signed_sin.index_select(0, positions)[:, None, :]
         h = F.embedding(input_ids, w.embed)
         for index, layer in enumerate(w.layers):
             x = rms_norm(h, layer.input_norm, eps)
-            q, k, v = torch.split(F.linear(x, layer.qkv, layer.qkv_bias), split, dim=-1)
-            q = q.view(tokens, heads, head_dim)
-            k = k.view(tokens, kv_heads, head_dim)
+            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
             if layer.q_norm is not None and layer.k_norm is not None:
-                q = rms_norm(q, layer.q_norm, eps)
-                k = rms_norm(k, layer.k_norm, eps)
-            out = attention(index, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v.view(tokens, kv_heads, head_dim))
+                q, k, v = torch.split(qkv, split, dim=-1)
+                q = apply_rope(rms_norm(q.view(tokens, heads, head_dim), layer.q_norm, eps), cos, sin)
+                k = apply_rope(rms_norm(k.view(tokens, kv_heads, head_dim), layer.k_norm, eps), cos, sin)
+            else:  # one rotation over q and k together: half the per-op overhead of a decode step's rope
+                qk = apply_rope(qkv[:, : (heads + kv_heads) * head_dim].view(tokens, heads + kv_heads, head_dim), cos, sin)
+                q, k = torch.split(qk, qk_split, dim=1)
+                v = qkv[:, (heads + kv_heads) * head_dim :]
+            out = attention(index, q, k, v.view(tokens, kv_heads, head_dim))
             h = h + F.linear(out.reshape(tokens, heads * head_dim), layer.o_proj, layer.o_bias)
             gate, up = F.linear(rms_norm(h, layer.post_norm, eps), layer.gate_up, layer.gate_up_bias).chunk(2, -1)
             h = h + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
