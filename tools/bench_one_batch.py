@@ -96,6 +96,17 @@ def best(rates: list[Rates]) -> Rates:
     return Rates(prefill=max(r.prefill for r in rates), decode=max(r.decode for r in rates))
 
 
+def weight_read_floor(runner: ModelRunner) -> float:
+    """Batch-1 tokens/s if a decode step did nothing but its matmuls: one vector through every
+    weight matrix (the best of five passes). Batch-1 decode cannot beat it."""
+    w = runner.model.weights
+    mats = [m for layer in w.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)] + [w.lm_head]
+    inputs = {m.shape[1]: torch.randn(1, m.shape[1], dtype=m.dtype) for m in mats}
+    with torch.inference_mode():
+        seconds = min(timed(lambda: [torch.nn.functional.linear(inputs[m.shape[1]], m) for m in mats]) for _ in range(5))
+    return 1.0 / seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
@@ -116,6 +127,7 @@ def main() -> None:
     print("| dtype | batch | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |")
     print("|---|---|---|---|")
     rates: dict[tuple[str, int], tuple[Rates, Rates]] = {}
+    floors: dict[str, float] = {}
     for dtype in args.dtypes:
         unpublish()
         publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype), schedule=ScheduleBag(page_size=16),
@@ -134,6 +146,7 @@ def main() -> None:
                 theirs_runs.append(transformers_rates(reference, prompts, args.new_tokens))
             ours, theirs = best(ours_runs), best(theirs_runs)
             rates[(dtype, batch)] = (ours, theirs)
+            floors[dtype] = weight_read_floor(runner)
             print(f"| {dtype} | {batch} | {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
                   f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |", flush=True)
         del runner, reference
@@ -142,6 +155,10 @@ def main() -> None:
         if (dtype, 1) in rates and (dtype, 32) in rates:
             one_hf, big = rates[(dtype, 1)][1].decode, rates[(dtype, 32)][0].decode
             print(f"{dtype}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' batch-1 rate ({one_hf:.1f} tok/s)")
+        if (dtype, 1) in rates:
+            ours_one, theirs_one = rates[(dtype, 1)][0].decode, rates[(dtype, 1)][1].decode
+            print(f"{dtype}: batch-1 weight-read floor {floors[dtype]:.1f} tok/s; runner at {ours_one / floors[dtype]:.0%} of it, "
+                  f"transformers at {theirs_one / floors[dtype]:.0%}")
 
 
 if __name__ == "__main__":
