@@ -43,12 +43,12 @@ def _scenario(prefix: list[int], extend: list[int], page_size: int, seed: int) -
 
 
 def _reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: Metadata, slots: list[list[int]], scale: float) -> torch.Tensor:
-    heads, kv_heads = q.shape[1], k_cache.shape[1]
+    heads, kv_heads = q.shape[1], k_cache.shape[0]
     out, at = [], 0
     for r, own in enumerate(slots):
         prefix, extend = int(meta.prefix_lens[r]), int(meta.extend_lens[r])
-        k = k_cache[own].repeat_interleave(heads // kv_heads, dim=1)  # [seq, heads, d]
-        v = v_cache[own].repeat_interleave(heads // kv_heads, dim=1)
+        k = k_cache[:, own].transpose(0, 1).repeat_interleave(heads // kv_heads, dim=1)  # [seq, heads, d]
+        v = v_cache[:, own].transpose(0, 1).repeat_interleave(heads // kv_heads, dim=1)
         for i in range(extend):
             visible = prefix + i + 1
             scores = torch.einsum("hd,shd->hs", q[at + i], k[:visible]) * scale
@@ -70,8 +70,8 @@ def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: 
     heads, kv_heads, dim = 4, 2, 8
     gen = torch.Generator().manual_seed(3)
     pool_slots = int(meta.page_table.max() + 4) * page_size
-    k_cache = torch.randn(pool_slots, kv_heads, dim, generator=gen, dtype=torch.float64)
-    v_cache = torch.randn(pool_slots, kv_heads, dim, generator=gen, dtype=torch.float64)
+    k_cache = torch.randn(kv_heads, pool_slots, dim, generator=gen, dtype=torch.float64)
+    v_cache = torch.randn(kv_heads, pool_slots, dim, generator=gen, dtype=torch.float64)
     q = torch.randn(meta.num_tokens, heads, dim, generator=gen, dtype=torch.float64)
     backend = TorchNativeBackend()
     backend.plan(meta)
@@ -81,4 +81,4 @@ def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: 
 
 def test_attend_before_plan_is_refused() -> None:
     with pytest.raises(RuntimeError, match="before plan"):
-        TorchNativeBackend().attend(torch.zeros(1, 2, 4), torch.zeros(4, 2, 4), torch.zeros(4, 2, 4), scale=0.5)
+        TorchNativeBackend().attend(torch.zeros(1, 2, 4), torch.zeros(2, 4, 4), torch.zeros(2, 4, 4), scale=0.5)

@@ -18,7 +18,7 @@ def test_sized_from_max_total_tokens_in_whole_pages() -> None:
     publish(Bags(memory=MemoryBag(max_total_tokens=100), schedule=ScheduleBag(page_size=16)), role="standalone")
     pool = _pool()
     assert (pool.num_slots, pool.num_pages) == (96, 6)
-    assert len(pool.k) == len(pool.v) == 3 and pool.k[0].shape == (96, 2, 8) and pool.dtype == torch.bfloat16
+    assert len(pool.k) == len(pool.v) == 3 and pool.k[0].shape == (2, 96, 8) and pool.dtype == torch.bfloat16
 
 
 def test_sized_from_memory_budget_when_tokens_unset() -> None:
@@ -60,4 +60,4 @@ def test_write_stores_at_the_given_slots() -> None:
     pool = _pool()
     k, v = torch.ones(2, 2, 8), torch.full((2, 2, 8), 2.0)
     pool.write(1, torch.tensor([3, 7]), k, v)
-    assert pool.k[1][3].eq(1).all() and pool.v[1][7].eq(2).all() and pool.k[1][4].eq(0).all() and pool.k[0].eq(0).all()
+    assert pool.k[1][:, 3].eq(1).all() and pool.v[1][:, 7].eq(2).all() and pool.k[1][:, 4].eq(0).all() and pool.k[0].eq(0).all()

@@ -46,4 +46,4 @@ class AttentionBackend(ABC):
     @abstractmethod
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """Attention of the planned forward for one layer: q [tokens, heads, head_dim] against the
-        layer's pool k_cache/v_cache [slots, kv_heads, head_dim]; answers [tokens, heads, head_dim]."""
+        layer's pool k_cache/v_cache [kv_heads, slots, head_dim]; answers [tokens, heads, head_dim]."""

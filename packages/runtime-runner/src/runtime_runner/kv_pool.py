@@ -18,7 +18,11 @@ def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype:
 
 
 class KVPool:
-    """K and V of every layer: `k[layer]`, `v[layer]` of shape [slots, kv_heads, head_dim]."""
+    """K and V of every layer: `k[layer]`, `v[layer]` of shape [kv_heads, slots, head_dim].
+
+    Heads lead so that a gather of any slots comes out as one contiguous [kv_heads, tokens, head_dim]
+    block per head, which batched matmuls take without a layout copy.
+    """
 
     def __init__(self, *, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         page_size = get_schedule().page_size
@@ -27,14 +31,14 @@ class KVPool:
         if slots == 0:
             raise BatchError(f"the KV pool would hold {wanted} token slots, less than one page of {page_size}; "
                              "accepted: memory.max_total_tokens (or kv_cache_memory_mb) of at least one page")
-        shape = (slots, num_kv_heads, head_dim)
+        shape = (num_kv_heads, slots, head_dim)
         self.k = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers))
         self.v = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers))
 
     @property
     def num_slots(self) -> int:
         """Token slots per layer."""
-        return int(self.k[0].shape[0])
+        return int(self.k[0].shape[1])
 
     @property
     def num_pages(self) -> int:
@@ -55,5 +59,5 @@ class KVPool:
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots` (cast to the cache dtype)."""
-        self.k[layer].index_copy_(0, slots, k.to(self.dtype))
-        self.v[layer].index_copy_(0, slots, v.to(self.dtype))
+        self.k[layer].index_copy_(1, slots, k.transpose(0, 1).to(self.dtype))
+        self.v[layer].index_copy_(1, slots, v.transpose(0, 1).to(self.dtype))
