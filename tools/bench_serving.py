@@ -1,7 +1,7 @@
 """Serving benchmark: a mixed workload against any OpenAI-compatible server, and the same requests
 through transformers `generate` as the baseline, side by side in one run.
 
-    uv run python tools/bench_serving.py --launch --baseline            # default model, 32 concurrent
+    uv run python tools/bench_serving.py --launch --baseline --in-process   # default model, 32 concurrent
     uv run python tools/bench_serving.py --url http://127.0.0.1:30000 --model NAME --model-path DIR
 
 Each request is a prompt of random token ids (exact lengths) and a fixed number of output tokens
@@ -10,7 +10,10 @@ records, per request, the time of its first token (TTFT) and the gaps between la
 (inter-token latency); output throughput is all output tokens over the wall time from the first
 send to the last token. The baseline runs the same requests through `generate` in static batches
 of `--concurrency` (left-padded, every request of a batch run to the batch's longest output, only
-the requested tokens counted). Prints a table, and writes a PNG with both runs when --plot is set.
+the requested tokens counted). With --in-process the same jobs also run straight through the
+server's scheduler and runner in the benchmark's process, with the server's bags: what the HTTP,
+tokenizer, detokenizer and ipc layers cost is the gap between that and the served figure.
+Prints a table, and writes a PNG with the runs when --plot is set.
 """
 
 from __future__ import annotations
@@ -141,6 +144,41 @@ def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, 
     return {"output_tokens": useful, "wall_s": wall, "output_throughput": useful / wall}
 
 
+def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int) -> dict[str, Any]:
+    """The same jobs straight through the server's scheduler and runner in this process (no HTTP,
+    no tokenizer or detokenizer, no ipc), at most `concurrency` live, with the server's own bags:
+    the difference to the served run is what the serving layers cost."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the launcher sets for its children
+    import config_bags
+    import msgspec
+    from runtime_scheduler import Request, SamplingParams, StopConditions
+    from serve.scheduler_process.process import build_scheduler
+
+    config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
+    scheduler, _runner = build_scheduler()
+
+    def drain(batch: list[Job], tag: str) -> int:
+        pending = list(enumerate(batch))
+        live = tokens = 0
+        while pending or scheduler.has_work():
+            while pending and live < concurrency:
+                index, job = pending.pop(0)
+                stop = StopConditions(max_new_tokens=job.output_len, ignore_eos=True)
+                scheduler.add_request(Request(rid=f"{tag}{index}", prompt_ids=job.prompt_ids, sampling=SamplingParams(), stop=stop))
+                live += 1
+            for event in scheduler.step():
+                tokens += event.token_id is not None
+                live -= event.finish_reason is not None
+        return tokens
+
+    drain(jobs[: min(4, len(jobs))], "warm")  # as the served run warms up
+    start = time.perf_counter()
+    tokens = drain(jobs, "job")
+    wall = time.perf_counter() - start
+    config_bags.unpublish()
+    return {"output_tokens": tokens, "wall_s": wall, "output_throughput": tokens / wall}
+
+
 def plot(timings: list[Timing], summary: dict[str, Any], baseline: dict[str, Any] | None, path: Path) -> None:
     """Per-request TTFT and mean inter-token latency, and throughput against the baseline."""
     import matplotlib
@@ -190,6 +228,7 @@ def main() -> None:
     p.add_argument("--output-len", type=_range, default=(32, 160), help="output tokens LOW:HIGH")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--baseline", action="store_true", help="also run the jobs through transformers generate")
+    p.add_argument("--in-process", action="store_true", help="also run the jobs through the scheduler and runner in this process (needs --launch or this project's server)")
     p.add_argument("--baseline-dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
     p.add_argument("--threads", type=int, help="torch threads for the baseline")
     p.add_argument("--plot", type=Path, help="write a PNG here")
@@ -212,6 +251,7 @@ def main() -> None:
         info = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]
         model = args.model or info["id"]
         own = httpx.get(url + "/server_info", timeout=30)  # this project's server says more about itself
+        server_bags = own.json()["bags"] if own.status_code == 200 else None
         vocab_high = min(20000, own.json()["model"]["vocab_size"]) if own.status_code == 200 else 20000
         if model_path is None and own.status_code == 200:
             model_path = own.json()["bags"]["model"]["model_path"]
@@ -222,6 +262,11 @@ def main() -> None:
         if server is not None:
             server.stop()
     summary = server_summary(timings, wall)
+    in_process = None
+    if args.in_process:
+        if server_bags is None or args.request_rate != float("inf"):
+            p.error("--in-process needs this project's server (for its bags) and all requests at once")
+        in_process = run_in_process(server_bags, jobs, args.concurrency)
     baseline = None
     if args.baseline:
         if model_path is None:
@@ -233,6 +278,9 @@ def main() -> None:
     for name in ("ttft_s", "itl_s"):
         q = summary[name]
         print(f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms")
+    if in_process is not None:
+        print(f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in {in_process['wall_s']:.1f} s, "
+              "the server's scheduler and runner without HTTP, tokenizer, detokenizer or ipc)")
     if baseline is not None:
         print(f"baseline:  {baseline['output_throughput']:8.1f} output tok/s  ({baseline['output_tokens']} tokens in {baseline['wall_s']:.1f} s, "
               f"transformers generate, {args.baseline_dtype}, static batches of {args.concurrency})")
