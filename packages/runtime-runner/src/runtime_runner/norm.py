@@ -1,4 +1,4 @@
-"""RMS normalization computed in fp32, as the Llama family defines it."""
+"""RMS normalization, as the Llama family defines it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """weight * normalize(x) with the statistics in fp32 and the result in x's dtype.
+    """weight * x / rms(x) in one fused op; torch keeps the statistics in fp32 for bf16/fp16 input.
 
-    (torch's own rms_norm on bf16 input goes through a slower composite path on CPU.)"""
-    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+    (transformers rounds to the input dtype before the weight multiply; this rounds once, after.)"""
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
