@@ -41,6 +41,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         max_position_embeddings=MAX_POSITIONS,
         vocab_size=256,
         dtype="bfloat16",
+        architectures=["LlamaForCausalLM"],
     ).save_pretrained(path)
     return path
 
@@ -51,7 +52,7 @@ def resolved(model: Path, **leaves: object) -> ResolvedArgs:
 
 def test_handlers_are_named_and_ordered() -> None:
     names = handler_names()
-    assert names[0] == "default_model"
+    assert names[:2] == ("one_device", "default_model")
     assert names.index("page_size_for_backend") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
     assert names.index("speculative_defaults") < names.index("page_size_for_backend")
 
@@ -77,13 +78,20 @@ def test_an_operator_context_length_is_kept_within_the_models_maximum(tiny_model
         ({}, BF16_BYTES_PER_TOKEN),
         ({"kv_cache_dtype": "float32"}, 2 * BF16_BYTES_PER_TOKEN),
         ({"dtype": "float32"}, 2 * BF16_BYTES_PER_TOKEN),
-        ({"tp_size": 2}, BF16_BYTES_PER_TOKEN // 2),
     ],
 )
 def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: dict[str, object], bytes_per_token: int) -> None:
     args = resolved(tiny_model, kv_cache_memory_mb=3, **leaves).server_args
     assert args.max_total_tokens == 3 * 1024 * 1024 // bytes_per_token
     assert args.provenance_of("max_total_tokens") == "resolved:max_total_tokens"
+
+
+@pytest.mark.parametrize("leaf", ["tp_size", "pp_size", "dp_size", "nnodes", "ep_size"])
+def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: str) -> None:
+    """The runner holds the whole model on one device. Reverse-verified: without the one_device
+    handler, tp_size=2 resolved silently."""
+    with pytest.raises(ResolutionError, match=rf"{leaf}=2 \(from assigned 2\) is refused by one_device: this build runs the whole model in one process on one device; accepted: 1"):
+        resolved(tiny_model, **{leaf: 2, **({"node_rank": 0} if leaf == "nnodes" else {})})
 
 
 def test_max_total_tokens_is_whole_pages_and_an_operator_value_wins(tiny_model: Path) -> None:
@@ -167,10 +175,10 @@ def test_the_bundled_default_model_when_model_path_is_unset(tiny_model: Path) ->
 
 
 def test_a_checkpoint_without_config_json_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ResolutionError, match=rf"model_path {tmp_path}: no readable config.json"):
+    with pytest.raises(ResolutionError, match=rf"model_path {tmp_path}: no config.json in {tmp_path}"):
         resolve(ServerArgs(model_path=str(tmp_path)))
-    (tmp_path / "config.json").write_text('{"num_attention_heads": 4, "hidden_size": 64}')
-    with pytest.raises(ResolutionError, match=r"config.json: missing 'max_position_embeddings'"):
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4, "hidden_size": 64}')
+    with pytest.raises(ResolutionError, match=r"config.json lacks required key 'vocab_size'"):
         resolve(ServerArgs(model_path=str(tmp_path)))
 
 

@@ -1,1 +1,41 @@
-"""runtime_runner."""
+"""runtime_runner: Llama-family decoders over a paged KV pool, `forward(batch)`, and the sampler.
+
+    runner = ModelRunner(attention_backend_factory)   # serve wires attn_backends' factory in
+    output = runner.forward(batch)                    # any object fitting ForwardBatchView
+
+Every setting is read from the published bags at use; a runner built with nothing published
+publishes the defaults first. `ensure_default_model()` converts the bundled SmolLM2 once.
+"""
+
+from runtime_runner.arch_config import ArchConfig, read_arch_config
+from runtime_runner.attention_seam import AttentionBackend, AttentionBackendFactory, AttentionMetadata
+from runtime_runner.batch import ForwardBatchView, ForwardMode, RequestView, SamplingView
+from runtime_runner.default_model import ensure_default_model
+from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
+from runtime_runner.kv_pool import kv_bytes_per_token
+from runtime_runner.output import ForwardOutput
+from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
+from runtime_runner.runner import ModelRunner
+
+__all__ = [
+    "ArchConfig",
+    "AttentionBackend",
+    "AttentionBackendFactory",
+    "AttentionMetadata",
+    "BatchError",
+    "CheckpointError",
+    "ForwardBatchView",
+    "ForwardMode",
+    "ForwardOutput",
+    "ModelRunner",
+    "RequestView",
+    "SamplingView",
+    "UnsupportedArchitectureError",
+    "UnsupportedConfigError",
+    "device_of",
+    "ensure_default_model",
+    "kv_bytes_per_token",
+    "kv_dtype_of",
+    "model_dtype_of",
+    "read_arch_config",
+]

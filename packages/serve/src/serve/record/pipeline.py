@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from config_bags import LeafValueError
 
 from serve.record.errors import ResolutionError
-from serve.record.handlers import kernel, memory, model, schedule, spec
+from serve.record.handlers import kernel, memory, model, parallel, schedule, spec
 from serve.record.resolution import DefaultModel, Resolution
 from serve.record.resolved import ResolvedArgs
 from serve.record.server_args import ServerArgs
@@ -18,6 +18,7 @@ Handler = Callable[[Resolution], None]
 # Order matters: each handler reads what the ones before it declared (the pool size needs the
 # page size; the prefill chunk and the running cap need the pool size).
 HANDLERS: tuple[Handler, ...] = (
+    parallel.one_device,
     model.default_model,
     model.tokenizer_path,
     model.served_model_name,

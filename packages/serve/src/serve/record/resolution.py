@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 from config_bags import checked_value, leaf_spec
+from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError, read_arch_config
 
 from serve.record.errors import ResolutionError
-from serve.record.model_facts import ModelFacts, model_facts
 from serve.record.provenance import is_operator_set, resolved_by
 from serve.record.server_args import ServerArgs
 
@@ -47,11 +47,16 @@ class Resolution:
         self._required: set[str] = set()
 
     @cached_property
-    def model(self) -> ModelFacts:
-        """Facts of the checkpoint at model_path (read once per resolution)."""
+    def model(self) -> ArchConfig:
+        """The decoder shape of the checkpoint at model_path, read as the runner reads it (once
+        per resolution), so the sizes resolution derives are the sizes the runner builds."""
         if self.server_args.model_path is None:
             raise ResolutionError("model_path is unset when a handler needs the model's config.json; pass --model-path DIR")
-        return model_facts(Path(self.server_args.model_path))
+        model_dir = Path(self.server_args.model_path)
+        try:
+            return read_arch_config(model_dir)
+        except (CheckpointError, UnsupportedConfigError, ValueError) as err:
+            raise ResolutionError(f"model_path {model_dir}: {err}") from None
 
     def _check_source(self, source: str) -> None:
         if source != self.running:

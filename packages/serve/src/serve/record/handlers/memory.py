@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from config_bags import max_total_tokens_of
+from runtime_runner import device_of, kv_bytes_per_token, kv_dtype_of, model_dtype_of
 
+from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 
 
 def max_total_tokens(res: Resolution) -> None:
-    """KV slots that fit kv_cache_memory_mb, in whole pages (at least one page)."""
+    """KV slots that fit kv_cache_memory_mb, in whole pages (at least one page), at the
+    per-token size of the dtype the runner will store K and V in."""
     args = res.server_args
-    kv_dtype = args.kv_cache_dtype if args.kv_cache_dtype != "auto" else args.dtype
-    per_token = res.model.kv_bytes_per_token(kv_dtype, args.tp_size)
-    total = max_total_tokens_of(args.bags().memory, per_token)
+    bags = args.bags()
+    try:
+        device = device_of(bags.device)
+    except RuntimeError as err:
+        raise ResolutionError(f"device={args.device!r} (from {args.origin_of('device') or args.provenance_of('device')}): {err}") from None
+    kv_dtype = kv_dtype_of(bags.memory, model_dtype_of(bags.model, res.model.checkpoint_dtype, device))
+    per_token = kv_bytes_per_token(res.model.num_layers, res.model.num_kv_heads, res.model.head_dim, kv_dtype)
+    total = max_total_tokens_of(bags.memory, per_token)
     page = args.page_size
     res.declare("max_total_tokens", max_total_tokens=max(page, total // page * page))

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from config_bags import LeafValueError, context_length_of
+from runtime_runner import ensure_default_model
 
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 
 
 def bundled_default_model() -> Path:
-    """The bundled default checkpoint, converted once into a cache dir by the runner
-    (`runtime_runner.ensure_default_model`, exported by the package or its default_model module)."""
-    for module_name in ("runtime_runner", "runtime_runner.default_model"):
-        ensure = getattr(importlib.import_module(module_name), "ensure_default_model", None)
-        if ensure is not None:
-            return Path(ensure())
-    raise ResolutionError(
-        "model_path is unset and runtime_runner has no ensure_default_model() to provide the bundled model; "
-        "accepted: --model-path DIR (a checkpoint directory with config.json)"
-    )
+    """The bundled default checkpoint, converted once into a cache dir by the runner."""
+    return ensure_default_model()
 
 
 def default_model(res: Resolution) -> None:
