@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from config_bags.bags.base import Bag
-from config_bags.constraints import NonNegativeFloat, PositiveInt, PositiveOrDisabledInt
+from config_bags.constraints import PositiveInt, PositiveOrDisabledInt
 from config_bags.leaf import leaf
 
 SchedulePolicy = Literal["fcfs", "lpm"]
@@ -22,8 +22,6 @@ class ScheduleBag(Bag, frozen=True, kw_only=True):
     schedule_policy: Annotated[
         SchedulePolicy, leaf("Admission order: fcfs (arrival) or lpm (longest cached prefix first).", hot=True)
     ] = "fcfs"
-    schedule_conservativeness: Annotated[NonNegativeFloat, leaf("Scale on the decode-token reserve kept when admitting (higher admits fewer).", hot=True)
-    ] = 1.0
     max_queued_requests: Annotated[PositiveInt | None, leaf("Most requests waiting for admission; beyond it new requests are refused (unset: no cap).", hot=True)
     ] = None
 

@@ -57,7 +57,6 @@ class ServerArgs:
     max_running_requests: int
     max_prefill_tokens: int
     schedule_policy: Literal["fcfs", "lpm"]
-    schedule_conservativeness: float
     max_queued_requests: int | None
     # memory
     max_total_tokens: int | None
