@@ -63,9 +63,12 @@ def _reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, me
     ([3, 0, 7], [4, 6, 2]),  # chunked continuations next to a fresh prompt
     ([5, 12, 1], [1, 1, 1]),  # decode
     ([6, 0, 9], [1, 8, 1]),  # mixed
+    ([0, 5, 2, 9], [7, 1, 3, 1]),  # mixed: decodes between extends, one extend over a cached prefix
 ])
 def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: list[int]) -> None:
-    """Reverse-verified: dropping the causal term of the extend mask fails every case with extend > 1."""
+    """Reverse-verified: running extends without causality (is_causal=False, no mask) fails every
+    case with extend > 1; writing the decode rows back in grouped order instead of batch order fails
+    every case mixing one-token and multi-token requests."""
     meta, slots = _scenario(prefix, extend, page_size, seed=page_size + sum(prefix))
     heads, kv_heads, dim = 4, 2, 8
     gen = torch.Generator().manual_seed(3)
