@@ -7,6 +7,7 @@ pool and runs its attention backend), so the decoder knows nothing about pages o
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,10 +18,21 @@ from runtime_runner.arch_config import ArchConfig
 from runtime_runner.checkpoint import CheckpointReader
 from runtime_runner.decoder_weights import DecoderTraits, DecoderWeights, load_decoder_weights
 from runtime_runner.norm import rms_norm
+from runtime_runner.packed_linear import PackedLinear
 from runtime_runner.rope import RopeTable, apply_rope
 
 # (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
 LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LayerProjections:
+    """One layer's four matmuls, ready to run."""
+
+    qkv: PackedLinear
+    o: PackedLinear
+    gate_up: PackedLinear
+    down: PackedLinear
 
 
 class DecoderForCausalLM:
@@ -32,6 +44,13 @@ class DecoderForCausalLM:
         self.cfg = cfg
         self.weights = weights
         self.rope = rope
+        # Packed once here, for every forward (on CPU a second copy of each matrix, in oneDNN's layout).
+        self._projections = tuple(
+            LayerProjections(PackedLinear.of(layer.qkv, layer.qkv_bias), PackedLinear.of(layer.o_proj, layer.o_bias),
+                             PackedLinear.of(layer.gate_up, layer.gate_up_bias), PackedLinear.of(layer.down, layer.down_bias))
+            for layer in weights.layers
+        )
+        self._lm_head = PackedLinear.of(weights.lm_head)
 
     @classmethod
     def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
@@ -69,9 +88,9 @@ class DecoderForCausalLM:
         cos = self.rope.cos.index_select(0, positions)[:, None, :]
         sin = self.rope.signed_sin.index_select(0, positions)[:, None, :]
         h = F.embedding(input_ids, w.embed)
-        for index, layer in enumerate(w.layers):
+        for index, (layer, proj) in enumerate(zip(w.layers, self._projections, strict=True)):
             x = rms_norm(h, layer.input_norm, eps)
-            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            qkv = proj.qkv(x)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q, k, v = torch.split(qkv, split, dim=-1)
                 q = apply_rope(rms_norm(q.view(tokens, heads, head_dim), layer.q_norm, eps), cos, sin)
@@ -81,14 +100,14 @@ class DecoderForCausalLM:
                 q, k = torch.split(qk, qk_split, dim=1)
                 v = qkv[:, (heads + kv_heads) * head_dim :]
             out = attention(index, q, k, v.view(tokens, kv_heads, head_dim))
-            h = h + F.linear(out.reshape(tokens, heads * head_dim), layer.o_proj, layer.o_bias)
-            gate, up = F.linear(rms_norm(h, layer.post_norm, eps), layer.gate_up, layer.gate_up_bias).chunk(2, -1)
-            h = h + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
+            h = h + proj.o(out.reshape(tokens, heads * head_dim))
+            gate, up = proj.gate_up(rms_norm(h, layer.post_norm, eps)).chunk(2, -1)
+            h = h + proj.down(F.silu(gate) * up)
         return rms_norm(h, w.final_norm, eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits [rows, vocab] of the given hidden rows."""
-        return F.linear(hidden, self.weights.lm_head).float()
+        return self._lm_head(hidden).float()
 
 
 class LlamaForCausalLM(DecoderForCausalLM):
