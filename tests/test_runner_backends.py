@@ -4,52 +4,38 @@ nothing is written back into the published config."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 from attn_backends import AttentionBackend, UnknownAttentionBackendError, build_attention_backend
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, attention_backends, publish, unpublish
+from config_bags import ExecBag, KernelBag, MemoryBag, attention_backends
 
+from runtime_runner.attention_seam import AttentionBackendFactory
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+Runner = Callable[[KernelBag, AttentionBackendFactory], ModelRunner]
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)
-    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, head_dim=8,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
-    target = tmp_path_factory.mktemp("tiny-qwen3")
-    model.save_pretrained(target)
-    return target
+def checkpoint(tiny_checkpoint: Callable[..., Path]) -> Path:
+    return tiny_checkpoint("Qwen3ForCausalLM", num_hidden_layers=1, head_dim=8)
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+@pytest.fixture
+def runner(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> Runner:
+    """A runner over a 256-slot pool whose attention backends are built by `factory` under `kernel`."""
+    return lambda kernel, factory: standalone_runner(checkpoint, factory=factory, memory=MemoryBag(max_total_tokens=256),
+                                                     exec=ExecBag(kernel=kernel))
 
 
-def _publish(checkpoint: Path, kernel: KernelBag) -> None:
-    publish(Bags(model=ModelBag(model_path=str(checkpoint), dtype="float32"), memory=MemoryBag(max_total_tokens=256),
-                 exec=ExecBag(kernel=kernel)), role="standalone")
+def test_runner_stamps_the_names_the_factory_answers(runner: Runner) -> None:
+    built = runner(KernelBag(prefill_attention_backend="torch_native"), build_attention_backend)
+    assert (built.prefill_attention_backend_name, built.decode_attention_backend_name) == ("torch_native", "torch_native")
 
 
-def test_runner_stamps_the_names_the_factory_answers(checkpoint: Path) -> None:
-    _publish(checkpoint, KernelBag(prefill_attention_backend="torch_native"))
-    runner = ModelRunner(build_attention_backend)
-    assert (runner.prefill_attention_backend_name, runner.decode_attention_backend_name) == ("torch_native", "torch_native")
-
-
-def test_stamp_is_the_effective_name_and_never_recorded(checkpoint: Path) -> None:
+def test_stamp_is_the_effective_name_and_never_recorded(runner: Runner) -> None:
     """A factory that falls back (asked for flashinfer, builds torch_native) answers the name it
     built; the runner reports that name while the published config still says what the operator asked.
 
@@ -60,15 +46,14 @@ def test_stamp_is_the_effective_name_and_never_recorded(checkpoint: Path) -> Non
         asked.append(name)
         return build_attention_backend("torch_native")
 
-    _publish(checkpoint, KernelBag(attention_backend="torch_native", decode_attention_backend="flashinfer"))
-    runner = ModelRunner(falling_back)
+    built = runner(KernelBag(attention_backend="torch_native", decode_attention_backend="flashinfer"), falling_back)
     assert asked == ["torch_native", "flashinfer"]
-    assert runner.decode_attention_backend_name == "torch_native"
+    assert built.decode_attention_backend_name == "torch_native"
     assert attention_backends() == ("torch_native", "flashinfer")
-    assert StandaloneDriver(runner).generate([[1, 2, 3]], 2)[0][0] >= 0
+    assert StandaloneDriver(built).generate([[1, 2, 3]], 2)[0][0] >= 0
 
 
-def test_unregistered_backend_lists_the_registered_ones(checkpoint: Path) -> None:
-    _publish(checkpoint, KernelBag(attention_backend="triton"))
+def test_unregistered_backend_lists_the_registered_ones(runner: Runner) -> None:
+    kernel = KernelBag(attention_backend="triton")
     with pytest.raises(UnknownAttentionBackendError, match="'triton' is not registered; registered: torch_native"):
-        ModelRunner(build_attention_backend)
+        runner(kernel, build_attention_backend)

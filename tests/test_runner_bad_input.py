@@ -3,46 +3,30 @@ slot is written: the pool is bit-for-bit what it was."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from attn_backends import build_attention_backend
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import MemoryBag, ScheduleBag
 
 from runtime_runner.batch import ForwardMode
 from runtime_runner.errors import BatchError
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import Batch, Request, Sampling, StandaloneDriver
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 POOL_SLOTS = 64
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
-    target = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(target)
-    return target
-
-
 @pytest.fixture
-def driver(checkpoint: Path) -> Iterator[StandaloneDriver]:
+def driver(tiny_checkpoint: Callable[..., Path], standalone_runner: Callable[..., ModelRunner]) -> StandaloneDriver:
     """A runner over a 64-slot pool (page size 4) with one prompt already prefilled into it."""
-    publish(Bags(model=ModelBag(model_path=str(checkpoint), dtype="float32", context_length=100),
-                 schedule=ScheduleBag(page_size=4), memory=MemoryBag(max_total_tokens=POOL_SLOTS)), role="standalone")
-    drv = StandaloneDriver(ModelRunner(build_attention_backend))
+    runner = standalone_runner(tiny_checkpoint("LlamaForCausalLM"), context_length=100, schedule=ScheduleBag(page_size=4),
+                               memory=MemoryBag(max_total_tokens=POOL_SLOTS))
+    drv = StandaloneDriver(runner)
     drv.add(list(range(1, 12)))
     drv.step()
-    yield drv
-    unpublish()
+    return drv
 
 
 def _snapshot(drv: StandaloneDriver) -> list[torch.Tensor]:
@@ -61,7 +45,7 @@ def _extend(tokens: int, pages: tuple[int, ...], *, positions: tuple[int, ...] |
     return Batch(mode, tuple(range(tokens)), pos, loc, (_request(0, tokens, pages),))
 
 
-CASES = {
+CASES: dict[str, tuple[Callable[[], Batch], str]] = {
     "more slots than the pool holds": (lambda: _extend(80, tuple(range(20))), r"page table names pages 0\.\.19; accepted: 0\.\.15"),
     "slot past the pool": (lambda: _extend(2, (15,), locs=(60, 64)), r"KV slots 60\.\.64; accepted: 0\.\.63"),
     "page table too short": (lambda: _extend(9, (14, 15), locs=tuple(56 + i for i in range(9))), "holds 9 tokens but its page table has 2 pages of 4"),

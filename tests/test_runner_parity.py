@@ -9,22 +9,21 @@ atol/rtol 1e-4 (fp32). One test runs the real SmolLM2-135M weights.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from attn_backends import build_attention_backend
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import Bags, MemoryBag, ScheduleBag
 
 from runtime_runner.default_model import CACHE_ENV, DEFAULT_MODEL_NAME, ensure_default_model, is_converted, model_cache_dir
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+Runner = Callable[[Path, int], ModelRunner]
+TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
             bos_token_id=None, eos_token_id=None, pad_token_id=None)
 CHECKPOINTS: dict[str, tuple[str, dict[str, Any], str | None]] = {
@@ -37,31 +36,18 @@ CHECKPOINTS: dict[str, tuple[str, dict[str, Any], str | None]] = {
 }
 PROMPT_LENGTHS = (3, 11, 26, 40)
 NEW_TOKENS = 8
-TOLERANCE = dict(atol=1e-4, rtol=1e-4)
-
-
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
-
-
-def _hf_model(architecture: str, overrides: dict[str, Any]) -> Any:
-    import transformers
-
-    config_cls = getattr(transformers, architecture.replace("ForCausalLM", "Config"))
-    torch.manual_seed(0)
-    return getattr(transformers, architecture)(config_cls(**{**TINY, **overrides})).eval()
+TOLERANCE: dict[str, Any] = dict(atol=1e-4, rtol=1e-4)
 
 
 @pytest.fixture(scope="module", params=sorted(CHECKPOINTS))
-def reference(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def reference(request: pytest.FixtureRequest, tiny_checkpoint: Callable[..., Path]) -> dict[str, Any]:
     """A saved tiny checkpoint, its prompts, and transformers' greedy tokens and prefill logits."""
+    from transformers import AutoModelForCausalLM
+
     architecture, overrides, shard = CHECKPOINTS[request.param]
-    model = _hf_model(architecture, overrides)
-    target = tmp_path_factory.mktemp(request.param)
-    model.save_pretrained(target, **({"max_shard_size": shard} if shard else {}))
+    target = tiny_checkpoint(architecture, shard=shard, **{**TINY, **overrides})
+    model: Any = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+    model.eval()
     if shard:
         assert len(list(target.glob("*.safetensors"))) > 1
     gen = torch.Generator().manual_seed(5)
@@ -77,24 +63,25 @@ def reference(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     return {"dir": target, "prompts": prompts, "tokens": tokens, "logits": torch.stack(logits)}
 
 
-def _runner(model_dir: Path, page_size: int) -> ModelRunner:
-    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="float32"), schedule=ScheduleBag(page_size=page_size),
-                 memory=MemoryBag(max_total_tokens=2048)), role="standalone")
-    return ModelRunner(build_attention_backend)
+@pytest.fixture
+def runner(standalone_runner: Callable[..., ModelRunner]) -> Runner:
+    """A runner over a checkpoint with pages of the size given, in a 2048-slot pool."""
+    return lambda model_dir, page_size: standalone_runner(model_dir, schedule=ScheduleBag(page_size=page_size),
+                                                          memory=MemoryBag(max_total_tokens=2048))
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("chunk", [None, 7])
-def test_greedy_tokens_equal_transformers(reference: dict[str, Any], page_size: int, chunk: int | None) -> None:
+def test_greedy_tokens_equal_transformers(reference: dict[str, Any], runner: Runner, page_size: int, chunk: int | None) -> None:
     """Reverse-verified: dropping prefix_len from the causal mask in torch_native fails every chunked case."""
-    driver = StandaloneDriver(_runner(reference["dir"], page_size))
+    driver = StandaloneDriver(runner(reference["dir"], page_size))
     assert driver.generate(reference["prompts"], NEW_TOKENS, chunk=chunk) == reference["tokens"]
     assert len(driver.free_pages) == driver.runner.pool.num_pages
 
 
 @pytest.mark.parametrize("chunk", [None, 9])
-def test_prefill_logits_match_transformers(reference: dict[str, Any], chunk: int | None) -> None:
-    driver = StandaloneDriver(_runner(reference["dir"], 16))
+def test_prefill_logits_match_transformers(reference: dict[str, Any], runner: Runner, chunk: int | None) -> None:
+    driver = StandaloneDriver(runner(reference["dir"], 16))
     for prompt in reference["prompts"]:
         driver.add(prompt)
     last: dict[int, torch.Tensor] = {}
@@ -106,9 +93,9 @@ def test_prefill_logits_match_transformers(reference: dict[str, Any], chunk: int
     torch.testing.assert_close(torch.stack([last[i] for i in range(len(PROMPT_LENGTHS))]), reference["logits"], **TOLERANCE)
 
 
-def test_mixed_prefill_and_decode_batches(reference: dict[str, Any]) -> None:
+def test_mixed_prefill_and_decode_batches(reference: dict[str, Any], runner: Runner) -> None:
     """Prompts admitted while others decode share a batch (forward_mode "mixed") and still match."""
-    driver = StandaloneDriver(_runner(reference["dir"], 16))
+    driver = StandaloneDriver(runner(reference["dir"], 16))
     prompts = reference["prompts"]
     seqs = [driver.add(prompts[0]), driver.add(prompts[1])]
     modes = []
@@ -140,24 +127,26 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ[CACHE_ENV] = saved
 
 
-def test_smollm2_greedy_continuation_equals_transformers(smollm2: Path) -> None:
+def test_smollm2_greedy_continuation_equals_transformers(smollm2: Path, runner: Runner) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
     chat = tokenizer.apply_chat_template([{"role": "user", "content": "Name three colors."}], add_generation_prompt=True, tokenize=False)
     prompts = [tokenizer("The capital of France is")["input_ids"], tokenizer(chat, add_special_tokens=False)["input_ids"]]
-    model = AutoModelForCausalLM.from_pretrained(smollm2, dtype=torch.float32).eval()
+    model: Any = AutoModelForCausalLM.from_pretrained(smollm2, dtype=torch.float32)
+    model.eval()
     expected = []
     with torch.inference_mode():
         for prompt in prompts:
             ids = torch.tensor([prompt])
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
             expected.append(out[0, len(prompt):].tolist())
-    driver = StandaloneDriver(_runner(smollm2, 16))
+    driver = StandaloneDriver(runner(smollm2, 16))
     assert driver.generate(prompts, 16) == expected
     assert "Paris" in tokenizer.decode(expected[0])
 
 
+@pytest.mark.usefixtures("unpublished")
 def test_a_standalone_runner_publishes_defaults_and_serves_the_default_model(smollm2: Path) -> None:
     """Nothing published: the runner publishes the default bags (role standalone), so model_path
     unset means the bundled model, dtype auto its bf16, and the pool kv_cache_memory_mb worth of slots."""

@@ -3,39 +3,21 @@ with, and the reported logprobs are those of the logits the forward answers."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from attn_backends import build_attention_backend
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import MemoryBag, ScheduleBag
 
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import Sampling, StandaloneDriver
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=80, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
-    target = tmp_path_factory.mktemp("tiny-qwen2")
-    model.save_pretrained(target)
-    return target
-
 
 @pytest.fixture
-def driver(checkpoint: Path) -> Iterator[StandaloneDriver]:
-    publish(Bags(model=ModelBag(model_path=str(checkpoint), dtype="float32"), schedule=ScheduleBag(page_size=4),
-                 memory=MemoryBag(max_total_tokens=512)), role="standalone")
-    yield StandaloneDriver(ModelRunner(build_attention_backend))
-    unpublish()
+def driver(tiny_checkpoint: Callable[..., Path], standalone_runner: Callable[..., ModelRunner]) -> StandaloneDriver:
+    return StandaloneDriver(standalone_runner(tiny_checkpoint("Qwen2ForCausalLM", vocab_size=80), schedule=ScheduleBag(page_size=4),
+                                              memory=MemoryBag(max_total_tokens=512)))
 
 
 def test_same_seed_same_tokens_alone_or_batched(driver: StandaloneDriver) -> None:
