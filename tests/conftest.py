@@ -42,7 +42,10 @@ def _save_tiny_checkpoint(target: Path, architecture: str, shard: str | None, ov
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """`make(architecture, *, shard=None, **overrides)`: the directory of a tiny random checkpoint
     (see `_save_tiny_checkpoint`), saved once per session for each distinct request. Sharing is
-    safe: the runner and transformers only read a checkpoint directory."""
+    safe: the runner and transformers only read a checkpoint directory.
+
+    Reverse-verified: keying on the architecture alone hands the sharded Llama of test_runner_parity
+    the unsharded one, and its shard check fails."""
     saved: dict[str, Path] = {}
 
     def make(architecture: str, *, shard: str | None = None, **overrides: Any) -> Path:
