@@ -10,12 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from config_bags import Bags, attention_backends, context_length_of, get_device, get_memory, get_model, get_schedule, is_published, publish
+from config_bags import (
+    Bags,
+    attention_backends,
+    context_length_of,
+    get_device,
+    get_exec,
+    get_memory,
+    get_model,
+    get_schedule,
+    is_published,
+    publish,
+)
 
 from runtime_runner.arch_config import ArchConfig, read_arch_config
 from runtime_runner.architectures import model_class_for
 from runtime_runner.attention_seam import AttentionBackend, AttentionBackendFactory, AttentionMetadata
 from runtime_runner.batch import ForwardBatchView
+from runtime_runner.compiled_decode import CompiledDecode
 from runtime_runner.decoder import DecoderForCausalLM
 from runtime_runner.default_model import ensure_default_model
 from runtime_runner.errors import BatchError
@@ -23,6 +35,7 @@ from runtime_runner.kv_pool import KVPool
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
 from runtime_runner.sampler import sample
+from runtime_runner.standalone import StandaloneDriver
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,9 @@ class ModelRunner:
         prefill, decode = attention_backends()
         self._prefill_backend = built_backend(attention_backend_factory, prefill)
         self._decode_backend = built_backend(attention_backend_factory, decode)
+        self._compiled_decode: CompiledDecode | None = None
+        if get_exec().graph.enable_torch_compile:
+            self._warm_compiled_decode()
 
     @property
     def arch(self) -> ArchConfig:
@@ -98,11 +114,37 @@ class ModelRunner:
                 pool.write(layer, loc, k, v)
                 return backend.attend(q, pool.k[layer], pool.v[layer], scale=scale).to(q.dtype)
 
-            hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attend)
-            last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
-            logits = self.model.logits(hidden.index_select(0, last))
+            compiled = self._compiled_decode_for(batch)
+            if compiled is not None:
+                logits = compiled(tensors.input_ids, tensors.positions, attend)
+            else:
+                hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attend)
+                last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
+                logits = self.model.logits(hidden.index_select(0, last))
             sampled = sample(logits, batch.requests, self._generator)
         return ForwardOutput(sampled.token_ids, sampled.logprobs, sampled.top_logprobs, logits)
+
+    @property
+    def compiled_decode_steps(self) -> int:
+        """Decode steps run through the compiled one-request graph (0 when compiling is off)."""
+        return 0 if self._compiled_decode is None else self._compiled_decode.steps
+
+    def _compiled_decode_for(self, batch: ForwardBatchView) -> CompiledDecode | None:
+        """The compiled graph when exec.graph.enable_torch_compile is on and `batch` decodes one request."""
+        if batch.forward_mode != "decode" or len(batch.requests) != 1 or not get_exec().graph.enable_torch_compile:
+            return None
+        if self._compiled_decode is None:
+            self._compiled_decode = CompiledDecode(self.model, (*self.pool.k, *self.pool.v))
+        return self._compiled_decode
+
+    def _warm_compiled_decode(self) -> None:
+        """Compile the one-request decode graph at startup rather than on the first request: prefill
+        two tokens into free pages, decode one, give the pages back."""
+        driver = StandaloneDriver(self)
+        seq = driver.add([0, 0])
+        driver.step()
+        driver.step()
+        driver.finish(seq)
 
     def _checked(self, batch: ForwardBatchView) -> BatchTensors:
         """The batch as device tensors, refused with BatchError (before any pool write) when inconsistent."""

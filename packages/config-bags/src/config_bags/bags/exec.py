@@ -39,13 +39,16 @@ class KernelBag(Bag, frozen=True, kw_only=True):
 
 
 class GraphBag(Bag, frozen=True, kw_only=True):
-    """Captured decode graphs."""
+    """Captured and compiled decode graphs."""
 
     disable_cuda_graph: Annotated[bool, leaf("Run decode eagerly instead of replaying captured graphs.", hot=False)] = False
     cuda_graph_max_bs: Annotated[PositiveInt, leaf("Largest decode batch captured as a graph.", hot=False)] = 160
     cuda_graph_decode_bs: Annotated[
         BatchSizes | None, leaf("Decode batch sizes captured as graphs (unset: derived from cuda_graph_max_bs).", hot=False),
     ] = None
+    enable_torch_compile: Annotated[
+        bool, leaf("Compile the one-request decode step with torch.compile (faster batch-1 decode; a minute or more at start).", hot=False)
+    ] = False
 
     def __post_init__(self) -> None:
         if self.cuda_graph_decode_bs is not None and list(self.cuda_graph_decode_bs) != sorted(set(self.cuda_graph_decode_bs)):

@@ -98,6 +98,7 @@ class ServerArgs:
     disable_cuda_graph: bool
     cuda_graph_max_bs: int
     cuda_graph_decode_bs: tuple[int, ...] | None
+    enable_torch_compile: bool
     # exec.moe
     moe_runner_backend: Literal["auto", "torch_native", "triton"]
     ep_size: int
