@@ -1,10 +1,11 @@
 """torch_native: attention over each request's gathered pages in plain torch (CPU and GPU).
 
 A batch is split by what each request computes. Requests with one new token (decodes, wherever
-they sit in the batch) run together as two batched matmuls under a length mask. Requests with
-several new tokens (extends) run one SDPA call each over their own keys, causal by SDPA's own flag
-when nothing is cached before them, else under a mask that keeps a query at position p to keys
-0..p. Nothing is padded to another request's length; outputs go back in batch order.
+they sit in the batch) run together as two batched matmuls over their keys gathered a page at a
+time, in chunks sized to each request's own length when lengths are spread (decode_plan). Requests
+with several new tokens (extends) run one SDPA call each over their own keys, causal by SDPA's own
+flag when nothing is cached before them, else under a mask that keeps a query at position p to keys
+0..p. Outputs go back in batch order.
 """
 
 from __future__ import annotations
@@ -15,16 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.decode_attention import decode_attention
+from attn_backends.decode_plan import DecodeGroup, decode_group
+from attn_backends.gather_workspace import GatherWorkspace
 from attn_backends.metadata import AttentionMetadataView
-
-
-@dataclass(frozen=True)
-class DecodeGroup:
-    """The one-token requests of a forward, attended together."""
-
-    token_rows: torch.Tensor | None  # [decodes]: their tokens' rows in the batch (None: the whole batch, in order)
-    kv_slots: torch.Tensor  # [decodes * max_seq_len]: pool slot of each key position (0 past the end)
-    hidden: torch.Tensor  # [decodes, 1, 1, max_seq_len]: the keys past each request's length
 
 
 @dataclass(frozen=True)
@@ -51,6 +46,7 @@ class TorchNativeBackend(AttentionBackend):
 
     def __init__(self) -> None:
         self._plan: GatherPlan | None = None
+        self._workspace = GatherWorkspace()
 
     def plan(self, metadata: AttentionMetadataView) -> None:
         """Compute the key slots, masks and batch rows of this forward."""
@@ -67,11 +63,9 @@ class TorchNativeBackend(AttentionBackend):
         decode = None
         if decodes:
             everything = len(decodes) == len(extend_lens)
-            decode = _decode_group(
-                metadata, None if everything else torch.tensor(decodes, device=device),
-                None if everything else torch.tensor([starts[r] for r in decodes], device=device),
-                max(prefix_lens[r] + 1 for r in decodes),
-            )
+            table = page_table if everything else page_table.index_select(0, torch.tensor(decodes, device=device))
+            rows = None if everything else torch.tensor([starts[r] for r in decodes], device=device)
+            decode = decode_group(page_size, table, [prefix_lens[r] + 1 for r in decodes], rows)
         in_page = torch.arange(page_size, device=device)
         extends = []
         for r, length in enumerate(extend_lens):
@@ -95,45 +89,16 @@ class TorchNativeBackend(AttentionBackend):
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         decode = plan.decode
         if decode is not None and decode.token_rows is None:
-            return _decode_attention(q, k_cache, v_cache, decode, scale)
+            return decode_attention(q, k_cache, v_cache, decode, scale, self._workspace)
         if decode is None and len(plan.extends) == 1:
             return _extend_attention(q, k_cache, v_cache, plan.extends[0], scale)
         out = q.new_empty(plan.num_tokens, q.shape[1], q.shape[2])
         if decode is not None and decode.token_rows is not None:
-            out.index_copy_(0, decode.token_rows, _decode_attention(q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale))
+            decoded = decode_attention(q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale, self._workspace)
+            out.index_copy_(0, decode.token_rows, decoded)
         for request in plan.extends:
             out[request.start: request.start + request.length] = _extend_attention(q, k_cache, v_cache, request, scale)
         return out
-
-
-def _decode_group(metadata: AttentionMetadataView, requests: torch.Tensor | None, rows: torch.Tensor | None, max_seq: int) -> DecodeGroup:
-    """Key slots and length mask of the one-token requests (`requests`; None: all of them)."""
-    page_size = metadata.page_size
-    page_table = metadata.page_table if requests is None else metadata.page_table.index_select(0, requests)
-    seq_lens = metadata.seq_lens if requests is None else metadata.seq_lens.index_select(0, requests)
-    key_pos = torch.arange(max_seq, device=page_table.device)
-    page_index = (key_pos // page_size).clamp(max=page_table.shape[1] - 1).expand(page_table.shape[0], max_seq)
-    slots = page_table.gather(1, page_index) * page_size + key_pos % page_size
-    key_valid = key_pos[None, :] < seq_lens[:, None]
-    slots = torch.where(key_valid, slots, 0)
-    return DecodeGroup(rows, slots.reshape(-1), ~key_valid[:, None, None, :])
-
-
-def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: DecodeGroup, scale: float) -> torch.Tensor:
-    """One query per request: q [requests, heads, d] against each request's gathered keys.
-
-    Two batched matmuls with the query heads grouped under their KV head; on CPU this beats SDPA's
-    masked path several times over at decode shapes. The softmax runs in fp32 at least.
-    """
-    requests, heads, head_dim = q.shape
-    kv_heads = k_cache.shape[0]
-    # index_select, not advanced indexing: about ten times faster on CPU for this gather.
-    k = k_cache.index_select(1, group.kv_slots).view(kv_heads, requests, -1, head_dim)
-    v = v_cache.index_select(1, group.kv_slots).view(kv_heads, requests, -1, head_dim)
-    grouped = (q * scale).view(requests, kv_heads, heads // kv_heads, head_dim).transpose(0, 1)
-    scores = torch.matmul(grouped, k.transpose(-1, -2)).masked_fill_(group.hidden.transpose(0, 1), float("-inf"))
-    weights = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
-    return torch.matmul(weights, v).transpose(0, 1).reshape(requests, heads, head_dim)
 
 
 def _extend_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, request: ExtendRequest, scale: float) -> torch.Tensor:
