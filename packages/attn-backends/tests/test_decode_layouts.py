@@ -22,9 +22,10 @@ SPREAD = [20 + 29 * i for i in range(16)]  # 20..455: padding to the longest wou
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("layout", [padded_decode_group, chunked_decode_group])
 def test_each_layout_matches_per_request_softmax(page_size: int, layout: object) -> None:
-    """Reverse-verified: dropping the key bias (plain bmm) fails the chunked cases; pointing the grid's
-    spare cells at chunk 0 instead of the masked spare fails them; offsetting the value bags by chunk
-    index instead of key index fails them; gathering per slot with the page index fails page size 16."""
+    """Reverse-verified: dropping the key bias (a plain bmm, scaled) fails every case; pointing the
+    grid's spare cells at chunk 0 instead of the masked spare fails the chunked cases, and so does
+    offsetting the value bags by chunk index instead of key index; gathering from the pool viewed
+    per slot instead of per page fails the page-size-16 cases."""
     seq = RAGGED
     meta, slots = scenario([n - 1 for n in seq], [1] * len(seq), page_size, seed=page_size)
     q, k_cache, v_cache = paged_tensors(meta, heads=6, kv_heads=2, dim=16, dtype=torch.float64, seed=1)
@@ -64,10 +65,11 @@ def test_backend_mixed_batch_with_spread_decodes(page_size: int) -> None:
 
 def test_bf16_chunked_decode_stays_within_bf16_rounding() -> None:
     """32 requests of 100-420 keys in bf16 (the serving shape): the chunked result is as close to the
-    exact answer as the old padded computation's, i.e. it adds nothing beyond bf16 rounding.
+    exact answer as the old padded computation's, i.e. it adds nothing beyond bf16 rounding. (The
+    largest error is the output's own rounding in both, so the mean error is compared.)
 
-    Reverse-verified: accumulating the chunk outputs in bf16 one chunk at a time, or computing the
-    softmax of scores cast to bf16 after subtracting the max, each at least doubles the error."""
+    Reverse-verified: a softmax computed by hand in bf16 (exp of max-subtracted bf16 scores, divided
+    by their bf16 sum) raises the mean error by about a fifth and fails."""
     gen = torch.Generator().manual_seed(5)
     seq = torch.randint(100, 421, (32,), generator=gen).tolist()
     meta, slots = scenario([n - 1 for n in seq], [1] * 32, 16, seed=5)
@@ -76,9 +78,10 @@ def test_bf16_chunked_decode_stays_within_bf16_rounding() -> None:
     chunked = decode_attention(q, k_cache, v_cache, chunked_decode_group(16, meta.page_table, seq, None), 0.125, GatherWorkspace())
     padded = decode_attention(q, k_cache, v_cache, padded_decode_group(16, meta.page_table, seq, None), 0.125, GatherWorkspace())
     assert chunked.dtype == torch.bfloat16
-    chunked_err = float((chunked.double() - exact).abs().max())
-    padded_err = float((padded.double() - exact).abs().max())
-    assert chunked_err <= 1.5 * padded_err and chunked_err < 2e-2
+    chunked_err = float((chunked.double() - exact).abs().mean())
+    padded_err = float((padded.double() - exact).abs().mean())
+    assert chunked_err <= 1.1 * padded_err
+    torch.testing.assert_close(chunked.double(), exact, atol=2e-2, rtol=1.6e-2)
 
 
 def test_one_backend_across_forwards_of_growing_and_shrinking_size() -> None:
