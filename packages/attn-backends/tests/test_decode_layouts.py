@@ -25,11 +25,14 @@ def test_each_layout_matches_per_request_softmax(page_size: int, layout: object)
     """Reverse-verified: dropping the key bias (a plain bmm, scaled) fails every case; pointing the
     grid's spare cells at chunk 0 instead of the masked spare fails the chunked cases, and so does
     offsetting the value bags by chunk index instead of key index; gathering from the pool viewed
-    per slot instead of per page fails the page-size-16 cases."""
+    per slot instead of per page fails the page-size-16 cases; keeping the padded layout's page
+    table slice uncontiguous fails its cases (the runner's table is as wide as the batch's longest)."""
     seq = RAGGED
     meta, slots = scenario([n - 1 for n in seq], [1] * len(seq), page_size, seed=page_size)
     q, k_cache, v_cache = paged_tensors(meta, heads=6, kv_heads=2, dim=16, dtype=torch.float64, seed=1)
-    group = layout(page_size, meta.page_table, seq, None)  # type: ignore[operator]
+    # A table wider than these requests need, as when a longer extend shares the batch.
+    wide = torch.cat([meta.page_table, torch.zeros(len(seq), 3, dtype=torch.long)], 1)
+    group = layout(page_size, wide, seq, None)  # type: ignore[operator]
     got = decode_attention(q, k_cache, v_cache, group, 1 / math.sqrt(16), GatherWorkspace())
     torch.testing.assert_close(got, reference(q, k_cache, v_cache, meta, slots, 1 / math.sqrt(16)))
 

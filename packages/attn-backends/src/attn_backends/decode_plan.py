@@ -69,7 +69,7 @@ def padded_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list
         key_pos = torch.arange(pages_each * page_size, device=device)
         lens = torch.tensor(seq_lens, device=device)
         bias = _bias_of(key_pos[None, :] < lens[:, None])
-    return DecodeGroup(token_rows, page_size, page_table[:, :pages_each], bias, None, None, None, None, None,
+    return DecodeGroup(token_rows, page_size, page_table[:, :pages_each].contiguous(), bias, None, None, None, None, None,
                        pooled=len(seq_lens) > 1)
 
 
