@@ -39,14 +39,16 @@ def test_each_layout_matches_per_request_softmax(page_size: int, layout: object)
 
 def test_plan_picks_chunked_for_spread_lengths_padded_for_alike_and_one() -> None:
     """Reverse-verified: always answering the padded layout fails the first assertion; pooling the
-    one-request group (the step the runner traces with torch.compile) fails the last."""
+    one-request group (the step the runner traces with torch.compile), or gathering it by whole
+    pages under a mask, fails the last."""
     table = torch.arange(16 * 29).view(16, 29)
     spread = decode_group(16, table, SPREAD, None)
     assert spread.grid is not None and spread.pooled
     alike = decode_group(16, table, [448] * 16, None)
     assert alike.grid is None and alike.key_bias is None
-    one = decode_group(16, table[:1], [455], None)
-    assert one.grid is None and not one.pooled
+    for length in (455, 448):  # the one-request plan has one shape whether or not a page is full
+        one = decode_group(16, table[:1], [length], None)
+        assert one.grid is None and one.key_bias is None and one.page_size == 1 and not one.pooled
 
 
 @pytest.mark.parametrize("page_size", [1, 16])

@@ -18,11 +18,13 @@ from attn_backends import TorchNativeBackend
     ([5, 12, 1], [1, 1, 1]),  # decode
     ([6, 0, 9], [1, 8, 1]),  # mixed
     ([0, 5, 2, 9], [7, 1, 3, 1]),  # mixed: decodes between extends, one extend over a cached prefix
+    ([40], [1]),  # one decode alone (the step the runner compiles), its last page not full at page size 4
 ])
 def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: list[int]) -> None:
     """Reverse-verified: running extends without causality (is_causal=False, no mask) fails every
     case with extend > 1; writing the decode rows back in grouped order instead of batch order fails
-    every case mixing one-token and multi-token requests."""
+    every case mixing one-token and multi-token requests; gathering the lone decode's keys one slot
+    past its length fails its case."""
     meta, slots = scenario(prefix, extend, page_size, seed=page_size + sum(prefix))
     q, k_cache, v_cache = paged_tensors(meta, heads=4, kv_heads=2, dim=8, dtype=torch.float64, seed=3)
     backend = TorchNativeBackend()

@@ -59,11 +59,19 @@ def decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], 
 
 
 def padded_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None) -> DecodeGroup:
-    """One chunk per request, all as long as the longest; keys past a request's end masked."""
+    """One chunk per request, all as long as the longest; keys past a request's end masked.
+
+    A lone request gathers exactly its own keys slot by slot: nothing to mask, and the same shape of
+    plan at every length, so the one-request step the runner traces compiles once.
+    """
     device = page_table.device
     pages_each = -(-max(seq_lens) // page_size)
     if page_table.shape[1] < pages_each:
         raise ValueError(f"page table has {page_table.shape[1]} pages per row; {max(seq_lens)} keys need {pages_each} of {page_size}")
+    if len(seq_lens) == 1:
+        in_page = torch.arange(page_size, device=device)
+        slots = (page_table[0, :pages_each, None] * page_size + in_page).view(-1)[: seq_lens[0]]
+        return DecodeGroup(token_rows, 1, slots[None, :], None, None, None, None, None, None, pooled=False)
     bias = None
     if min(seq_lens) < pages_each * page_size:
         key_pos = torch.arange(pages_each * page_size, device=device)
