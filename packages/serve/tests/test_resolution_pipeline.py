@@ -123,6 +123,14 @@ def test_max_running_requests_never_exceeds_the_pages(tiny_model: Path) -> None:
     assert roomy.max_running_requests == leaf_specs()["max_running_requests"].default
 
 
+def test_a_cpu_step_prefills_at_most_512_prompt_tokens(tiny_model: Path) -> None:
+    """Reverse-verified: dropping the handler from HANDLERS fails the first assertion."""
+    cpu = resolved(tiny_model, device="cpu").server_args
+    assert (cpu.max_prefill_tokens, cpu.provenance_of("max_prefill_tokens")) == (512, "resolved:max_prefill_tokens")
+    mine = resolved(tiny_model, device="cpu", max_prefill_tokens=4096).server_args
+    assert (mine.max_prefill_tokens, mine.provenance_of("max_prefill_tokens")) == (4096, "cli")
+
+
 def test_page_size_implied_by_the_attention_backend(tiny_model: Path) -> None:
     implied = resolved(tiny_model, decode_attention_backend="flashinfer").server_args
     assert (implied.page_size, implied.provenance_of("page_size")) == (16, "resolved:page_size_for_backend")

@@ -28,6 +28,7 @@ HANDLERS: tuple[Handler, ...] = (
     kernel.page_size_for_backend,
     memory.max_total_tokens,
     schedule.chunked_prefill_size,
+    schedule.max_prefill_tokens,
     schedule.max_running_requests,
 )
 
