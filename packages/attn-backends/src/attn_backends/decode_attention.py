@@ -1,9 +1,11 @@
-"""Attention of one query token per request over its gathered pages, as two batched matmuls.
+"""Attention of one query token per request over its paged keys.
 
-The query heads sharing a KV head are the rows of one matmul item per (KV head, chunk); on CPU this
-beats SDPA several times over at decode shapes (SDPA's kernels are built for many query rows).
-Scores stay in the compute dtype (bf16 matmuls run fastest on CPU); the softmax accumulates in
-fp32 internally, as softmax does for reduced-precision inputs on CPU and GPU.
+Scores are one batched matmul whose items are (KV head, chunk), the query heads sharing a KV head
+as its rows; on CPU this beats SDPA several times over at decode shapes (SDPA's kernels are built
+for many query rows). Scores stay in the compute dtype (bf16 matmuls run fastest on CPU); the
+softmax accumulates in fp32 internally, as softmax does for reduced-precision inputs on CPU and
+GPU. Values: a second batched matmul over gathered values in the padded layout; in the chunked
+layout, embedding_bag sums them under their weights straight from the pool.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 def _gathered(cache: torch.Tensor, group: DecodeGroup, workspace: GatherWorkspace, part: int) -> torch.Tensor:
     """The chunks' rows of `cache` (keys or values), [kv_heads * chunks, chunk, d], gathered a page at a time.
 
-    Pooled groups write into part `part` (0 or 1) of the workspace, so keys and values can coexist.
+    Pooled groups write into part `part` of the workspace: keys 0, values 1 (only the padded layout
+    gathers values), so both coexist.
     """
     kv_heads, slots, head_dim = cache.shape
     page_size = group.page_size
@@ -67,8 +70,9 @@ def _gathered(cache: torch.Tensor, group: DecodeGroup, workspace: GatherWorkspac
     pages = group.pages.view(-1)
     by_page = cache.view(kv_heads, slots // page_size, page_size * head_dim)
     if group.pooled:
-        both = workspace.take((2, kv_heads, pages.shape[0], page_size * head_dim), cache.dtype, cache.device)
-        rows = torch.index_select(by_page, 1, pages, out=both[part])
+        parts = 1 if group.grid is not None else 2
+        kept = workspace.take((parts, kv_heads, pages.shape[0], page_size * head_dim), cache.dtype, cache.device)
+        rows = torch.index_select(by_page, 1, pages, out=kept[part])
     else:
         # index_select, not advanced indexing: about ten times faster on CPU for this gather.
         rows = by_page.index_select(1, pages)
