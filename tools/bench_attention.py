@@ -15,7 +15,11 @@ Three implementations run alternately in one process, each best-of `--repeats`:
 
 Figures: microseconds per attend() call (one layer), plan() per step, and the ratios.
 
-    uv run python tools/bench_attention.py [--page-sizes 1 16] [--threads N] [--repeats 5]
+--whole-step instead times whole decode steps of the default model through the runner (32 prompts of
+100-400 random tokens, prefilled, then decoding), one runner per implementation: the baseline
+(torch_native with its decode-only forwards sent through the copied baseline path) and torch_native.
+
+    uv run python tools/bench_attention.py [--page-sizes 1 16] [--threads N] [--repeats 5] [--whole-step]
 """
 
 from __future__ import annotations
@@ -28,9 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from attn_backends import TorchNativeBackend
+from attn_backends import AttentionMetadataView, TorchNativeBackend
+from config_bags import Bags, DeviceBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 
 from runtime_runner.attention_seam import AttentionMetadata
+from runtime_runner.default_model import ensure_default_model
+from runtime_runner.runner import ModelRunner
+from runtime_runner.standalone import StandaloneDriver
 from runtime_scheduler.page_allocator import PageAllocator
 
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64
@@ -95,6 +103,26 @@ class KeptBuffers:
         scores = torch.matmul(grouped, k.transpose(-1, -2)).masked_fill_(group.hidden.transpose(0, 1), float("-inf"))
         weights = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
         return torch.matmul(weights, v).transpose(0, 1).reshape(requests, heads, head_dim)
+
+
+class BaselineBackend(TorchNativeBackend):
+    """torch_native for forwards with prefills; decode-only forwards through the baseline decode path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._baseline: BaselineDecodeGroup | None = None
+
+    def plan(self, metadata: AttentionMetadataView) -> None:
+        """Plan as torch_native; a decode-only forward also gets the baseline's group."""
+        super().plan(metadata)
+        decode_only = metadata.max_extend_len == 1
+        self._baseline = baseline_decode_group(metadata, None, None, metadata.max_seq_len) if decode_only else None  # type: ignore[arg-type]
+
+    def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
+        """The baseline's decode attention for decode-only forwards, torch_native's otherwise."""
+        if self._baseline is not None:
+            return baseline_decode_attention(q, k_cache, v_cache, self._baseline, scale)
+        return super().attend(q, k_cache, v_cache, scale=scale)
 
 
 @dataclass(frozen=True)
@@ -185,6 +213,34 @@ def run(page_size: int, args: argparse.Namespace) -> None:
     print(f"  plan() per step: baseline {plan_old:.1f} us, torch_native {plan_new:.1f} us")
 
 
+def whole_step(page_size: int, args: argparse.Namespace) -> None:
+    """Milliseconds per decode step of the default model at serving shapes, baseline against torch_native."""
+    model_dir = ensure_default_model()
+    unpublish()
+    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"), schedule=ScheduleBag(page_size=page_size),
+                 memory=MemoryBag(max_total_tokens=args.requests * 512), device=DeviceBag(device="cpu", cpu_threads=args.threads)),
+            role="standalone")
+    rng = random.Random(args.seed)
+    prompts = [[rng.randrange(100, 40000) for _ in range(rng.randint(100, 400))] for _ in range(args.requests)]
+    drivers = {}
+    for name, backend_class in (("baseline", BaselineBackend), ("torch_native", TorchNativeBackend)):
+        driver = StandaloneDriver(ModelRunner(lambda wanted, made=backend_class: (wanted, made())))
+        for prompt in prompts:
+            driver.add(prompt)
+        while any(seq.prefilling for seq in driver.active):
+            driver.step(512)
+        driver.step()
+        drivers[name] = driver
+    best = dict.fromkeys(drivers, math.inf)
+    for _ in range(args.repeats):
+        for name, driver in drivers.items():
+            best[name] = min(best[name], best_us(driver.step, args.steps) / 1000)
+    unpublish()
+    print(f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, bf16")
+    for name, ms in best.items():
+        print(f"  {name:14s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   baseline / this = {best['baseline'] / ms:5.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--page-sizes", type=int, nargs="+", default=[1, 16])
@@ -194,13 +250,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="alternating runs per implementation; the best is reported")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--whole-step", action="store_true", help="time whole decode steps of the default model instead")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(f"decode attention, {HEADS} heads / {KV_HEADS} KV heads / head_dim {HEAD_DIM}, bf16, {torch.get_num_threads()} threads")
     with torch.inference_mode():
         for page_size in args.page_sizes:
-            run(page_size, args)
+            (whole_step if args.whole_step else run)(page_size, args)
 
 
 if __name__ == "__main__":
