@@ -144,18 +144,55 @@ def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, 
     return {"output_tokens": useful, "wall_s": wall, "output_throughput": useful / wall}
 
 
+@dataclass
+class StepTimes:
+    """Forward time of the in-process run, by kind of step: (steps, seconds, decoded tokens, prompt tokens)."""
+
+    kinds: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, kind: str, seconds: float, decodes: int, prompt_tokens: int) -> None:
+        row = self.kinds.setdefault(kind, [0, 0.0, 0, 0])
+        row[0] += 1
+        row[1] += seconds
+        row[2] += decodes
+        row[3] += prompt_tokens
+
+
+class TimedExecutor:
+    """The runner as the scheduler's executor, timing each forward by what its batch holds."""
+
+    def __init__(self, runner: Any, times: StepTimes) -> None:
+        self._runner = runner
+        self._times = times
+
+    def forward(self, batch: Any) -> Any:
+        started = time.perf_counter()
+        out = self._runner.forward(batch)
+        seconds = time.perf_counter() - started
+        decodes = sum(1 for r in batch.requests if r.extend_len == 1)
+        prompt = sum(r.extend_len for r in batch.requests if r.extend_len > 1)
+        kind = "prefill+decode" if decodes and prompt else "prefill" if prompt else f"decode, batch {-(-decodes // 8) * 8 - 7}-{-(-decodes // 8) * 8}"
+        self._times.add(kind, seconds, decodes, prompt)
+        return out
+
+
 def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int) -> dict[str, Any]:
     """The same jobs straight through the server's scheduler and runner in this process (no HTTP,
     no tokenizer or detokenizer, no ipc), at most `concurrency` live, with the server's own bags:
-    the difference to the served run is what the serving layers cost."""
+    the difference to the served run is what the serving layers cost. Each forward is timed by
+    the kind of step it was (decode only, prefill only, both)."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the launcher sets for its children
     import config_bags
     import msgspec
-    from runtime_scheduler import Request, SamplingParams, StopConditions
-    from serve.scheduler_process.process import build_scheduler
+    from attn_backends import build_attention_backend
+    from runtime_runner import ModelRunner
+    from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
 
     config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
-    scheduler, _runner = build_scheduler()
+    runner = ModelRunner(build_attention_backend)  # as serve's scheduler process builds it, timed
+    times = StepTimes()
+    scheduler = Scheduler(TimedExecutor(runner, times), model_max_length=runner.arch.max_position_embeddings,
+                          max_total_tokens=runner.pool.num_slots)
 
     def drain(batch: list[Job], tag: str) -> int:
         pending = list(enumerate(batch))
@@ -172,11 +209,12 @@ def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int)
         return tokens
 
     drain(jobs[: min(4, len(jobs))], "warm")  # as the served run warms up
+    times.kinds.clear()
     start = time.perf_counter()
     tokens = drain(jobs, "job")
     wall = time.perf_counter() - start
     config_bags.unpublish()
-    return {"output_tokens": tokens, "wall_s": wall, "output_throughput": tokens / wall}
+    return {"output_tokens": tokens, "wall_s": wall, "output_throughput": tokens / wall, "steps": times.kinds}
 
 
 def plot(timings: list[Timing], summary: dict[str, Any], baseline: dict[str, Any] | None, path: Path) -> None:
@@ -281,6 +319,9 @@ def main() -> None:
     if in_process is not None:
         print(f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in {in_process['wall_s']:.1f} s, "
               "the server's scheduler and runner without HTTP, tokenizer, detokenizer or ipc)")
+        for kind, (steps, seconds, decodes, prompt) in sorted(in_process["steps"].items(), key=lambda item: (not item[0].startswith("decode"), len(item[0]), item[0])):
+            print(f"           {kind:>18}: {steps:4d} steps, {seconds:5.1f} s, {seconds / steps * 1000:6.1f} ms/step, "
+                  f"{decodes:5d} decoded + {prompt:5d} prompt tokens")
     if baseline is not None:
         print(f"baseline:  {baseline['output_throughput']:8.1f} output tok/s  ({baseline['output_tokens']} tokens in {baseline['wall_s']:.1f} s, "
               f"transformers generate, {args.baseline_dtype}, static batches of {args.concurrency})")
