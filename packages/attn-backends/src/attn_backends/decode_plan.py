@@ -47,13 +47,17 @@ class DecodeGroup:
     pooled: bool  # gather into the backend's kept workspace (False: fresh tensors, traceable)
 
 
+def pages_per_chunk_of(page_size: int) -> int:
+    """Whole pages per chunk of the chunked layout: as close to CHUNK_KEYS keys as pages allow."""
+    return max(1, round(CHUNK_KEYS / page_size))
+
+
 def decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None) -> DecodeGroup:
     """The cheaper layout for decodes whose pages are the rows of `page_table`, of `seq_lens` keys each."""
     if len(seq_lens) != page_table.shape[0] or min(seq_lens, default=0) < 1:
         raise ValueError(f"decode_group needs one length >= 1 per page-table row; got {len(seq_lens)} lengths "
                          f"(min {min(seq_lens, default=0)}) for {page_table.shape[0]} rows")
-    pages_per_chunk = max(1, round(CHUNK_KEYS / page_size))
-    chunk = pages_per_chunk * page_size
+    chunk = pages_per_chunk_of(page_size) * page_size
     chunked_keys = (sum(-(-n // chunk) for n in seq_lens) + 1) * chunk
     padded_keys = len(seq_lens) * -(-max(seq_lens) // page_size) * page_size
     if len(seq_lens) > 1 and chunked_keys + CHUNKED_OVERHEAD_KEYS < padded_keys:
@@ -87,7 +91,7 @@ def padded_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list
 def chunked_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None) -> DecodeGroup:
     """Each request in as many chunks as its own length needs, plus one spare, fully masked chunk."""
     device = page_table.device
-    pages_per_chunk = max(1, round(CHUNK_KEYS / page_size))
+    pages_per_chunk = pages_per_chunk_of(page_size)
     chunk = pages_per_chunk * page_size
     counts = [-(-n // chunk) for n in seq_lens]
     chunks, max_chunks = sum(counts), max(counts)
