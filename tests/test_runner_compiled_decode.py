@@ -36,7 +36,9 @@ def test_compiled_decode_matches_transformers_and_compiles_once(
     two-request decode stays on the eager path.
 
     Reverse-verified: compiling with automatic dynamic shapes (`dynamic=None`, no symbolic key
-    count) fails here with a recompile error; routing decodes around the graph fails the step count."""
+    count) fails here with a recompile error, and so does dropping the spare page-table column of
+    the CPU decode kernel's plan (page size 16: a one-page table, then a two-page one); routing
+    decodes around the graph fails the step count."""
     extra: dict[str, Any] = {"head_dim": 8} if architecture == "Qwen3ForCausalLM" else {}
     model_dir = tiny_checkpoint(architecture, **extra)
     runner = standalone_runner(model_dir, schedule=ScheduleBag(page_size=page_size),

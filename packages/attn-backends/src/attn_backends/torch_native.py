@@ -1,8 +1,10 @@
-"""torch_native: attention over each request's gathered pages in plain torch (CPU and GPU).
+"""torch_native: attention in torch ops over each request's pages (CPU and GPU).
 
 A batch is split by what each request computes. Requests with one new token (decodes, wherever
-they sit in the batch) run together as two batched matmuls over their keys gathered a page at a
-time, in chunks sized to each request's own length when lengths are spread (decode_plan). Requests
+they sit in the batch) run together: on a CPU through one kernel that reads their keys and values
+where they lie in the pool (paged_decode_kernel); elsewhere as two batched matmuls over their keys
+gathered a page at a time, in chunks sized to each request's own length when lengths are spread
+(decode_plan). Requests
 with several new tokens (extends) run one SDPA call each over their own keys, causal by SDPA's own
 flag when nothing is cached before them, else under a mask that keeps a query at position p to keys
 0..p. Outputs go back in batch order.
@@ -20,6 +22,7 @@ from attn_backends.decode_attention import decode_attention
 from attn_backends.decode_plan import DecodeGroup, decode_group
 from attn_backends.gather_workspace import GatherWorkspace
 from attn_backends.metadata import AttentionMetadataView
+from attn_backends.paged_decode_kernel import PagedDecodeBatch, paged_decode, paged_decode_batch
 
 
 @dataclass(frozen=True)
@@ -37,16 +40,20 @@ class GatherPlan:
     """Index tensors of one forward, shared by every layer."""
 
     num_tokens: int
-    decode: DecodeGroup | None
+    decode: DecodeGroup | None  # the decodes off the CPU (gathered by torch ops)
+    cpu_decode: PagedDecodeBatch | None  # the decodes on a CPU (the kernel)
     extends: tuple[ExtendRequest, ...]
 
 
 class TorchNativeBackend(AttentionBackend):
-    """Attention over gathered pages; decodes grouped, each extend causal over its own keys."""
+    """Attention over the pool's pages: decodes together (through a kernel on a CPU), each extend causal over its own keys."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cpu_decode_kernel: bool = True) -> None:
+        """cpu_decode_kernel=False sends decodes on a CPU through the gathered torch path, as on other
+        devices (tools/bench_attention.py compares the two)."""
         self._plan: GatherPlan | None = None
         self._workspace = GatherWorkspace()
+        self._cpu_decode_kernel = cpu_decode_kernel
 
     def plan(self, metadata: AttentionMetadataView) -> None:
         """Compute the key slots, masks and batch rows of this forward."""
@@ -60,8 +67,11 @@ class TorchNativeBackend(AttentionBackend):
             starts.append(at)
             at += length
         decodes = [r for r, length in enumerate(extend_lens) if length == 1]
-        decode = None
-        if decodes:
+        decode, cpu_decode = None, None
+        if decodes and device.type == "cpu" and self._cpu_decode_kernel:
+            cpu_decode = paged_decode_batch(decodes, [starts[r] for r in decodes], [prefix_lens[r] + 1 for r in decodes],
+                                            page_table=page_table, page_size=page_size, num_tokens=metadata.num_tokens)
+        elif decodes:
             everything = len(decodes) == len(extend_lens)
             table = page_table if everything else page_table.index_select(0, torch.tensor(decodes, device=device))
             rows = None if everything else torch.tensor([starts[r] for r in decodes], device=device)
@@ -80,19 +90,23 @@ class TorchNativeBackend(AttentionBackend):
                 key_pos = torch.arange(seq, device=device)
                 mask = key_pos[None, :] <= key_pos[prefix:, None]
             extends.append(ExtendRequest(starts[r], length, slots, mask))
-        self._plan = GatherPlan(metadata.num_tokens, decode, tuple(extends))
+        self._plan = GatherPlan(metadata.num_tokens, decode, cpu_decode, tuple(extends))
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """Attention of the planned forward for one layer."""
         plan = self._plan
         if plan is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
+        if plan.cpu_decode is not None and not plan.extends:
+            return paged_decode(q, k_cache, v_cache, plan.cpu_decode, scale)
         decode = plan.decode
         if decode is not None and decode.token_rows is None:
             return decode_attention(q, k_cache, v_cache, decode, scale, self._workspace)
-        if decode is None and len(plan.extends) == 1:
+        if decode is None and plan.cpu_decode is None and len(plan.extends) == 1:
             return _extend_attention(q, k_cache, v_cache, plan.extends[0], scale)
         out = q.new_empty(plan.num_tokens, q.shape[1], q.shape[2])
+        if plan.cpu_decode is not None:
+            out.index_copy_(0, plan.cpu_decode.q_rows, paged_decode(q, k_cache, v_cache, plan.cpu_decode, scale))
         if decode is not None and decode.token_rows is not None:
             decoded = decode_attention(q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale, self._workspace)
             out.index_copy_(0, decode.token_rows, decoded)

@@ -1,0 +1,344 @@
+// Decode attention read straight from the paged KV pool, on the CPU: one query token per request.
+//
+// The torch path has to gather each request's keys out of the pool into a copy before a matmul
+// can read them; at decode shapes that copy costs more than the attention itself. Here each
+// (request, KV head) walks its own pages, so every key and value row is read once, where it lies.
+// The query heads sharing a KV head are scored together against each key row; softmax is online
+// (flash-decoding) in fp32 (fp64 for fp64 pools). A long request is split into key ranges whose
+// partial results are merged, so that a small batch still keeps every thread busy.
+//
+// Built and loaded by paged_decode_kernel.py; its OpenMP is torch's own runtime (same soname).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+using bf16_t = uint16_t;  // bfloat16 bits
+
+constexpr int64_t kBlock = 32;  // keys scored before their values are summed
+constexpr int64_t kItemsPerThread = 4;  // work items wanted per thread, for dynamic scheduling to even out lengths
+constexpr int64_t kMinKeysPerSplit = 256;  // below this, splitting a request costs more in merging than it spreads
+
+// Scores and sums are kept in fp32, or fp64 for fp64 pools.
+template <typename T> struct Accumulator { using type = float; };
+template <> struct Accumulator<double> { using type = double; };
+
+inline float widen(float x) { return x; }
+inline double widen(double x) { return x; }
+inline float widen(_Float16 x) { return float(x); }
+inline float widen(bf16_t x) {
+  const uint32_t bits = uint32_t(x) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+inline void store(float* out, float x) { *out = x; }
+inline void store(double* out, double x) { *out = x; }
+inline void store(_Float16* out, float x) { *out = _Float16(x); }
+inline void store(bf16_t* out, float x) {  // round to nearest even, as torch does
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    *out = bf16_t((bits >> 16) | 0x40u);  // a NaN stays a NaN
+    return;
+  }
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  *out = bf16_t(bits >> 16);
+}
+
+// exp(x) for x <= 0 (a score minus its running max): 2^k * e^r with |r| <= ln2/2 and a degree-6
+// polynomial for e^r (relative error about 1e-7). std::exp would not vectorize without -ffast-math.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float k = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const uint32_t bits = uint32_t(int32_t(k) + 127) << 23;
+  float two_k;
+  std::memcpy(&two_k, &bits, sizeof(two_k));
+  return p * two_k;
+}
+inline double exp_nonpositive(double x) { return std::exp(x); }
+
+template <typename T, typename A>
+inline void widen_row(const T* row, int64_t d, A* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < d; ++i) out[i] = widen(row[i]);
+}
+
+inline int64_t slot_of(const int64_t* pages, int64_t key, int64_t page_size) {
+  return pages[key / page_size] * page_size + key % page_size;
+}
+
+struct Shape {
+  int64_t heads, kv_heads, head_dim, page_size;
+  int64_t q_row_stride, q_head_stride;     // elements
+  int64_t kv_head_stride, kv_slot_stride;  // elements, the same for the K and V pools
+  int64_t page_table_stride;               // elements per page-table row
+  double scale;
+};
+
+// One (request, KV head, key range): the unnormalized output rows [group][head_dim], then their
+// running maxima [group] and sums [group], written to `partial`. kDim is the head size when known
+// at compile time (the inner loops then unroll and stay in registers), 0 for any other size.
+template <typename T, int64_t kDim>
+void attend_range(const T* q, const T* k_pool, const T* v_pool, const int64_t* pages, int64_t kv_head,
+                  int64_t key_begin, int64_t key_end, const Shape& s, typename Accumulator<T>::type* partial) {
+  using A = typename Accumulator<T>::type;
+  const int64_t group = s.heads / s.kv_heads, d = kDim > 0 ? kDim : s.head_dim;
+  std::vector<A> query(group * d), acc(group * d, A(0)), scores(group * kBlock), row(d);
+  std::vector<A> running_max(group, -INFINITY), running_sum(group, A(0));
+  for (int64_t g = 0; g < group; ++g) {
+    const T* q_row = q + (kv_head * group + g) * s.q_head_stride;
+    for (int64_t i = 0; i < d; ++i) query[g * d + i] = widen(q_row[i]) * A(s.scale);
+  }
+  const T* key_rows[kBlock];
+  const T* value_rows[kBlock];
+  for (int64_t start = key_begin; start < key_end; start += kBlock) {
+    const int64_t n = std::min(kBlock, key_end - start);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t key = start + j;
+      const int64_t slot = slot_of(pages, key, s.page_size);
+      key_rows[j] = k_pool + kv_head * s.kv_head_stride + slot * s.kv_slot_stride;
+      value_rows[j] = v_pool + kv_head * s.kv_head_stride + slot * s.kv_slot_stride;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const A* key = row.data();
+      widen_row(key_rows[j], d, row.data());
+      for (int64_t g = 0; g < group; ++g) {
+        const A* qg = query.data() + g * d;
+        A dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t i = 0; i < d; ++i) dot += qg[i] * key[i];
+        scores[g * kBlock + j] = dot;
+      }
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      A* sg = scores.data() + g * kBlock;
+      A block_max = running_max[g];
+      for (int64_t j = 0; j < n; ++j) block_max = std::max(block_max, sg[j]);
+      const A rescale = exp_nonpositive(running_max[g] - block_max);
+      running_max[g] = block_max;
+      A block_sum = 0;
+#pragma omp simd reduction(+ : block_sum)
+      for (int64_t j = 0; j < n; ++j) {
+        sg[j] = exp_nonpositive(sg[j] - block_max);
+        block_sum += sg[j];
+      }
+      running_sum[g] = running_sum[g] * rescale + block_sum;
+      A* ag = acc.data() + g * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) ag[i] *= rescale;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const A* value = row.data();
+      widen_row(value_rows[j], d, row.data());
+      for (int64_t g = 0; g < group; ++g) {
+        const A weight = scores[g * kBlock + j];
+        A* ag = acc.data() + g * d;
+#pragma omp simd
+        for (int64_t i = 0; i < d; ++i) ag[i] += weight * value[i];
+      }
+    }
+  }
+  std::copy(acc.begin(), acc.end(), partial);
+  std::copy(running_max.begin(), running_max.end(), partial + group * d);
+  std::copy(running_sum.begin(), running_sum.end(), partial + group * d + group);
+}
+
+#if defined(__AVX512BF16__)
+// bf16 pools on CPUs with AVX512-BF16: the same walk in explicit vector code. 16 keys' dot
+// products per query head come from dpbf16 (two bf16 pairs per fp32 lane), summed across lanes
+// by one transpose tree rather than a horizontal sum per key; values are widened once per block.
+
+// out[j] = the sum of the 16 lanes of r[j]: a transpose-and-add tree, about 3 instructions per key.
+inline __m512 lane_sums(const __m512 (&r)[16]) {
+  __m512 a[8], b[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: two partials of r[2i], two of r[2i+1]
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]), _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: one partial of each of r[4i..4i+3]
+    const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
+    b[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  const auto fold = [](__m512 x, __m512 y) {  // add the 128-bit lanes pairwise: (0+1, 2+3) of x, then of y
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+  };
+  return fold(fold(b[0], b[1]), fold(b[2], b[3]));
+}
+
+inline __m512 exp_nonpositive(__m512 x) {  // exp_nonpositive(float), 16 lanes at once
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  for (const float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  const __m512i two_k = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(two_k));
+}
+
+inline __m512 widen16(const bf16_t* x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))), 16));
+}
+
+template <int64_t kDim>
+void attend_range_bf16(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, const int64_t* pages, int64_t kv_head,
+                       int64_t key_begin, int64_t key_end, const Shape& s, float* partial) {
+  constexpr int64_t kPairs = kDim / 32, kLanes = kDim / 16;  // zmm of bf16 pairs / of fp32 per row
+  const int64_t group = s.heads / s.kv_heads;
+  std::vector<float> acc(group * kDim, 0.0f), weights(group * 16);
+  std::vector<float> running_max(group, -INFINITY), running_sum(group, 0.0f);
+  alignas(64) float values[16 * kDim];
+  const bf16_t* key_rows[16];
+  const bf16_t* value_rows[16];
+  for (int64_t start = key_begin; start < key_end; start += 16) {
+    const int64_t n = std::min<int64_t>(16, key_end - start);
+    const __mmask16 valid = __mmask16((1u << n) - 1u);
+    for (int64_t j = 0; j < 16; ++j) {  // past the end: the last key again, masked out below
+      const int64_t key = start + std::min(j, n - 1);
+      const int64_t slot = slot_of(pages, key, s.page_size);
+      key_rows[j] = k_pool + kv_head * s.kv_head_stride + slot * s.kv_slot_stride;
+      value_rows[j] = v_pool + kv_head * s.kv_head_stride + slot * s.kv_slot_stride;
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      const bf16_t* q_row = q + (kv_head * group + g) * s.q_head_stride;
+      __m512bh qv[kPairs];
+      for (int64_t c = 0; c < kPairs; ++c) qv[c] = (__m512bh)_mm512_loadu_si512(q_row + 32 * c);
+      __m512 dots[16];
+      for (int64_t j = 0; j < 16; ++j) {
+        dots[j] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < kPairs; ++c) dots[j] = _mm512_dpbf16_ps(dots[j], qv[c], (__m512bh)_mm512_loadu_si512(key_rows[j] + 32 * c));
+      }
+      const __m512 scores = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY),
+                                                 _mm512_mul_ps(lane_sums(dots), _mm512_set1_ps(float(s.scale))));
+      const float block_max = std::max(running_max[g], _mm512_reduce_max_ps(scores));
+      const float rescale = exp_nonpositive(running_max[g] - block_max);
+      running_max[g] = block_max;
+      const __m512 p = _mm512_maskz_mov_ps(valid, exp_nonpositive(_mm512_sub_ps(scores, _mm512_set1_ps(block_max))));
+      running_sum[g] = running_sum[g] * rescale + _mm512_reduce_add_ps(p);
+      _mm512_storeu_ps(weights.data() + g * 16, p);
+      for (int64_t c = 0; c < kLanes; ++c)
+        _mm512_storeu_ps(acc.data() + g * kDim + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + g * kDim + 16 * c), _mm512_set1_ps(rescale)));
+    }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < kLanes; ++c) _mm512_store_ps(values + j * kDim + 16 * c, widen16(value_rows[j] + 16 * c));
+    for (int64_t g = 0; g < group; ++g) {
+      __m512 out[kLanes];
+      for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_loadu_ps(acc.data() + g * kDim + 16 * c);
+      for (int64_t j = 0; j < n; ++j) {
+        const __m512 weight = _mm512_set1_ps(weights[g * 16 + j]);
+        for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_fmadd_ps(weight, _mm512_load_ps(values + j * kDim + 16 * c), out[c]);
+      }
+      for (int64_t c = 0; c < kLanes; ++c) _mm512_storeu_ps(acc.data() + g * kDim + 16 * c, out[c]);
+    }
+  }
+  std::copy(acc.begin(), acc.end(), partial);
+  std::copy(running_max.begin(), running_max.end(), partial + group * kDim);
+  std::copy(running_sum.begin(), running_sum.end(), partial + group * kDim + group);
+}
+#endif
+
+template <typename T>
+void attend_range_of_dim(const T* q, const T* k_pool, const T* v_pool, const int64_t* pages, int64_t kv_head,
+                         int64_t key_begin, int64_t key_end, const Shape& s, typename Accumulator<T>::type* partial) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (s.head_dim == 64) return attend_range_bf16<64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    if (s.head_dim == 128) return attend_range_bf16<128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+  }
+#endif
+  switch (s.head_dim) {
+    case 64: return attend_range<T, 64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    case 128: return attend_range<T, 128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    default: return attend_range<T, 0>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+  }
+}
+
+// Every (decode, KV head, key range) in parallel, then each (decode, KV head)'s ranges merged. A
+// small batch splits its requests' keys into ranges, so that every thread has work.
+template <typename T>
+void paged_decode(const T* q, const T* k_pool, const T* v_pool, const int64_t* page_table,
+                  const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,
+                  int64_t decodes, int64_t threads, const Shape& s, T* out) {
+  using A = typename Accumulator<T>::type;
+  const int64_t group = s.heads / s.kv_heads, d = s.head_dim;
+  const int64_t pairs = decodes * s.kv_heads, longest = *std::max_element(seq_len_of, seq_len_of + decodes);
+  const int64_t splits = std::max<int64_t>(
+      1, std::min((kItemsPerThread * threads + pairs - 1) / pairs, longest / kMinKeysPerSplit));
+  const int64_t partial_size = group * d + 2 * group;
+  const int64_t items = decodes * s.kv_heads * splits;
+  std::vector<A> partials(items * partial_size);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t split = item % splits, kv_head = (item / splits) % s.kv_heads, i = item / splits / s.kv_heads;
+    const int64_t len = seq_len_of[i], per_split = (len + splits - 1) / splits;
+    const int64_t begin = std::min(len, split * per_split), end = std::min(len, begin + per_split);
+    A* partial = partials.data() + item * partial_size;
+    if (begin == end) {  // an empty range: its -inf maximum makes the merge skip it
+      std::fill(partial + group * d, partial + group * d + group, A(-INFINITY));
+      continue;
+    }
+    attend_range_of_dim(q + q_row_of[i] * s.q_row_stride, k_pool, v_pool, page_table + request_of[i] * s.page_table_stride,
+                        kv_head, begin, end, s, partial);
+  }
+#pragma omp parallel for num_threads(threads)
+  for (int64_t pair = 0; pair < decodes * s.kv_heads; ++pair) {
+    const int64_t kv_head = pair % s.kv_heads, i = pair / s.kv_heads;
+    std::vector<A> merged(d);
+    for (int64_t g = 0; g < group; ++g) {
+      A best = -INFINITY;
+      for (int64_t split = 0; split < splits; ++split)
+        best = std::max(best, partials[(pair * splits + split) * partial_size + group * d + g]);
+      A total = 0;
+      std::fill(merged.begin(), merged.end(), A(0));
+      for (int64_t split = 0; split < splits; ++split) {
+        const A* partial = partials.data() + (pair * splits + split) * partial_size;
+        if (partial[group * d + g] == A(-INFINITY)) continue;
+        const A weight = exp_nonpositive(partial[group * d + g] - best);
+        total += weight * partial[group * d + group + g];
+        for (int64_t x = 0; x < d; ++x) merged[x] += weight * partial[g * d + x];
+      }
+      T* row = out + i * s.heads * d + (kv_head * group + g) * d;
+      for (int64_t x = 0; x < d; ++x) store(row + x, merged[x] / total);
+    }
+  }
+}
+
+}  // namespace
+
+// One C entry point per element type; `out` is a fresh contiguous [decodes, heads, head_dim].
+#define PAGED_DECODE_ENTRY(name, T)                                                                          \
+  extern "C" void name(const void* q, const void* k_pool, const void* v_pool, const int64_t* page_table,     \
+                       const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,       \
+                       int64_t decodes, int64_t threads, int64_t heads,        int64_t kv_heads,    \
+                       int64_t head_dim, int64_t page_size, int64_t q_row_stride, int64_t q_head_stride,     \
+                       int64_t kv_head_stride, int64_t kv_slot_stride, int64_t page_table_stride,           \
+                       double scale, void* out) {                                                           \
+    const Shape shape{heads, kv_heads, head_dim, page_size, q_row_stride, q_head_stride,                     \
+                      kv_head_stride, kv_slot_stride, page_table_stride, scale};                             \
+    paged_decode<T>(static_cast<const T*>(q), static_cast<const T*>(k_pool), static_cast<const T*>(v_pool),  \
+                    page_table, request_of, q_row_of, seq_len_of, decodes, threads, shape,                   \
+                    static_cast<T*>(out));                                                                   \
+  }
+
+PAGED_DECODE_ENTRY(paged_decode_bfloat16, bf16_t)
+PAGED_DECODE_ENTRY(paged_decode_float16, _Float16)
+PAGED_DECODE_ENTRY(paged_decode_float32, float)
+PAGED_DECODE_ENTRY(paged_decode_float64, double)
