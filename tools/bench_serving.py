@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import time
@@ -119,7 +118,6 @@ def server_summary(timings: list[Timing], wall: float) -> dict[str, Any]:
 
 def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, threads: int | None) -> dict[str, Any]:
     """The same jobs through transformers `generate`, in static left-padded batches."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the server's processes run (read when torch starts)
     import importlib
 
     import torch
@@ -181,7 +179,6 @@ def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int)
     no tokenizer or detokenizer, no ipc), at most `concurrency` live, with the server's own bags:
     the difference to the served run is what the serving layers cost. Each forward is timed by
     the kind of step it was (decode only, prefill only, both)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the launcher sets for its children
     import config_bags
     import msgspec
     from attn_backends import build_attention_backend

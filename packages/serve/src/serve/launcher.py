@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -147,9 +146,6 @@ def launch(resolved: ResolvedConfig) -> int:
     if not config_bags.is_published():
         config_bags.publish(resolved.bags(), role="launcher")
     configure_logging("main")
-    # Three processes share the cores: OpenMP threads that spin while waiting starve the others
-    # (measured: a scheduler step 30x slower on 2 busy cores). The children inherit this.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     addresses = Addresses.fresh()
     say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
     children = start_children(config_bags.encode(config_bags.published_bags()), addresses)
