@@ -1,4 +1,4 @@
-"""Decode attention of torch_native at serving shapes, beside the previous implementation.
+"""Decode attention of torch_native at serving shapes: the CPU kernel against the gathered torch path.
 
 The shape of a batch-32 decode step of the default model (SmolLM2-135M: 9 query heads, 3 KV heads,
 head_dim 64, bf16): 32 requests whose lengths are drawn from 100-420 (fixed seed), their pages
@@ -6,18 +6,16 @@ handed out by a fresh PageAllocator the way the scheduler does (each prompt a co
 decoded tokens' pages interleaved between requests). Every layer has its own pool, as in the
 runner, so no layer finds the previous layer's keys in cache.
 
-Three implementations run alternately in one process, each best-of `--repeats`:
-  baseline       the decode path of torch_native before this change, copied below verbatim
-                 (slot-by-slot gather padded to the longest request, fp32 softmax)
-  baseline+kept  the same math gathering into buffers kept across calls: isolates how much of
-                 the baseline's time is page faults on its freshly allocated gather buffers
-  torch_native   the backend as it is now (plan() once per step, attend() per layer)
+Two implementations run alternately in one process, each best-of `--repeats`:
+  gathered  torch_native's torch path (cpu_decode_kernel=False): keys gathered a page at a time
+            into chunks, two batched matmuls; what torch_native ran on a CPU before the kernel,
+            and what it runs on other devices
+  kernel    torch_native as it runs on a CPU: paged_decode_kernel reads keys and values in place
 
-Figures: microseconds per attend() call (one layer), plan() per step, and the ratios.
+Figures: microseconds per attend() call (one layer), plan() per step, and the ratio.
 
 --whole-step instead times whole decode steps of the default model through the runner (32 prompts of
-100-400 random tokens, prefilled, then decoding), one runner per implementation: the baseline
-(torch_native with its decode-only forwards sent through the copied baseline path) and torch_native.
+100-400 random tokens, prefilled, then decoding), one runner per implementation.
 
     uv run python tools/bench_attention.py [--page-sizes 1 16] [--threads N] [--repeats 5] [--whole-step]
 """
@@ -25,6 +23,7 @@ Figures: microseconds per attend() call (one layer), plan() per step, and the ra
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import time
@@ -32,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from attn_backends import AttentionMetadataView, TorchNativeBackend
+from attn_backends import TorchNativeBackend
 from config_bags import Bags, DeviceBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 
 from runtime_runner.attention_seam import AttentionMetadata
@@ -42,87 +41,7 @@ from runtime_runner.standalone import StandaloneDriver
 from runtime_scheduler.page_allocator import PageAllocator
 
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64
-
-
-# --- baseline: torch_native's decode path before this change (commit e73d130), verbatim ---------
-
-@dataclass(frozen=True)
-class BaselineDecodeGroup:
-    """The one-token requests of a forward, attended together (baseline)."""
-
-    token_rows: torch.Tensor | None
-    kv_slots: torch.Tensor  # [decodes * max_seq_len]: pool slot of each key position (0 past the end)
-    hidden: torch.Tensor  # [decodes, 1, 1, max_seq_len]: the keys past each request's length
-
-
-def baseline_decode_group(metadata: AttentionMetadata, requests: torch.Tensor | None, rows: torch.Tensor | None, max_seq: int) -> BaselineDecodeGroup:
-    """Key slots and length mask of the one-token requests (`requests`; None: all of them)."""
-    page_size = metadata.page_size
-    page_table = metadata.page_table if requests is None else metadata.page_table.index_select(0, requests)
-    seq_lens = metadata.seq_lens if requests is None else metadata.seq_lens.index_select(0, requests)
-    key_pos = torch.arange(max_seq, device=page_table.device)
-    page_index = (key_pos // page_size).clamp(max=page_table.shape[1] - 1).expand(page_table.shape[0], max_seq)
-    slots = page_table.gather(1, page_index) * page_size + key_pos % page_size
-    key_valid = key_pos[None, :] < seq_lens[:, None]
-    slots = torch.where(key_valid, slots, 0)
-    return BaselineDecodeGroup(rows, slots.reshape(-1), ~key_valid[:, None, None, :])
-
-
-def baseline_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: BaselineDecodeGroup, scale: float) -> torch.Tensor:
-    """One query per request: q [requests, heads, d] against each request's gathered keys (baseline)."""
-    requests, heads, head_dim = q.shape
-    kv_heads = k_cache.shape[0]
-    k = k_cache.index_select(1, group.kv_slots).view(kv_heads, requests, -1, head_dim)
-    v = v_cache.index_select(1, group.kv_slots).view(kv_heads, requests, -1, head_dim)
-    grouped = (q * scale).view(requests, kv_heads, heads // kv_heads, head_dim).transpose(0, 1)
-    scores = torch.matmul(grouped, k.transpose(-1, -2)).masked_fill_(group.hidden.transpose(0, 1), float("-inf"))
-    weights = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
-    return torch.matmul(weights, v).transpose(0, 1).reshape(requests, heads, head_dim)
-
-# --- end of baseline --------------------------------------------------------------------------
-
-
-class KeptBuffers:
-    """Gather buffers kept across calls, for the baseline+kept variant."""
-
-    def __init__(self) -> None:
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-    def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: BaselineDecodeGroup, scale: float) -> torch.Tensor:
-        """The baseline's math, its two gathers written into the kept buffers."""
-        requests, heads, head_dim = q.shape
-        kv_heads = k_cache.shape[0]
-        shape = (kv_heads, group.kv_slots.shape[0], head_dim)
-        if self.k is None or self.k.shape != shape:
-            self.k, self.v = k_cache.new_empty(shape), k_cache.new_empty(shape)
-        assert self.v is not None
-        k = torch.index_select(k_cache, 1, group.kv_slots, out=self.k).view(kv_heads, requests, -1, head_dim)
-        v = torch.index_select(v_cache, 1, group.kv_slots, out=self.v).view(kv_heads, requests, -1, head_dim)
-        grouped = (q * scale).view(requests, kv_heads, heads // kv_heads, head_dim).transpose(0, 1)
-        scores = torch.matmul(grouped, k.transpose(-1, -2)).masked_fill_(group.hidden.transpose(0, 1), float("-inf"))
-        weights = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
-        return torch.matmul(weights, v).transpose(0, 1).reshape(requests, heads, head_dim)
-
-
-class BaselineBackend(TorchNativeBackend):
-    """torch_native for forwards with prefills; decode-only forwards through the baseline decode path."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._baseline: BaselineDecodeGroup | None = None
-
-    def plan(self, metadata: AttentionMetadataView) -> None:
-        """Plan as torch_native; a decode-only forward also gets the baseline's group."""
-        super().plan(metadata)
-        decode_only = metadata.max_extend_len == 1
-        self._baseline = baseline_decode_group(metadata, None, None, metadata.max_seq_len) if decode_only else None  # type: ignore[arg-type]
-
-    def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
-        """The baseline's decode attention for decode-only forwards, torch_native's otherwise."""
-        if self._baseline is not None:
-            return baseline_decode_attention(q, k_cache, v_cache, self._baseline, scale)
-        return super().attend(q, k_cache, v_cache, scale=scale)
+IMPLEMENTATIONS = {"gathered": False, "kernel": True}  # name -> TorchNativeBackend(cpu_decode_kernel=...)
 
 
 @dataclass(frozen=True)
@@ -171,50 +90,40 @@ def best_us(step: Callable[[], object], steps: int) -> float:
 
 
 def run(page_size: int, args: argparse.Namespace) -> None:
-    """Measure the three implementations alternately at one page size and print the figures."""
+    """Measure the two implementations alternately at one page size and print the figures."""
     work = workload(args.requests, page_size, args.layers, args.seed, torch.bfloat16)
     meta, layers, scale = work.metadata, range(args.layers), 1 / math.sqrt(HEAD_DIM)
-    max_seq = int(meta.seq_lens.max())
-    backend, kept = TorchNativeBackend(), KeptBuffers()
+    backends = {name: TorchNativeBackend(cpu_decode_kernel=kernel) for name, kernel in IMPLEMENTATIONS.items()}
 
-    def baseline_step() -> None:
-        group = baseline_decode_group(meta, None, None, max_seq)
-        for i in layers:
-            baseline_decode_attention(work.queries[i], *work.pools[i], group, scale)
+    def step_of(backend: TorchNativeBackend) -> Callable[[], None]:
+        def step() -> None:
+            backend.plan(meta)
+            for i in layers:
+                backend.attend(work.queries[i], *work.pools[i], scale=scale)
+        return step
 
-    def kept_step() -> None:
-        group = baseline_decode_group(meta, None, None, max_seq)
-        for i in layers:
-            kept.attend(work.queries[i], *work.pools[i], group, scale)
-
-    def new_step() -> None:
+    outputs = []
+    for backend in backends.values():
         backend.plan(meta)
-        for i in layers:
-            backend.attend(work.queries[i], *work.pools[i], scale=scale)
-
-    backend.plan(meta)
-    group = baseline_decode_group(meta, None, None, max_seq)
-    diff = max(float((backend.attend(work.queries[i], *work.pools[i], scale=scale).float()
-                      - baseline_decode_attention(work.queries[i], *work.pools[i], group, scale).float()).abs().max()) for i in layers)
-    steps = {"baseline": baseline_step, "baseline+kept": kept_step, "torch_native": new_step}
-    best = dict.fromkeys(steps, math.inf)
+        outputs.append([backend.attend(work.queries[i], *work.pools[i], scale=scale).float() for i in layers])
+    diff = max(float((a - b).abs().max()) for a, b in zip(*outputs, strict=True))
+    best = dict.fromkeys(backends, math.inf)
+    plan_us = dict.fromkeys(backends, math.inf)
     for _ in range(args.repeats):
-        for name, step in steps.items():
+        for name, backend in backends.items():
+            step = step_of(backend)
             step()  # warm: first-touch of this implementation's buffers is not what a serving step pays
             best[name] = min(best[name], best_us(step, args.steps) / args.layers)
-    plan_old = min(best_us(lambda: baseline_decode_group(meta, None, None, max_seq), 20) for _ in range(args.repeats))
-    plan_new = min(best_us(lambda: backend.plan(meta), 20) for _ in range(args.repeats))
+            plan_us[name] = min(plan_us[name], best_us(functools.partial(backend.plan, meta), 20))
     lengths = meta.seq_lens.tolist()
-    print(f"page_size {page_size}: {args.requests} requests, {sum(lengths)} keys (longest {max_seq}), "
-          f"max |new - baseline| {diff:.4f} (bf16)")
+    print(f"page_size {page_size}: {args.requests} requests, {sum(lengths)} keys (longest {max(lengths)}), "
+          f"max |kernel - gathered| {diff:.4f} (bf16)")
     for name, us in best.items():
-        print(f"  {name:14s} {us:8.1f} us per layer call   baseline / this = {best['baseline'] / us:5.2f}x"
-              f"   baseline+kept / this = {best['baseline+kept'] / us:5.2f}x")
-    print(f"  plan() per step: baseline {plan_old:.1f} us, torch_native {plan_new:.1f} us")
+        print(f"  {name:9s} {us:8.1f} us per layer call   gathered / this = {best['gathered'] / us:5.2f}x   plan() {plan_us[name]:6.1f} us")
 
 
 def whole_step(page_size: int, args: argparse.Namespace) -> None:
-    """Milliseconds per decode step of the default model at serving shapes, baseline against torch_native."""
+    """Milliseconds per decode step of the default model at serving shapes, gathered against kernel."""
     model_dir = ensure_default_model()
     unpublish()
     publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"), schedule=ScheduleBag(page_size=page_size),
@@ -223,8 +132,8 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     prompts = [[rng.randrange(100, 40000) for _ in range(rng.randint(100, 400))] for _ in range(args.requests)]
     drivers = {}
-    for name, backend_class in (("baseline", BaselineBackend), ("torch_native", TorchNativeBackend)):
-        driver = StandaloneDriver(ModelRunner(lambda wanted, made=backend_class: (wanted, made())))
+    for name, kernel in IMPLEMENTATIONS.items():
+        driver = StandaloneDriver(ModelRunner(lambda wanted, k=kernel: (wanted, TorchNativeBackend(cpu_decode_kernel=k))))
         for prompt in prompts:
             driver.add(prompt)
         while any(seq.prefilling for seq in driver.active):
@@ -238,7 +147,7 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     unpublish()
     print(f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, bf16")
     for name, ms in best.items():
-        print(f"  {name:14s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   baseline / this = {best['baseline'] / ms:5.2f}x")
+        print(f"  {name:9s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   gathered / this = {best['gathered'] / ms:5.2f}x")
 
 
 def main() -> None:
