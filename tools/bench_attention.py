@@ -7,10 +7,10 @@ decoded tokens' pages interleaved between requests). Every layer has its own poo
 runner, so no layer finds the previous layer's keys in cache.
 
 Two implementations run alternately in one process, each best-of `--repeats`:
-  gathered  torch_native's torch path (cpu_decode_kernel=False): keys gathered a page at a time
+  gathered  torch_native's torch path (cpu_kernel=False): keys gathered a page at a time
             into chunks, two batched matmuls; what torch_native ran on a CPU before the kernel,
             and what it runs on other devices
-  kernel    torch_native as it runs on a CPU: paged_decode_kernel reads keys and values in place
+  kernel    torch_native as it runs on a CPU: paged_attention_kernel reads keys and values in place
 
 Figures: microseconds per attend() call (one layer), plan() per step, and the ratio.
 
@@ -41,7 +41,7 @@ from runtime_runner.standalone import StandaloneDriver
 from runtime_scheduler.page_allocator import PageAllocator
 
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64
-IMPLEMENTATIONS = {"gathered": False, "kernel": True}  # name -> TorchNativeBackend(cpu_decode_kernel=...)
+IMPLEMENTATIONS = {"gathered": False, "kernel": True}  # name -> TorchNativeBackend(cpu_kernel=...)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def run(page_size: int, args: argparse.Namespace) -> None:
     """Measure the two implementations alternately at one page size and print the figures."""
     work = workload(args.requests, page_size, args.layers, args.seed, torch.bfloat16)
     meta, layers, scale = work.metadata, range(args.layers), 1 / math.sqrt(HEAD_DIM)
-    backends = {name: TorchNativeBackend(cpu_decode_kernel=kernel) for name, kernel in IMPLEMENTATIONS.items()}
+    backends = {name: TorchNativeBackend(cpu_kernel=kernel) for name, kernel in IMPLEMENTATIONS.items()}
 
     def step_of(backend: TorchNativeBackend) -> Callable[[], None]:
         def step() -> None:
@@ -133,7 +133,7 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     prompts = [[rng.randrange(100, 40000) for _ in range(rng.randint(100, 400))] for _ in range(args.requests)]
     drivers = {}
     for name, kernel in IMPLEMENTATIONS.items():
-        driver = StandaloneDriver(ModelRunner(lambda wanted, k=kernel: (wanted, TorchNativeBackend(cpu_decode_kernel=k))))
+        driver = StandaloneDriver(ModelRunner(lambda wanted, k=kernel: (wanted, TorchNativeBackend(cpu_kernel=k))))
         for prompt in prompts:
             driver.add(prompt)
         while any(seq.prefilling for seq in driver.active):

@@ -11,7 +11,7 @@ from paged_reference import paged_tensors, reference, scenario
 from attn_backends import TorchNativeBackend
 
 
-@pytest.mark.parametrize("cpu_decode_kernel", [True, False])
+@pytest.mark.parametrize("cpu_kernel", [True, False])
 @pytest.mark.parametrize("page_size", [1, 4])
 @pytest.mark.parametrize("prefix,extend", [
     ([0, 0, 0], [5, 1, 9]),  # extend from scratch, different lengths
@@ -21,7 +21,7 @@ from attn_backends import TorchNativeBackend
     ([0, 5, 2, 9], [7, 1, 3, 1]),  # mixed: decodes between extends, one extend over a cached prefix
     ([40], [1]),  # one decode alone (the step the runner compiles), its last page not full at page size 4
 ])
-def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: list[int], cpu_decode_kernel: bool) -> None:
+def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: list[int], cpu_kernel: bool) -> None:
     """Reverse-verified: running extends without causality (is_causal=False, no mask) fails every
     case with extend > 1; writing the decode rows back in grouped order instead of batch order fails
     every case mixing one-token and multi-token requests (either decode path); gathering the lone
@@ -29,7 +29,7 @@ def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: 
     with one extend fails the mixed cases with one extend."""
     meta, slots = scenario(prefix, extend, page_size, seed=page_size + sum(prefix))
     q, k_cache, v_cache = paged_tensors(meta, heads=4, kv_heads=2, dim=8, dtype=torch.float64, seed=3)
-    backend = TorchNativeBackend(cpu_decode_kernel=cpu_decode_kernel)
+    backend = TorchNativeBackend(cpu_kernel=cpu_kernel)
     backend.plan(meta)
     got = backend.attend(q, k_cache, v_cache, scale=1 / math.sqrt(8))
     torch.testing.assert_close(got, reference(q, k_cache, v_cache, meta, slots, 1 / math.sqrt(8)))

@@ -1,13 +1,18 @@
-"""torch_native: attention in torch ops over each request's pages (CPU and GPU).
+"""torch_native: attention over each request's pages in torch ops, with a kernel for decodes on a CPU.
 
 A batch is split by what each request computes. Requests with one new token (decodes, wherever
-they sit in the batch) run together: on a CPU through one kernel that reads their keys and values
-where they lie in the pool (paged_decode_kernel); elsewhere as two batched matmuls over their keys
-gathered a page at a time, in chunks sized to each request's own length when lengths are spread
-(decode_plan). Requests
+they sit in the batch) run together: on a CPU through one call of the paged-attention kernel
+(paged_attention_kernel), which reads their keys and values where they lie in the pool; elsewhere
+(or with cpu_kernel=False) as two batched matmuls over their keys gathered a page at a time, in
+chunks sized to each request's own length when lengths are spread (decode_plan). Requests
 with several new tokens (extends) run one SDPA call each over their own keys, causal by SDPA's own
 flag when nothing is cached before them, else under a mask that keeps a query at position p to keys
 0..p. Outputs go back in batch order.
+
+Prompt tokens stay on SDPA even on a CPU, though the kernel can attend them causally: measured,
+it made a mixed step only about 5% faster, and its rounding (fp32 throughout) differs from the SDPA
+rounding transformers shares, enough to break a bf16 tie between the default model's two likeliest
+first tokens for the README's question the other way.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from attn_backends.decode_attention import decode_attention
 from attn_backends.decode_plan import DecodeGroup, decode_group
 from attn_backends.gather_workspace import GatherWorkspace
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.paged_decode_kernel import PagedDecodeBatch, paged_decode, paged_decode_batch
+from attn_backends.paged_attention_kernel import PagedQueries, paged_attention, paged_queries
 
 
 @dataclass(frozen=True)
@@ -40,20 +45,21 @@ class GatherPlan:
     """Index tensors of one forward, shared by every layer."""
 
     num_tokens: int
-    decode: DecodeGroup | None  # the decodes off the CPU (gathered by torch ops)
-    cpu_decode: PagedDecodeBatch | None  # the decodes on a CPU (the kernel)
+    cpu_decode: PagedQueries | None  # the decodes on a CPU (the kernel)
+    decode: DecodeGroup | None  # the decodes elsewhere (gathered)
     extends: tuple[ExtendRequest, ...]
 
 
 class TorchNativeBackend(AttentionBackend):
-    """Attention over the pool's pages: decodes together (through a kernel on a CPU), each extend causal over its own keys."""
+    """Attention over the pool's pages: on a CPU one kernel call per layer; elsewhere decodes together
+    and each extend causal over its own keys."""
 
-    def __init__(self, *, cpu_decode_kernel: bool = True) -> None:
-        """cpu_decode_kernel=False sends decodes on a CPU through the gathered torch path, as on other
-        devices (tools/bench_attention.py compares the two)."""
+    def __init__(self, *, cpu_kernel: bool = True) -> None:
+        """cpu_kernel=False runs a CPU batch through the torch path, as on other devices
+        (tools/bench_attention.py compares the two)."""
         self._plan: GatherPlan | None = None
         self._workspace = GatherWorkspace()
-        self._cpu_decode_kernel = cpu_decode_kernel
+        self._cpu_kernel = cpu_kernel
 
     def plan(self, metadata: AttentionMetadataView) -> None:
         """Compute the key slots, masks and batch rows of this forward."""
@@ -67,10 +73,10 @@ class TorchNativeBackend(AttentionBackend):
             starts.append(at)
             at += length
         decodes = [r for r, length in enumerate(extend_lens) if length == 1]
-        decode, cpu_decode = None, None
-        if decodes and device.type == "cpu" and self._cpu_decode_kernel:
-            cpu_decode = paged_decode_batch(decodes, [starts[r] for r in decodes], [prefix_lens[r] + 1 for r in decodes],
-                                            page_table=page_table, page_size=page_size, num_tokens=metadata.num_tokens)
+        cpu_decode, decode = None, None
+        if decodes and device.type == "cpu" and self._cpu_kernel:
+            cpu_decode = paged_queries(decodes, [starts[r] for r in decodes], [prefix_lens[r] + 1 for r in decodes],
+                                       page_table=page_table, page_size=page_size, num_tokens=metadata.num_tokens)
         elif decodes:
             everything = len(decodes) == len(extend_lens)
             table = page_table if everything else page_table.index_select(0, torch.tensor(decodes, device=device))
@@ -90,7 +96,7 @@ class TorchNativeBackend(AttentionBackend):
                 key_pos = torch.arange(seq, device=device)
                 mask = key_pos[None, :] <= key_pos[prefix:, None]
             extends.append(ExtendRequest(starts[r], length, slots, mask))
-        self._plan = GatherPlan(metadata.num_tokens, decode, cpu_decode, tuple(extends))
+        self._plan = GatherPlan(metadata.num_tokens, cpu_decode, decode, tuple(extends))
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """Attention of the planned forward for one layer."""
@@ -98,7 +104,7 @@ class TorchNativeBackend(AttentionBackend):
         if plan is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         if plan.cpu_decode is not None and not plan.extends:
-            return paged_decode(q, k_cache, v_cache, plan.cpu_decode, scale)
+            return paged_attention(q, k_cache, v_cache, plan.cpu_decode, scale)
         decode = plan.decode
         if decode is not None and decode.token_rows is None:
             return decode_attention(q, k_cache, v_cache, decode, scale, self._workspace)
@@ -106,7 +112,7 @@ class TorchNativeBackend(AttentionBackend):
             return _extend_attention(q, k_cache, v_cache, plan.extends[0], scale)
         out = q.new_empty(plan.num_tokens, q.shape[1], q.shape[2])
         if plan.cpu_decode is not None:
-            out.index_copy_(0, plan.cpu_decode.q_rows, paged_decode(q, k_cache, v_cache, plan.cpu_decode, scale))
+            out.index_copy_(0, plan.cpu_decode.q_rows, paged_attention(q, k_cache, v_cache, plan.cpu_decode, scale))
         if decode is not None and decode.token_rows is not None:
             decoded = decode_attention(q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale, self._workspace)
             out.index_copy_(0, decode.token_rows, decoded)

@@ -1,12 +1,13 @@
-"""The CPU decode kernel (paged_decode_kernel.cpp): built once per machine, called per layer.
+"""The CPU paged-attention kernel (paged_attention_kernel.cpp): built once per machine, called per layer.
 
-torch_native runs its decodes on CPU pools through this kernel: it reads each request's keys and
-values where they lie in the pool instead of gathering them into a copy first (docs/benchmarks.md,
-decode attention). The C++ source ships with the package and is compiled on first use with the
-system's C++ compiler (as torch.compile's CPU backend does), into a cache keyed by the source, the
-flags and the CPU, so later processes load it at once.
+Each query row attends to the first `seq_len` keys of its request (a decode: all of them; the
+i-th new token of a prompt with `prefix` cached: prefix + i + 1, which is causal attention), read
+where they lie in the pool rather than gathered into a copy first. torch_native sends its decodes
+on CPU pools through it (docs/benchmarks.md, decode attention). The C++ source ships with the package and is compiled on first use with the system's
+C++ compiler (as torch.compile's CPU backend does), into a cache keyed by the source, the flags
+and the CPU, so later processes load it at once.
 
-It is a torch custom op (`attn_backends::paged_decode`), so the runner's compiled one-request
+It is a torch custom op (`attn_backends::paged_attention`), so the runner's compiled one-request
 decode step calls it from inside its graph like any other op.
 """
 
@@ -27,45 +28,45 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("paged_decode_kernel.cpp")
+SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
-_ENTRY_OF_DTYPE = {torch.bfloat16: "paged_decode_bfloat16", torch.float16: "paged_decode_float16",
-                   torch.float32: "paged_decode_float32", torch.float64: "paged_decode_float64"}
+_ENTRY_OF_DTYPE = {torch.bfloat16: "paged_attention_bfloat16", torch.float16: "paged_attention_float16",
+                   torch.float32: "paged_attention_float32", torch.float64: "paged_attention_float64"}
 
 
 class KernelBuildError(RuntimeError):
-    """The CPU decode kernel could not be compiled on this machine."""
+    """The CPU paged-attention kernel could not be compiled on this machine."""
 
 
 @dataclass(frozen=True)
-class PagedDecodeBatch:
-    """The decodes of one forward as the kernel reads them (host-built, shared by every layer)."""
+class PagedQueries:
+    """The query rows of one forward as the kernel reads them (host-built, shared by every layer)."""
 
     page_table: torch.Tensor  # [requests, pages + 1] int64: the forward's table and a spare column of page 0
     page_size: int
-    requests: torch.Tensor  # [decodes] int64: each decode's row of the page table
-    q_rows: torch.Tensor  # [decodes] int64: each decode's token row in the batch
-    seq_lens: torch.Tensor  # [decodes] int64: keys of each decode, its new one included
+    requests: torch.Tensor  # [rows] int64: each row's request (its row of the page table)
+    q_rows: torch.Tensor  # [rows] int64: each row's token in q
+    seq_lens: torch.Tensor  # [rows] int64: keys each row sees, the first of its request's
 
 
-def paged_decode_batch(requests: list[int], q_rows: list[int], seq_lens: list[int], *, page_table: torch.Tensor,
-                       page_size: int, num_tokens: int) -> PagedDecodeBatch:
-    """The kernel's view of these decodes, checked against the page table once (not per layer)."""
+def paged_queries(requests: list[int], q_rows: list[int], seq_lens: list[int], *, page_table: torch.Tensor,
+                  page_size: int, num_tokens: int) -> PagedQueries:
+    """The kernel's view of these query rows, checked against the page table once (not per layer)."""
     if not (len(requests) == len(q_rows) == len(seq_lens)) or min(seq_lens, default=0) < 1:
-        raise ValueError(f"paged_decode_batch needs one request row, one q row and one length >= 1 per decode; got "
-                         f"{len(requests)}, {len(q_rows)} and {len(seq_lens)} (min length {min(seq_lens, default=0)})")
+        raise ValueError(f"paged_queries needs one request, one q row and one key count >= 1 per row; got "
+                         f"{len(requests)}, {len(q_rows)} and {len(seq_lens)} (min key count {min(seq_lens, default=0)})")
+    if page_table.dtype != torch.int64 or page_table.dim() != 2:
+        raise ValueError(f"paged_queries takes an int64 page table [requests, pages]; got {page_table.dtype} {tuple(page_table.shape)}")
     rows, width = page_table.shape
     if max(requests) >= rows or max(q_rows) >= num_tokens or max(seq_lens) > width * page_size or min(requests + q_rows) < 0:
-        raise ValueError(f"decodes out of range: request rows {min(requests)}-{max(requests)} of {rows}, q rows "
+        raise ValueError(f"query rows out of range: requests {min(requests)}-{max(requests)} of {rows}, q rows "
                          f"{min(q_rows)}-{max(q_rows)} of {num_tokens}, longest {max(seq_lens)} keys in a table of "
                          f"{width} pages of {page_size}")
-    if page_table.dtype != torch.int64 or page_table.dim() != 2:
-        raise ValueError(f"paged_decode_batch takes an int64 page table [requests, pages]; got {page_table.dtype} {tuple(page_table.shape)}")
     as_tensor = functools.partial(torch.tensor, dtype=torch.int64)
     # The spare column keeps the table at least two wide: torch.compile specializes a graph on any
     # dimension of size 1, and a one-page table would then recompile the traced step at its second page.
     spare = torch.nn.functional.pad(page_table, (0, 1))
-    return PagedDecodeBatch(spare, page_size, as_tensor(requests), as_tensor(q_rows), as_tensor(seq_lens))
+    return PagedQueries(spare, page_size, as_tensor(requests), as_tensor(q_rows), as_tensor(seq_lens))
 
 
 def default_cache_dir() -> Path:
@@ -86,7 +87,7 @@ def default_compiler() -> str:
     """$CXX, else g++ or c++ on PATH."""
     compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if compiler is None:
-        raise KernelBuildError("torch_native's CPU decode kernel needs a C++ compiler with OpenMP (g++), as torch.compile "
+        raise KernelBuildError("torch_native's CPU paged-attention kernel needs a C++ compiler with OpenMP (g++), as torch.compile "
                                "does on a CPU; none was found on PATH and $CXX is unset. Install g++ or set CXX.")
     return compiler
 
@@ -94,10 +95,10 @@ def default_compiler() -> str:
 def build_kernel(cache_dir: Path, compiler: str) -> Path:
     """The shared library built from SOURCE with `compiler`, compiled into `cache_dir` unless already there."""
     key = hashlib.sha256("\0".join((SOURCE.read_text(), compiler, *FLAGS, _cpu_identity())).encode()).hexdigest()[:16]
-    path = cache_dir / f"paged_decode_kernel-{key}.so"
+    path = cache_dir / f"paged_attention_kernel-{key}.so"
     if path.exists():
         return path
-    logger.info("building torch_native's CPU decode kernel into %s (once per machine)", path)
+    logger.info("building torch_native's CPU paged-attention kernel into %s (once per machine)", path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         built = Path(scratch) / path.name
@@ -126,46 +127,46 @@ def _library() -> ctypes.CDLL:
 def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor) -> None:
     """Refuse what the kernel cannot read (it indexes raw memory, so nothing reaches it unchecked)."""
     if q.dtype not in _ENTRY_OF_DTYPE or not q.dtype == k_cache.dtype == v_cache.dtype:
-        raise TypeError(f"paged_decode takes q and pools of one dtype among {sorted(map(str, _ENTRY_OF_DTYPE))}; "
+        raise TypeError(f"paged_attention takes q and pools of one dtype among {sorted(map(str, _ENTRY_OF_DTYPE))}; "
                         f"got q {q.dtype}, k {k_cache.dtype}, v {v_cache.dtype}")
     if not q.device.type == k_cache.device.type == v_cache.device.type == page_table.device.type == "cpu":
-        raise ValueError(f"paged_decode runs on CPU tensors; got q on {q.device}, pools on {k_cache.device}")
+        raise ValueError(f"paged_attention runs on CPU tensors; got q on {q.device}, pools on {k_cache.device}")
     if q.dim() != 3 or k_cache.dim() != 3 or k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride():
-        raise ValueError(f"paged_decode takes q [tokens, heads, d] and two alike pools [kv_heads, slots, d]; "
+        raise ValueError(f"paged_attention takes q [tokens, heads, d] and two alike pools [kv_heads, slots, d]; "
                          f"got q {tuple(q.shape)}, k {tuple(k_cache.shape)}, v {tuple(v_cache.shape)}")
     heads, head_dim, kv_heads = q.shape[1], q.shape[2], k_cache.shape[0]
     if k_cache.shape[2] != head_dim or heads % kv_heads or q.stride(2) != 1 or k_cache.stride(2) != 1:
-        raise ValueError(f"paged_decode needs heads ({heads}) a multiple of kv_heads ({kv_heads}), one head_dim "
+        raise ValueError(f"paged_attention needs heads ({heads}) a multiple of kv_heads ({kv_heads}), one head_dim "
                          f"(q {head_dim}, pool {k_cache.shape[2]}) and rows contiguous in it")
     if page_table.dtype != torch.int64 or page_table.dim() != 2 or page_table.stride(1) != 1:
-        raise ValueError(f"paged_decode takes an int64 page table [requests, pages] with contiguous rows; got "
+        raise ValueError(f"paged_attention takes an int64 page table [requests, pages] with contiguous rows; got "
                          f"{page_table.dtype} {tuple(page_table.shape)}")
 
 
-def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: PagedDecodeBatch, scale: float) -> torch.Tensor:
-    """Attention of each decode's query row of q [tokens, heads, d] over its keys in the pools
-    [kv_heads, slots, d]; answers [decodes, heads, d] in the batch's decode order."""
-    out: torch.Tensor = torch.ops.attn_backends.paged_decode(q, k_cache, v_cache, batch.page_table, batch.requests, batch.q_rows,
-                                                             batch.seq_lens, batch.page_size, scale)
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, queries: PagedQueries, scale: float) -> torch.Tensor:
+    """Attention of each of `queries`' rows of q [tokens, heads, d] over its keys in the pools
+    [kv_heads, slots, d]; answers [rows, heads, d] in the order of `queries`."""
+    out: torch.Tensor = torch.ops.attn_backends.paged_attention(q, k_cache, v_cache, queries.page_table, queries.requests,
+                                                                queries.q_rows, queries.seq_lens, queries.page_size, scale)
     return out
 
 
-@torch.library.custom_op("attn_backends::paged_decode", mutates_args=())
-def _paged_decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,
-                     requests: torch.Tensor, q_rows: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
-                     scale: float) -> torch.Tensor:
+@torch.library.custom_op("attn_backends::paged_attention", mutates_args=())
+def _paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,
+                        requests: torch.Tensor, q_rows: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
+                        scale: float) -> torch.Tensor:
     _check(q, k_cache, v_cache, page_table)
-    decodes = seq_lens.shape[0]
-    out = q.new_empty(decodes, q.shape[1], q.shape[2])
+    rows = seq_lens.shape[0]
+    out = q.new_empty(rows, q.shape[1], q.shape[2])
     getattr(_library(), _ENTRY_OF_DTYPE[q.dtype])(
         q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), page_table.data_ptr(), requests.data_ptr(),
-        q_rows.data_ptr(), seq_lens.data_ptr(), decodes, torch.get_num_threads(), q.shape[1],
+        q_rows.data_ptr(), seq_lens.data_ptr(), rows, torch.get_num_threads(), q.shape[1],
         k_cache.shape[0], q.shape[2], page_size, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         page_table.stride(0), scale, out.data_ptr())
     return out
 
 
-@_paged_decode_op.register_fake
+@_paged_attention_op.register_fake
 def _(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor, requests: torch.Tensor,
       q_rows: torch.Tensor, seq_lens: torch.Tensor, page_size: int, scale: float) -> torch.Tensor:
     return q.new_empty(seq_lens.shape[0], q.shape[1], q.shape[2])

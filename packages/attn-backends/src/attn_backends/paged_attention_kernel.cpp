@@ -1,13 +1,15 @@
-// Decode attention read straight from the paged KV pool, on the CPU: one query token per request.
+// Attention read straight from the paged KV pool, on the CPU. Each query row sees the first
+// seq_len keys of its request: a decode sees them all; the i-th new token of a prompt whose first
+// `prefix` tokens are cached sees prefix + i + 1, which is causal attention.
 //
 // The torch path has to gather each request's keys out of the pool into a copy before a matmul
 // can read them; at decode shapes that copy costs more than the attention itself. Here each
-// (request, KV head) walks its own pages, so every key and value row is read once, where it lies.
+// (query row, KV head) walks its request's pages, so key and value rows are read where they lie.
 // The query heads sharing a KV head are scored together against each key row; softmax is online
 // (flash-decoding) in fp32 (fp64 for fp64 pools). A long request is split into key ranges whose
 // partial results are merged, so that a small batch still keeps every thread busy.
 //
-// Built and loaded by paged_decode_kernel.py; its OpenMP is torch's own runtime (same soname).
+// Built and loaded by paged_attention_kernel.py; its OpenMP is torch's own runtime (same soname).
 
 #include <algorithm>
 #include <cmath>
@@ -94,7 +96,7 @@ struct Shape {
   double scale;
 };
 
-// One (request, KV head, key range): the unnormalized output rows [group][head_dim], then their
+// One (query row, KV head, key range): the unnormalized output rows [group][head_dim], then their
 // running maxima [group] and sums [group], written to `partial`. kDim is the head size when known
 // at compile time (the inner loops then unroll and stay in registers), 0 for any other size.
 template <typename T, int64_t kDim>
@@ -198,14 +200,50 @@ inline __m512 widen16(const bf16_t* x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))), 16));
 }
 
-template <int64_t kDim>
+// acc[g] += sum over the block's keys j of weights[g][j] * value_rows[j], for the `group` query
+// heads. With the group size known at compile time (kGroup > 0), every head's output row stays
+// in registers while each value row is widened once; otherwise the rows are widened into a
+// scratch block first and each head's row is summed from it.
+template <int64_t kDim, int64_t kGroup>
+inline void add_weighted_values(const bf16_t* const* value_rows, int64_t n, const float* weights, int64_t group, float* acc) {
+  constexpr int64_t kLanes = kDim / 16;
+  if constexpr (kGroup > 0) {
+    __m512 out[kGroup][kLanes];
+    for (int64_t g = 0; g < kGroup; ++g)
+      for (int64_t c = 0; c < kLanes; ++c) out[g][c] = _mm512_loadu_ps(acc + g * kDim + 16 * c);
+    for (int64_t j = 0; j < n; ++j) {
+      __m512 value[kLanes];
+      for (int64_t c = 0; c < kLanes; ++c) value[c] = widen16(value_rows[j] + 16 * c);
+      for (int64_t g = 0; g < kGroup; ++g) {
+        const __m512 weight = _mm512_set1_ps(weights[g * 16 + j]);
+        for (int64_t c = 0; c < kLanes; ++c) out[g][c] = _mm512_fmadd_ps(weight, value[c], out[g][c]);
+      }
+    }
+    for (int64_t g = 0; g < kGroup; ++g)
+      for (int64_t c = 0; c < kLanes; ++c) _mm512_storeu_ps(acc + g * kDim + 16 * c, out[g][c]);
+  } else {
+    alignas(64) float values[16 * kDim];
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < kLanes; ++c) _mm512_store_ps(values + j * kDim + 16 * c, widen16(value_rows[j] + 16 * c));
+    for (int64_t g = 0; g < group; ++g) {
+      __m512 out[kLanes];
+      for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_loadu_ps(acc + g * kDim + 16 * c);
+      for (int64_t j = 0; j < n; ++j) {
+        const __m512 weight = _mm512_set1_ps(weights[g * 16 + j]);
+        for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_fmadd_ps(weight, _mm512_load_ps(values + j * kDim + 16 * c), out[c]);
+      }
+      for (int64_t c = 0; c < kLanes; ++c) _mm512_storeu_ps(acc + g * kDim + 16 * c, out[c]);
+    }
+  }
+}
+
+template <int64_t kDim, int64_t kGroup>
 void attend_range_bf16(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, const int64_t* pages, int64_t kv_head,
                        int64_t key_begin, int64_t key_end, const Shape& s, float* partial) {
   constexpr int64_t kPairs = kDim / 32, kLanes = kDim / 16;  // zmm of bf16 pairs / of fp32 per row
   const int64_t group = s.heads / s.kv_heads;
   std::vector<float> acc(group * kDim, 0.0f), weights(group * 16);
   std::vector<float> running_max(group, -INFINITY), running_sum(group, 0.0f);
-  alignas(64) float values[16 * kDim];
   const bf16_t* key_rows[16];
   const bf16_t* value_rows[16];
   for (int64_t start = key_begin; start < key_end; start += 16) {
@@ -237,21 +275,24 @@ void attend_range_bf16(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_po
       for (int64_t c = 0; c < kLanes; ++c)
         _mm512_storeu_ps(acc.data() + g * kDim + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + g * kDim + 16 * c), _mm512_set1_ps(rescale)));
     }
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t c = 0; c < kLanes; ++c) _mm512_store_ps(values + j * kDim + 16 * c, widen16(value_rows[j] + 16 * c));
-    for (int64_t g = 0; g < group; ++g) {
-      __m512 out[kLanes];
-      for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_loadu_ps(acc.data() + g * kDim + 16 * c);
-      for (int64_t j = 0; j < n; ++j) {
-        const __m512 weight = _mm512_set1_ps(weights[g * 16 + j]);
-        for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_fmadd_ps(weight, _mm512_load_ps(values + j * kDim + 16 * c), out[c]);
-      }
-      for (int64_t c = 0; c < kLanes; ++c) _mm512_storeu_ps(acc.data() + g * kDim + 16 * c, out[c]);
-    }
+    add_weighted_values<kDim, kGroup>(value_rows, n, weights.data(), group, acc.data());
   }
   std::copy(acc.begin(), acc.end(), partial);
   std::copy(running_max.begin(), running_max.end(), partial + group * kDim);
   std::copy(running_sum.begin(), running_sum.end(), partial + group * kDim + group);
+}
+
+// Common query-heads-per-KV-head counts get their own code (their output rows fit in registers).
+template <int64_t kDim>
+void attend_range_bf16_of_group(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, const int64_t* pages, int64_t kv_head,
+                                int64_t key_begin, int64_t key_end, const Shape& s, float* partial) {
+  switch (s.heads / s.kv_heads) {
+    case 1: return attend_range_bf16<kDim, 1>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    case 2: return attend_range_bf16<kDim, 2>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    case 3: return attend_range_bf16<kDim, 3>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    case 4: return attend_range_bf16<kDim, 4>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    default: return attend_range_bf16<kDim, 0>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+  }
 }
 #endif
 
@@ -260,8 +301,8 @@ void attend_range_of_dim(const T* q, const T* k_pool, const T* v_pool, const int
                          int64_t key_begin, int64_t key_end, const Shape& s, typename Accumulator<T>::type* partial) {
 #if defined(__AVX512BF16__)
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (s.head_dim == 64) return attend_range_bf16<64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
-    if (s.head_dim == 128) return attend_range_bf16<128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    if (s.head_dim == 64) return attend_range_bf16_of_group<64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    if (s.head_dim == 128) return attend_range_bf16_of_group<128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
   }
 #endif
   switch (s.head_dim) {
@@ -271,19 +312,19 @@ void attend_range_of_dim(const T* q, const T* k_pool, const T* v_pool, const int
   }
 }
 
-// Every (decode, KV head, key range) in parallel, then each (decode, KV head)'s ranges merged. A
-// small batch splits its requests' keys into ranges, so that every thread has work.
+// Every (query row, KV head, key range) in parallel, then each (row, KV head)'s ranges merged. A
+// small batch splits its rows' keys into ranges, so that every thread has work.
 template <typename T>
-void paged_decode(const T* q, const T* k_pool, const T* v_pool, const int64_t* page_table,
+void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int64_t* page_table,
                   const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,
-                  int64_t decodes, int64_t threads, const Shape& s, T* out) {
+                  int64_t rows, int64_t threads, const Shape& s, T* out) {
   using A = typename Accumulator<T>::type;
   const int64_t group = s.heads / s.kv_heads, d = s.head_dim;
-  const int64_t pairs = decodes * s.kv_heads, longest = *std::max_element(seq_len_of, seq_len_of + decodes);
+  const int64_t pairs = rows * s.kv_heads, longest = *std::max_element(seq_len_of, seq_len_of + rows);
   const int64_t splits = std::max<int64_t>(
       1, std::min((kItemsPerThread * threads + pairs - 1) / pairs, longest / kMinKeysPerSplit));
   const int64_t partial_size = group * d + 2 * group;
-  const int64_t items = decodes * s.kv_heads * splits;
+  const int64_t items = rows * s.kv_heads * splits;
   std::vector<A> partials(items * partial_size);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t item = 0; item < items; ++item) {
@@ -299,7 +340,7 @@ void paged_decode(const T* q, const T* k_pool, const T* v_pool, const int64_t* p
                         kv_head, begin, end, s, partial);
   }
 #pragma omp parallel for num_threads(threads)
-  for (int64_t pair = 0; pair < decodes * s.kv_heads; ++pair) {
+  for (int64_t pair = 0; pair < rows * s.kv_heads; ++pair) {
     const int64_t kv_head = pair % s.kv_heads, i = pair / s.kv_heads;
     std::vector<A> merged(d);
     for (int64_t g = 0; g < group; ++g) {
@@ -323,22 +364,22 @@ void paged_decode(const T* q, const T* k_pool, const T* v_pool, const int64_t* p
 
 }  // namespace
 
-// One C entry point per element type; `out` is a fresh contiguous [decodes, heads, head_dim].
-#define PAGED_DECODE_ENTRY(name, T)                                                                          \
+// One C entry point per element type; `out` is a fresh contiguous [rows, heads, head_dim].
+#define PAGED_ATTENTION_ENTRY(name, T)                                                                          \
   extern "C" void name(const void* q, const void* k_pool, const void* v_pool, const int64_t* page_table,     \
                        const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,       \
-                       int64_t decodes, int64_t threads, int64_t heads,        int64_t kv_heads,    \
+                       int64_t rows, int64_t threads, int64_t heads,        int64_t kv_heads,    \
                        int64_t head_dim, int64_t page_size, int64_t q_row_stride, int64_t q_head_stride,     \
                        int64_t kv_head_stride, int64_t kv_slot_stride, int64_t page_table_stride,           \
                        double scale, void* out) {                                                           \
     const Shape shape{heads, kv_heads, head_dim, page_size, q_row_stride, q_head_stride,                     \
                       kv_head_stride, kv_slot_stride, page_table_stride, scale};                             \
-    paged_decode<T>(static_cast<const T*>(q), static_cast<const T*>(k_pool), static_cast<const T*>(v_pool),  \
-                    page_table, request_of, q_row_of, seq_len_of, decodes, threads, shape,                   \
+    paged_attention<T>(static_cast<const T*>(q), static_cast<const T*>(k_pool), static_cast<const T*>(v_pool),  \
+                    page_table, request_of, q_row_of, seq_len_of, rows, threads, shape,                   \
                     static_cast<T*>(out));                                                                   \
   }
 
-PAGED_DECODE_ENTRY(paged_decode_bfloat16, bf16_t)
-PAGED_DECODE_ENTRY(paged_decode_float16, _Float16)
-PAGED_DECODE_ENTRY(paged_decode_float32, float)
-PAGED_DECODE_ENTRY(paged_decode_float64, double)
+PAGED_ATTENTION_ENTRY(paged_attention_bfloat16, bf16_t)
+PAGED_ATTENTION_ENTRY(paged_attention_float16, _Float16)
+PAGED_ATTENTION_ENTRY(paged_attention_float32, float)
+PAGED_ATTENTION_ENTRY(paged_attention_float64, double)
