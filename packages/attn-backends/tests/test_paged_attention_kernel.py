@@ -107,10 +107,13 @@ def test_mismatched_inputs_are_refused_with_what_is_accepted() -> None:
         paged_queries([0, 1], [0, 1], [3], page_table=torch.zeros(2, 4, dtype=torch.int64), page_size=1, num_tokens=2)
 
 
-def test_a_missing_or_failing_compiler_says_what_to_do(tmp_path: Path) -> None:
-    """A compiler that cannot run, or fails, raises KernelBuildError naming it and leaves nothing
-    half-written in the cache."""
+def test_a_missing_or_failing_compiler_or_an_unusable_cache_says_what_to_do(tmp_path: Path) -> None:
+    """A compiler that cannot run, or fails, or a cache directory that cannot be made, raises
+    KernelBuildError naming it and leaves nothing half-written in the cache."""
     cache = tmp_path
+    (cache / "a-file").write_text("")
+    with pytest.raises(KernelBuildError, match="cannot create the kernel cache .*a-file/cache.*XDG_CACHE_HOME"):
+        build_kernel(cache / "a-file" / "cache", "g++")
     with pytest.raises(KernelBuildError, match="could not run the C\\+\\+ compiler '/no/such/g\\+\\+'.*install g\\+\\+"):
         build_kernel(cache / "missing", "/no/such/g++")
     with pytest.raises(KernelBuildError, match="failed \\(exit 1\\)"):

@@ -99,7 +99,11 @@ def build_kernel(cache_dir: Path, compiler: str) -> Path:
     if path.exists():
         return path
     logger.info("building torch_native's CPU paged-attention kernel into %s (once per machine)", path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise KernelBuildError(f"cannot create the kernel cache {path.parent}: {error}; set XDG_CACHE_HOME to a "
+                               "writable directory") from error
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         built = Path(scratch) / path.name
         try:
