@@ -99,6 +99,10 @@ def test_mismatched_inputs_are_refused_with_what_is_accepted() -> None:
         paged_attention(c.q, c.k_cache.bfloat16(), c.v_cache, c.queries, 0.3)
     with pytest.raises(ValueError, match="heads \\(4\\) a multiple of kv_heads \\(3\\)"):
         paged_attention(c.q, torch.cat([c.k_cache, c.k_cache[:1]]), torch.cat([c.v_cache, c.v_cache[:1]]), c.queries, 0.3)
+    with pytest.raises(ValueError, match="requests, q_rows and seq_lens as contiguous int64 vectors of one length"):
+        b = c.queries
+        torch.ops.attn_backends.paged_attention(c.q, c.k_cache, c.v_cache, b.page_table, b.requests, b.q_rows,
+                                                b.seq_lens.int(), b.page_size, 0.3)
     with pytest.raises(ValueError, match="int64 page table"):
         paged_queries([0], [0], [3], page_table=torch.zeros(1, 4, dtype=torch.int32), page_size=1, num_tokens=1)
     with pytest.raises(ValueError, match="query rows out of range: .*longest 600 keys in a table of 37 pages of 16"):

@@ -3,9 +3,10 @@
 Each query row attends to the first `seq_len` keys of its request (a decode: all of them; the
 i-th new token of a prompt with `prefix` cached: prefix + i + 1, which is causal attention), read
 where they lie in the pool rather than gathered into a copy first. torch_native sends its decodes
-on CPU pools through it (docs/benchmarks.md, decode attention). The C++ source ships with the package and is compiled on first use with the system's
-C++ compiler (as torch.compile's CPU backend does), into a cache keyed by the source, the flags
-and the CPU, so later processes load it at once.
+on CPU pools through it (docs/benchmarks.md, decode attention). The C++ source ships with the
+package and is compiled on first use with the system's C++ compiler (as torch.compile's CPU
+backend does), into a cache keyed by the source, the flags and the CPU, so later processes load
+it at once.
 
 It is a torch custom op (`attn_backends::paged_attention`), so the runner's compiled one-request
 decode step calls it from inside its graph like any other op.
@@ -128,8 +129,13 @@ def _library() -> ctypes.CDLL:
     return library
 
 
-def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor) -> None:
-    """Refuse what the kernel cannot read (it indexes raw memory, so nothing reaches it unchecked)."""
+def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,
+           rows: tuple[torch.Tensor, ...]) -> None:
+    """Refuse what the kernel cannot read: it indexes raw memory. (The page ids themselves are the
+    caller's to bound, as the runner does when it refuses a table naming pages outside its pool.)"""
+    if any(r.dtype != torch.int64 or r.dim() != 1 or r.stride(0) != 1 or r.shape != rows[0].shape for r in rows):
+        raise ValueError("paged_attention takes requests, q_rows and seq_lens as contiguous int64 vectors of one length; "
+                         f"got {[(r.dtype, tuple(r.shape)) for r in rows]}")
     if q.dtype not in _ENTRY_OF_DTYPE or not q.dtype == k_cache.dtype == v_cache.dtype:
         raise TypeError(f"paged_attention takes q and pools of one dtype among {sorted(map(str, _ENTRY_OF_DTYPE))}; "
                         f"got q {q.dtype}, k {k_cache.dtype}, v {v_cache.dtype}")
@@ -159,7 +165,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 def _paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,
                         requests: torch.Tensor, q_rows: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
                         scale: float) -> torch.Tensor:
-    _check(q, k_cache, v_cache, page_table)
+    _check(q, k_cache, v_cache, page_table, (requests, q_rows, seq_lens))
     rows = seq_lens.shape[0]
     out = q.new_empty(rows, q.shape[1], q.shape[2])
     getattr(_library(), _ENTRY_OF_DTYPE[q.dtype])(
