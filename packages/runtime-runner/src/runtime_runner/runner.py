@@ -79,8 +79,7 @@ class ModelRunner:
         self._prefill_backend = built_backend(attention_backend_factory, prefill)
         self._decode_backend = built_backend(attention_backend_factory, decode)
         self._compiled_decode: CompiledDecode | None = None
-        if get_exec().graph.enable_torch_compile:
-            self._warm_compiled_decode()
+        self._warm_up()
 
     @property
     def arch(self) -> ArchConfig:
@@ -137,9 +136,11 @@ class ModelRunner:
             self._compiled_decode = CompiledDecode(self.model, (*self.pool.k, *self.pool.v))
         return self._compiled_decode
 
-    def _warm_compiled_decode(self) -> None:
-        """Compile the one-request decode graph at startup rather than on the first request: prefill
-        two tokens into free pages, decode one, give the pages back."""
+    def _warm_up(self) -> None:
+        """Pay the one-time costs at startup rather than on the first request (the attention
+        backends' first-use setup, such as torch_native building its CPU kernel; the compiled decode
+        graph when exec.graph.enable_torch_compile is on): prefill two tokens into free pages,
+        decode one, give the pages back."""
         driver = StandaloneDriver(self)
         seq = driver.add([0, 0])
         driver.step()
