@@ -51,12 +51,12 @@ class GatherPlan:
 
 
 class TorchNativeBackend(AttentionBackend):
-    """Attention over the pool's pages: on a CPU one kernel call per layer; elsewhere decodes together
-    and each extend causal over its own keys."""
+    """Attention over the pool's pages: decodes together (through the kernel on a CPU), each extend
+    causal over its own keys."""
 
     def __init__(self, *, cpu_kernel: bool = True) -> None:
-        """cpu_kernel=False runs a CPU batch through the torch path, as on other devices
-        (tools/bench_attention.py compares the two)."""
+        """cpu_kernel=False runs a CPU batch's decodes through the gathered torch path, as on other
+        devices (tools/bench_attention.py compares the two)."""
         self._plan: GatherPlan | None = None
         self._workspace = GatherWorkspace()
         self._cpu_kernel = cpu_kernel

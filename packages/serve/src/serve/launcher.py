@@ -146,6 +146,8 @@ def launch(resolved: ResolvedConfig) -> int:
     if not config_bags.is_published():
         config_bags.publish(resolved.bags(), role="launcher")
     configure_logging("main")
+    # The children keep OpenMP's default wait policy (spin briefly, then sleep). PASSIVE, once set
+    # here, made every op of a step pay a thread wake-up (docs/benchmarks.md, serving).
     addresses = Addresses.fresh()
     say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
     children = start_children(config_bags.encode(config_bags.published_bags()), addresses)
