@@ -181,15 +181,12 @@ def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int)
     the kind of step it was (decode only, prefill only, both)."""
     import config_bags
     import msgspec
-    from attn_backends import build_attention_backend
-    from runtime_runner import ModelRunner
-    from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
+    from runtime_scheduler import Request, SamplingParams, StopConditions
+    from serve.scheduler_process.process import build_scheduler
 
     config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
-    runner = ModelRunner(build_attention_backend)  # as serve's scheduler process builds it, timed
     times = StepTimes()
-    scheduler = Scheduler(TimedExecutor(runner, times), model_max_length=runner.arch.max_position_embeddings,
-                          max_total_tokens=runner.pool.num_slots)
+    scheduler, _runner = build_scheduler(lambda runner: TimedExecutor(runner, times))  # as serve builds it, timed
 
     def drain(batch: list[Job], tag: str) -> int:
         pending = list(enumerate(batch))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import config_bags
 import zmq
 from attn_backends import build_attention_backend
 from runtime_runner.runner import ModelRunner
-from runtime_scheduler import Scheduler
+from runtime_scheduler import ModelExecutor, Scheduler
 
 from serve.child_process import die_with_parent, publish_received
 from serve.ipc.channels import Addresses, Receiver, Sender
@@ -20,11 +21,13 @@ from serve.scheduler_process.loop import SchedulerLoop
 logger = logging.getLogger(__name__)
 
 
-def build_scheduler() -> tuple[Scheduler, ModelRunner]:
+def build_scheduler(executor_of: Callable[[ModelRunner], ModelExecutor] = lambda runner: runner) -> tuple[Scheduler, ModelRunner]:
     """The runner (given attn_backends' factory) and the scheduler driving it as its executor,
-    from the published bags."""
+    from the published bags. `executor_of` may wrap the runner (tools/bench_serving.py times its
+    forwards that way); the server drives the runner itself."""
     runner = ModelRunner(build_attention_backend)
-    scheduler = Scheduler(runner, model_max_length=runner.arch.max_position_embeddings, max_total_tokens=runner.pool.num_slots)
+    scheduler = Scheduler(executor_of(runner), model_max_length=runner.arch.max_position_embeddings,
+                          max_total_tokens=runner.pool.num_slots)
     return scheduler, runner
 
 
