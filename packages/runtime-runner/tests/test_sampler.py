@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from runtime_runner.sampler import apply_penalties, sample
+from runtime_runner.sampler import apply_penalties, row_argmax, sample
 from runtime_runner.standalone import Request, Sampling
 
 VOCAB = 12
@@ -38,6 +38,22 @@ def test_greedy_answers_argmax_with_logprobs() -> None:
     assert top is not None and [t for t, _ in top] == logprobs[0].topk(3).indices.tolist()
     assert [lp for _, lp in top] == pytest.approx(logprobs[0].topk(3).values.tolist())
     assert out.top_logprobs[1] is None and out.top_logprobs[2] is None
+
+
+def test_row_argmax_picks_the_first_maximum_as_torch_does() -> None:
+    """Ties (bf16 logits widened to fp32 tie often), -inf rows, a non-contiguous view and a row
+    whose maximum is last: the CPU fast path answers what torch.argmax answers. Reverse-verified:
+    taking the last maximum instead (argmax over the reversed row) fails the tie rows."""
+    scores = torch.randn(6, 1000, generator=_gen()).bfloat16().float()
+    scores[1, [3, 500, 999]] = 50.0
+    scores[2] = float("-inf")
+    scores[3, -1] = 60.0
+    scores[4] = 0.0
+    for view in (scores, scores[:, ::2], scores.t().contiguous().t()):
+        got = row_argmax(view)
+        assert got.dtype == torch.int64
+        assert got.tolist() == view.argmax(dim=-1).tolist()
+    assert row_argmax(scores)[[1, 4]].tolist() == [3, 0]
 
 
 def test_temperature_draws_follow_the_softmax() -> None:
