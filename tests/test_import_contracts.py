@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
     "config_bags": ROOT / "packages/config-bags/src/config_bags",
+    "native_build": ROOT / "packages/native-build/src/native_build",
     "runtime_scheduler": ROOT / "packages/runtime-scheduler/src/runtime_scheduler",
     "runtime_runner": ROOT / "packages/runtime-runner/src/runtime_runner",
     "attn_backends": ROOT / "packages/attn-backends/src/attn_backends",
@@ -36,7 +37,7 @@ def _lint(config: Path, pythonpath: Path | None = None) -> subprocess.CompletedP
 def test_the_tree_keeps_every_contract() -> None:
     done = _lint(ROOT / "pyproject.toml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
 
 
 @pytest.fixture
@@ -57,6 +58,8 @@ def tree_copy(tmp_path: Path) -> Path:
         ("runtime_runner/forbidden.py", "import serve\n", "runtime packages never import the composition root BROKEN"),
         ("config_bags/forbidden.py", "import torch\n", "config_bags stands alone: no other package of this repo, no torch BROKEN"),
         ("config_bags/forbidden.py", "import runtime_scheduler\n", "config_bags stands alone: no other package of this repo, no torch BROKEN"),
+        ("native_build/forbidden.py", "import torch\n", "native_build stands alone: the standard library only BROKEN"),
+        ("native_build/forbidden.py", "import config_bags\n", "native_build stands alone: the standard library only BROKEN"),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(tree_copy: Path, module: str, statement: str, broken: str) -> None:

@@ -4,9 +4,9 @@ Each query row attends to the first `seq_len` keys of its request (a decode: all
 i-th new token of a prompt with `prefix` cached: prefix + i + 1, which is causal attention), read
 where they lie in the pool rather than gathered into a copy first. torch_native sends its decodes
 on CPU pools through it (docs/benchmarks.md, decode attention). The C++ source ships with the
-package and is compiled on first use with the system's C++ compiler (as torch.compile's CPU
-backend does), into a cache keyed by the source, the flags and the CPU, so later processes load
-it at once.
+package and is compiled on first use with the system's C++ compiler (native_build, as
+torch.compile's CPU backend does), into ~/.cache/attn-backends keyed by the source, the flags and
+the CPU, so later processes load it at once.
 
 It is a torch custom op (`attn_backends::paged_attention`), so the runner's compiled one-request
 decode step calls it from inside its graph like any other op.
@@ -16,27 +16,17 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import logging
-import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from native_build import build_library, cache_dir_of, default_compiler
 
-logger = logging.getLogger(__name__)
-
+WHAT = "torch_native's CPU paged-attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
 _ENTRY_OF_DTYPE = {torch.bfloat16: "paged_attention_bfloat16", torch.float16: "paged_attention_float16",
                    torch.float32: "paged_attention_float32", torch.float64: "paged_attention_float64"}
-
-
-class KernelBuildError(RuntimeError):
-    """The CPU paged-attention kernel could not be compiled on this machine."""
 
 
 @dataclass(frozen=True)
@@ -70,58 +60,11 @@ def paged_queries(requests: list[int], q_rows: list[int], seq_lens: list[int], *
     return PagedQueries(spare, page_size, as_tensor(requests), as_tensor(q_rows), as_tensor(seq_lens))
 
 
-def default_cache_dir() -> Path:
-    """Where built kernels are kept: $XDG_CACHE_HOME/attn-backends, else ~/.cache/attn-backends."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "attn-backends"
-
-
-def _cpu_identity() -> str:
-    """What -march=native compiles for: the CPU's feature flags (a shared cache may span machines)."""
-    try:
-        return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    except OSError:
-        return ""
-
-
-def default_compiler() -> str:
-    """$CXX, else g++ or c++ on PATH."""
-    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        raise KernelBuildError("torch_native's CPU paged-attention kernel needs a C++ compiler with OpenMP (g++), as torch.compile "
-                               "does on a CPU; none was found on PATH and $CXX is unset. Install g++ or set CXX.")
-    return compiler
-
-
-def build_kernel(cache_dir: Path, compiler: str) -> Path:
-    """The shared library built from SOURCE with `compiler`, compiled into `cache_dir` unless already there."""
-    key = hashlib.sha256("\0".join((SOURCE.read_text(), compiler, *FLAGS, _cpu_identity())).encode()).hexdigest()[:16]
-    path = cache_dir / f"paged_attention_kernel-{key}.so"
-    if path.exists():
-        return path
-    logger.info("building torch_native's CPU paged-attention kernel into %s (once per machine)", path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise KernelBuildError(f"cannot create the kernel cache {path.parent}: {error}; set XDG_CACHE_HOME to a "
-                               "writable directory") from error
-    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
-        built = Path(scratch) / path.name
-        try:
-            result = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built)], capture_output=True, text=True)
-        except OSError as error:
-            raise KernelBuildError(f"could not run the C++ compiler {compiler!r} to build {SOURCE.name}: {error}; "
-                                   "install g++ or point CXX at a C++ compiler with OpenMP") from error
-        if result.returncode != 0:
-            raise KernelBuildError(f"compiling {SOURCE.name} with {compiler} failed (exit {result.returncode}):\n{result.stderr}")
-        os.replace(built, path)  # atomic: a concurrent process sees no file or the whole one
-    return path
-
-
 @functools.cache
 def _library() -> ctypes.CDLL:
     """The kernel, loaded once per process (built on first use on this machine)."""
-    library = ctypes.CDLL(str(build_kernel(default_cache_dir(), default_compiler())))
+    library = ctypes.CDLL(str(build_library(SOURCE, FLAGS, cache_dir=cache_dir_of("attn-backends"),
+                                            compiler=default_compiler(WHAT), what=WHAT)))
     i64, pointer = ctypes.c_int64, ctypes.c_void_p
     for entry in _ENTRY_OF_DTYPE.values():
         getattr(library, entry).argtypes = [pointer] * 7 + [i64] * 11 + [ctypes.c_double, pointer]

@@ -1,0 +1,11 @@
+"""Build a package's C++ source into a shared library on first use, cached per machine.
+
+The runtime packages ship small C++ kernels (attn-backends' paged attention, the runner's fused
+elementwise ops) as source and compile them with the system's compiler the first time a process
+needs them, as torch.compile's CPU backend does. This package is that one build step: stdlib only,
+no torch, no other package of this repository.
+"""
+
+from native_build.library import NativeBuildError, build_library, cache_dir_of, default_compiler
+
+__all__ = ["NativeBuildError", "build_library", "cache_dir_of", "default_compiler"]

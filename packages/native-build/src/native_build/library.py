@@ -1,0 +1,68 @@
+"""One C++ source -> one shared library, compiled once into a cache keyed by what it was built from."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+class NativeBuildError(RuntimeError):
+    """A shared library could not be built on this machine; the message says what to install or set."""
+
+
+def cache_dir_of(package: str) -> Path:
+    """Where `package`'s built libraries are kept: $XDG_CACHE_HOME/<package>, else ~/.cache/<package>."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / package
+
+
+def _cpu_identity() -> str:
+    """What -march=native compiles for: the CPU's feature flags (a shared cache may span machines)."""
+    try:
+        return next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        return ""
+
+
+def default_compiler(what: str) -> str:
+    """$CXX, else g++ or c++ on PATH; `what` names the library that needs it, for the error."""
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        raise NativeBuildError(f"{what} needs a C++ compiler with OpenMP (g++), as torch.compile does on a CPU; none was "
+                               "found on PATH and $CXX is unset. Install g++ or set CXX.")
+    return compiler
+
+
+def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, compiler: str, what: str) -> Path:
+    """The shared library built from `source` with `compiler` and `flags`, compiled into `cache_dir`
+    unless a build of the same source, compiler, flags and CPU is already there.
+
+    The build lands atomically, so processes racing to build see no file or a whole one."""
+    key = hashlib.sha256("\0".join((source.read_text(), compiler, *flags, _cpu_identity())).encode()).hexdigest()[:16]
+    path = cache_dir / f"{source.stem}-{key}.so"
+    if path.exists():
+        return path
+    logger.info("building %s into %s (once per machine)", what, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise NativeBuildError(f"cannot create the cache {path.parent} for {what}: {error}; set XDG_CACHE_HOME to a "
+                               "writable directory") from error
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        built = Path(scratch) / path.name
+        try:
+            result = subprocess.run([compiler, *flags, str(source), "-o", str(built)], capture_output=True, text=True)
+        except OSError as error:
+            raise NativeBuildError(f"could not run the C++ compiler {compiler!r} to build {source.name}: {error}; "
+                                   "install g++ or point CXX at a C++ compiler with OpenMP") from error
+        if result.returncode != 0:
+            raise NativeBuildError(f"compiling {source.name} with {compiler} failed (exit {result.returncode}):\n{result.stderr}")
+        os.replace(built, path)
+    return path
