@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from runtime_runner.arch_config import ArchConfig
 from runtime_runner.checkpoint import CheckpointReader
 from runtime_runner.decoder_weights import DecoderTraits, DecoderWeights, load_decoder_weights
-from runtime_runner.norm import rms_norm
+from runtime_runner.mlp_activation import silu_and_mul
+from runtime_runner.norm import add_rms_norm, rms_norm
 from runtime_runner.packed_linear import PackedLinear
 from runtime_runner.rope import RopeTable, apply_rope
 
@@ -85,11 +86,13 @@ class DecoderForCausalLM:
         tokens, heads, kv_heads, head_dim, eps = input_ids.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
         split = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
         qk_split = [heads, kv_heads]
-        cos = self.rope.cos.index_select(0, positions)[:, None, :]
-        sin = self.rope.signed_sin.index_select(0, positions)[:, None, :]
+        cos = self.rope.cos.index_select(0, positions)
+        sin = self.rope.signed_sin.index_select(0, positions)
         h = F.embedding(input_ids, w.embed)
-        for index, (layer, proj) in enumerate(zip(w.layers, self._projections, strict=True)):
-            x = rms_norm(h, layer.input_norm, eps)
+        x = rms_norm(h, w.layers[0].input_norm, eps)
+        # Each residual add is fused into the norm that reads its sum: the next layer's input norm, or the final one.
+        next_norms = [layer.input_norm for layer in w.layers[1:]] + [w.final_norm]
+        for index, (layer, proj, next_norm) in enumerate(zip(w.layers, self._projections, next_norms, strict=True)):
             qkv = proj.qkv(x)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q, k, v = torch.split(qkv, split, dim=-1)
@@ -100,10 +103,9 @@ class DecoderForCausalLM:
                 q, k = torch.split(qk, qk_split, dim=1)
                 v = qkv[:, (heads + kv_heads) * head_dim :]
             out = attention(index, q, k, v.view(tokens, kv_heads, head_dim))
-            h = h + proj.o(out.reshape(tokens, heads * head_dim))
-            gate, up = proj.gate_up(rms_norm(h, layer.post_norm, eps)).chunk(2, -1)
-            h = h + proj.down(F.silu(gate) * up)
-        return rms_norm(h, w.final_norm, eps)
+            h, x = add_rms_norm(h, proj.o(out.reshape(tokens, heads * head_dim)), layer.post_norm, eps)
+            h, x = add_rms_norm(h, proj.down(silu_and_mul(proj.gate_up(x))), next_norm, eps)
+        return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits [rows, vocab] of the given hidden rows."""

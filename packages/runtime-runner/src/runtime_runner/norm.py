@@ -1,13 +1,29 @@
-"""RMS normalization, as the Llama family defines it."""
+"""RMS normalization, as the Llama family defines it, alone or after a residual add."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from runtime_runner import cpu_fused_ops
+
+
+def _rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    normed = x.float()
+    normed = normed * torch.rsqrt(normed.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * normed.to(x.dtype)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """weight * x / rms(x) in one fused op; torch keeps the statistics in fp32 for bf16/fp16 input.
+    """weight * x / rms(x) over the last dim, rounded as transformers rounds: the statistics in
+    fp32, the normalized x rounded to x's dtype, then the weight multiply."""
+    if cpu_fused_ops.handles(x, weight):
+        return cpu_fused_ops.add_rms_norm(x, None, weight, eps)[1]
+    return _rms_norm_torch(x, weight, eps)
 
-    (transformers rounds to the input dtype before the weight multiply; this rounds once, after.)"""
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, rms_norm(s)) with s = x + delta: a residual add and the norm that reads it, in one pass on a CPU."""
+    if cpu_fused_ops.handles(x, delta, weight):
+        return cpu_fused_ops.add_rms_norm(x, delta, weight, eps)
+    summed = x + delta
+    return summed, _rms_norm_torch(summed, weight, eps)

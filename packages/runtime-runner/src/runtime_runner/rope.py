@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from runtime_runner import cpu_fused_ops
 from runtime_runner.arch_config import RopeSpec
 from runtime_runner.errors import UnsupportedConfigError
 
@@ -112,5 +113,8 @@ class RopeTable:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [tokens, heads, head_dim] by per-token cos/signed_sin [tokens, 1, head_dim]."""
-    return x * cos + x.roll(x.shape[-1] // 2, -1) * signed_sin
+    """x [tokens, heads, head_dim] rotated by per-token cos/signed_sin [tokens, head_dim]: in place
+    on a CPU (x is returned), a new tensor otherwise; rounded as transformers' q*cos + rotate_half(q)*sin."""
+    if cpu_fused_ops.handles(x, cos, signed_sin):
+        return cpu_fused_ops.rope_(x, cos, signed_sin)
+    return x * cos[:, None, :] + x.roll(x.shape[-1] // 2, -1) * signed_sin[:, None, :]
