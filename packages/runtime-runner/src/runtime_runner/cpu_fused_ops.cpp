@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -73,32 +74,35 @@ void add_rms_norm(const T* x, int64_t x_outer, int64_t x_inner, const T* delta, 
                   const T* weight, T* sum, T* out, int64_t outer, int64_t inner, int64_t cols, float eps,
                   int64_t threads) {
     const int64_t rows = outer * inner;
-#pragma omp parallel for num_threads(threads_for(rows * cols, threads)) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = r / inner, j = r % inner;
-        const T* xr = x + i * x_outer + j * x_inner;
-        T* sr = sum + r * cols;
-        T* orow = out + r * cols;
-        float row[8192];  // widened s; the python side refuses wider rows
-        if (delta != nullptr) {
-            const T* dr = delta + i * d_outer + j * d_inner;
-            for (int64_t c = 0; c < cols; ++c) {
-                T s = narrow<T>(widen(xr[c]) + widen(dr[c]));
-                sr[c] = s;
-                row[c] = widen(s);
+#pragma omp parallel num_threads(threads_for(rows * cols, threads))
+    {
+        std::vector<float> row(cols);  // this thread's widened s
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = r / inner, j = r % inner;
+            const T* xr = x + i * x_outer + j * x_inner;
+            T* orow = out + r * cols;
+            if (delta != nullptr) {
+                const T* dr = delta + i * d_outer + j * d_inner;
+                T* sr = sum + r * cols;
+                for (int64_t c = 0; c < cols; ++c) {
+                    T s = narrow<T>(widen(xr[c]) + widen(dr[c]));
+                    sr[c] = s;
+                    row[c] = widen(s);
+                }
+            } else {
+                for (int64_t c = 0; c < cols; ++c) row[c] = widen(xr[c]);
             }
-        } else {
-            for (int64_t c = 0; c < cols; ++c) row[c] = widen(xr[c]);
+            float lanes[16] = {0};
+            int64_t c = 0;
+            for (; c + 16 <= cols; c += 16)
+                for (int l = 0; l < 16; ++l) lanes[l] += row[c + l] * row[c + l];
+            float total = 0;
+            for (; c < cols; ++c) total += row[c] * row[c];
+            for (int l = 0; l < 16; ++l) total += lanes[l];
+            const float inv_rms = 1.0f / std::sqrt(total / static_cast<float>(cols) + eps);
+            for (int64_t k = 0; k < cols; ++k) orow[k] = narrow<T>(widen(weight[k]) * held<T>(row[k] * inv_rms));
         }
-        float lanes[16] = {0};
-        int64_t c = 0;
-        for (; c + 16 <= cols; c += 16)
-            for (int l = 0; l < 16; ++l) lanes[l] += row[c + l] * row[c + l];
-        float total = 0;
-        for (; c < cols; ++c) total += row[c] * row[c];
-        for (int l = 0; l < 16; ++l) total += lanes[l];
-        const float inv_rms = 1.0f / std::sqrt(total / static_cast<float>(cols) + eps);
-        for (int64_t k = 0; k < cols; ++k) orow[k] = narrow<T>(widen(weight[k]) * held<T>(row[k] * inv_rms));
     }
 }
 
@@ -123,17 +127,20 @@ template <typename T>
 void rope(T* x, int64_t x_outer, int64_t x_inner, const T* cos, const T* sin, int64_t table_stride, int64_t outer,
           int64_t inner, int64_t d, int64_t threads) {
     const int64_t rows = outer * inner, half = d / 2;
-#pragma omp parallel for num_threads(threads_for(rows * d, threads)) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = r / inner, j = r % inner;
-        T* xr = x + i * x_outer + j * x_inner;
-        const T* cr = cos + i * table_stride;
-        const T* sr = sin + i * table_stride;
-        float row[1024];  // the python side refuses wider heads
-        for (int64_t c = 0; c < d; ++c) row[c] = widen(xr[c]);
-        for (int64_t c = 0; c < d; ++c) {
-            const float rolled = row[c < half ? c + half : c - half];
-            xr[c] = narrow<T>(held<T>(row[c] * widen(cr[c])) + held<T>(rolled * widen(sr[c])));
+#pragma omp parallel num_threads(threads_for(rows * d, threads))
+    {
+        std::vector<float> row(d);  // this thread's widened head, read while it is overwritten
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = r / inner, j = r % inner;
+            T* xr = x + i * x_outer + j * x_inner;
+            const T* cr = cos + i * table_stride;
+            const T* sr = sin + i * table_stride;
+            for (int64_t c = 0; c < d; ++c) row[c] = widen(xr[c]);
+            for (int64_t c = 0; c < d; ++c) {
+                const float rolled = row[c < half ? c + half : c - half];
+                xr[c] = narrow<T>(held<T>(row[c] * widen(cr[c])) + held<T>(rolled * widen(sr[c])));
+            }
         }
     }
 }

@@ -26,8 +26,6 @@ SOURCE = Path(__file__).with_name("cpu_fused_ops.cpp")
 # No contraction of a*b + c*d into one fused multiply-add: eager torch rounds the product first.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
 _SUFFIX_OF_DTYPE = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-MAX_NORM_WIDTH = 8192  # the C++ keeps one widened row on its stack
-MAX_HEAD_DIM = 1024
 
 
 @functools.cache
@@ -66,9 +64,9 @@ def _two_level(x: torch.Tensor, what: str) -> tuple[int, int, int, int]:
 def add_rms_norm(x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, weight * s / rms(s)) with s = x + delta, contiguous (s is x itself when delta is None)."""
     cols = x.shape[-1]
-    if weight.shape != (cols,) or not weight.is_contiguous() or cols > MAX_NORM_WIDTH or (delta is not None and delta.shape != x.shape):
-        raise ValueError(f"add_rms_norm takes a contiguous weight [{cols}] (rows at most {MAX_NORM_WIDTH} wide) and a "
-                         f"delta shaped like x {tuple(x.shape)}; got weight {tuple(weight.shape)}, delta "
+    if weight.shape != (cols,) or not weight.is_contiguous() or (delta is not None and delta.shape != x.shape):
+        raise ValueError(f"add_rms_norm takes a contiguous weight [{cols}] and a delta shaped like x {tuple(x.shape)}; "
+                         f"got weight {tuple(weight.shape)}, delta "
                          f"{None if delta is None else tuple(delta.shape)}")
     outer, inner, x_outer, x_inner = _two_level(x, "add_rms_norm")
     out = torch.empty(x.shape, dtype=x.dtype)
@@ -100,8 +98,8 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch
     tokens, heads, x_outer, x_inner = _two_level(x, "rope_")
     head_dim = x.shape[-1]
     if (x.dim() != 3 or cos.shape != (tokens, head_dim) or signed_sin.shape != cos.shape or cos.stride() != signed_sin.stride()
-            or cos.stride(1) != 1 or head_dim % 2 or head_dim > MAX_HEAD_DIM):
-        raise ValueError(f"rope_ takes x [tokens, heads, head_dim] (head_dim even, at most {MAX_HEAD_DIM}) and alike "
+            or cos.stride(1) != 1 or head_dim % 2):
+        raise ValueError(f"rope_ takes x [tokens, heads, head_dim] (head_dim even) and alike "
                          f"tables [tokens, head_dim] with unit stride along a row; got x {tuple(x.shape)}, cos "
                          f"{tuple(cos.shape)}, signed_sin {tuple(signed_sin.shape)}")
     getattr(_library(), f"rope_{_SUFFIX_OF_DTYPE[x.dtype]}")(
