@@ -307,18 +307,25 @@ def test_native_generate_streams_pieces(server: ServerProcess, http: httpx.Clien
 
 def test_full_waiting_queue_refuses_with_503(server: ServerProcess, http: httpx.Client) -> None:
     """schedule.max_queued_requests is hot and read by the scheduler at admission: lowered at run
-    time, the requests beyond it are refused with a 503 naming the limit, the rest are served."""
-    assert http.patch("/v1/runtime_config", json={"max_queued_requests": 1}).status_code == 200
+    time, the requests beyond it are refused with a 503 naming the limit, the rest are served.
+
+    One request runs at a time and each decodes 48 tokens, so the burst's requests arrive while the
+    first still runs and queue behind it, however fast a step is (with 4 tokens and no running
+    limit, a fast runner drained the queue between arrivals and nothing was refused). Reverse-verified:
+    passing no limit to the scheduler's admission check makes every request a 200 and fails."""
+    running = http.get("/v1/runtime_config").json()["leaves"]["max_running_requests"]["value"]
+    assert http.patch("/v1/runtime_config", json={"max_queued_requests": 1, "max_running_requests": 1}).status_code == 200
 
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as ac:
-            body = {"model": MODEL, "prompt": "Hello", "max_tokens": 4, "temperature": 0}
+            body = {"model": MODEL, "prompt": "Hello", "max_tokens": 48, "temperature": 0, "ignore_eos": True}
             return list(await asyncio.gather(*(ac.post("/v1/completions", json=body) for _ in range(8))))
 
     try:
         responses = asyncio.run(burst())
     finally:
-        assert http.patch("/v1/runtime_config", json={"max_queued_requests": None}).status_code == 200
+        restored = {"max_queued_requests": None, "max_running_requests": running}
+        assert http.patch("/v1/runtime_config", json=restored).status_code == 200
     statuses = [r.status_code for r in responses]
     assert 200 in statuses and 503 in statuses and set(statuses) <= {200, 503}
     refused = next(r for r in responses if r.status_code == 503)
