@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from native_build import NativeBuildError, build_library, cache_dir_of, default_compiler
+from native_build import NativeBuildError, build_library, cache_dir_of, default_compiler, load_library
 
 FLAGS = ("-O2", "-shared", "-fPIC")
 
@@ -33,6 +33,14 @@ def test_builds_once_and_loads(tmp_path: Path) -> None:
     edited = build_library(_source(tmp_path, "return x * 7;"), FLAGS, cache_dir=cache, compiler=compiler, what="t")
     assert edited != path and ctypes.CDLL(str(edited)).answer(7) == 49
     assert sorted(p.name for p in cache.iterdir()) == sorted([path.name, edited.name])
+
+
+def test_load_library_builds_into_the_package_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What the runtime packages call: the default compiler, $XDG_CACHE_HOME/<package>, loaded."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    library = load_library(_source(tmp_path, "return x + 1;"), FLAGS, package="some-package", what="the test library")
+    assert library.answer(41) == 42
+    assert [p.suffix for p in (tmp_path / "xdg" / "some-package").iterdir()] == [".so"]
 
 
 def test_cache_dir_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from native_build import build_library, cache_dir_of, default_compiler
+from native_build import load_library
 
 WHAT = "torch_native's CPU paged-attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
@@ -63,8 +63,7 @@ def paged_queries(requests: list[int], q_rows: list[int], seq_lens: list[int], *
 @functools.cache
 def _library() -> ctypes.CDLL:
     """The kernel, loaded once per process (built on first use on this machine)."""
-    library = ctypes.CDLL(str(build_library(SOURCE, FLAGS, cache_dir=cache_dir_of("attn-backends"),
-                                            compiler=default_compiler(WHAT), what=WHAT)))
+    library = load_library(SOURCE, FLAGS, package="attn-backends", what=WHAT)
     i64, pointer = ctypes.c_int64, ctypes.c_void_p
     for entry in _ENTRY_OF_DTYPE.values():
         getattr(library, entry).argtypes = [pointer] * 7 + [i64] * 11 + [ctypes.c_double, pointer]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import os
@@ -66,3 +67,8 @@ def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, comp
             raise NativeBuildError(f"compiling {source.name} with {compiler} failed (exit {result.returncode}):\n{result.stderr}")
         os.replace(built, path)
     return path
+
+
+def load_library(source: Path, flags: tuple[str, ...], *, package: str, what: str) -> ctypes.CDLL:
+    """`source` built with the default compiler into `package`'s cache (unless already there), loaded."""
+    return ctypes.CDLL(str(build_library(source, flags, cache_dir=cache_dir_of(package), compiler=default_compiler(what), what=what)))

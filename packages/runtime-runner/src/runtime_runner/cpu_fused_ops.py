@@ -19,7 +19,7 @@ import functools
 from pathlib import Path
 
 import torch
-from native_build import build_library, cache_dir_of, default_compiler
+from native_build import load_library
 
 WHAT = "the runner's fused CPU ops"
 SOURCE = Path(__file__).with_name("cpu_fused_ops.cpp")
@@ -31,8 +31,7 @@ _SUFFIX_OF_DTYPE = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.
 @functools.cache
 def _library() -> ctypes.CDLL:
     """The ops, loaded once per process (built first on a machine that never had them)."""
-    library = ctypes.CDLL(str(build_library(SOURCE, FLAGS, cache_dir=cache_dir_of("runtime-runner"),
-                                            compiler=default_compiler(WHAT), what=WHAT)))
+    library = load_library(SOURCE, FLAGS, package="runtime-runner", what=WHAT)
     i64, pointer = ctypes.c_int64, ctypes.c_void_p
     for suffix in _SUFFIX_OF_DTYPE.values():
         norm = getattr(library, f"add_rms_norm_{suffix}")
