@@ -106,6 +106,22 @@ def test_refuses_what_it_cannot_index() -> None:
         cpu_fused_ops.rope_(torch.randn(2, 3, 8), torch.randn(2, 6), torch.randn(2, 6))
 
 
+def test_the_public_ops_take_the_cpp_path_on_a_cpu() -> None:
+    """norm.py and mlp_activation.py route CPU tensors to the C++ ops (rope's routing shows in its
+    in-place result above). In fp32 the C++ results differ from the torch forms in the last bit of
+    some elements (the sum's order, the polynomial exp), so equality with the C++ call tells the
+    paths apart. Reverse-verified: returning the torch form from silu_and_mul, or from add_rms_norm,
+    fails here."""
+    gen = _gen()
+    x, delta = torch.randn(64, 576, generator=gen), torch.randn(64, 576, generator=gen)
+    weight, gate_up = torch.rand(576, generator=gen) + 0.5, torch.randn(64, 2 * 1536, generator=gen) * 4
+    assert not torch.equal(cpu_fused_ops.silu_mul(gate_up), F.silu(gate_up[:, :1536]) * gate_up[:, 1536:])
+    assert torch.equal(silu_and_mul(gate_up), cpu_fused_ops.silu_mul(gate_up))
+    assert not torch.equal(cpu_fused_ops.add_rms_norm(x, delta, weight, 1e-6)[1], _rms_norm_reference(x + delta, weight, 1e-6))
+    assert torch.equal(add_rms_norm(x, delta, weight, 1e-6)[1], cpu_fused_ops.add_rms_norm(x, delta, weight, 1e-6)[1])
+    assert torch.equal(rms_norm(x, weight, 1e-6), cpu_fused_ops.add_rms_norm(x, None, weight, 1e-6)[1])
+
+
 def test_other_dtypes_and_traced_code_keep_the_torch_forms() -> None:
     """fp64 has no C++ entry; under torch.compile inductor fuses the torch form itself."""
     x = torch.randn(3, 16, dtype=torch.float64)
