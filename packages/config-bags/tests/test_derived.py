@@ -79,7 +79,7 @@ def test_max_total_tokens_and_context_length_of() -> None:
         config_bags.max_total_tokens_of(MemoryBag(), 0)
     assert config_bags.context_length_of(ModelBag(), 2048) == 2048
     assert config_bags.context_length_of(ModelBag(context_length=512), 2048) == 512
-    with pytest.raises(config_bags.LeafValueError, match="context_length 4096 exceeds the model's maximum of 2048 tokens"):
+    with pytest.raises(config_bags.LeafValueError, match="context_length = 4096 requires context_length <= the model's maximum, got maximum = 2048 tokens"):
         config_bags.context_length_of(ModelBag(context_length=4096), 2048)
 
 

@@ -75,12 +75,12 @@ def test_a_failing_subscriber_does_not_stop_the_others_and_is_reported(published
         ({"page_size": 0}, config_bags.LeafValueError, r"page_size: Expected `int` >= 1 \(got 0\); accepted: int >= 1"),
         ({"schedule_policy": "random"}, config_bags.LeafValueError, r"schedule_policy: .*'random'.*accepted: one of fcfs, lpm"),
         ({"enable_metrics": 1}, config_bags.LeafValueError, r"enable_metrics: Expected `bool`, got `int`"),
-        ({"chunked_prefill_size": 0}, config_bags.LeafValueError, r"chunked_prefill_size must be positive or -1"),
+        ({"chunked_prefill_size": 0}, config_bags.LeafValueError, r"ScheduleBag.chunked_prefill_size = 0 is not accepted; accepted: an int >= 1, or -1"),
         ({"max_running_requests": 8, "port": 70000}, config_bags.LeafValueError, r"port: Expected `int` <= 65535"),
         (
             {"speculative_ngram_min_match_window": 20},
             config_bags.LeafValueError,
-            r"speculative_ngram_min_match_window must not exceed speculative_ngram_max_match_window \(20 > 12\)",
+            r"speculative_ngram_min_match_window = 20 requires speculative_ngram_min_match_window <= speculative_ngram_max_match_window, got speculative_ngram_max_match_window = 12",
         ),
     ],
 )

@@ -40,7 +40,7 @@ def test_assigning_to_a_bag_raises() -> None:
 
 
 def test_constructing_a_bag_checks_constraints() -> None:
-    with pytest.raises(ValueError, match="chunked_prefill_size must be positive or -1"):
+    with pytest.raises(ValueError, match="ScheduleBag.chunked_prefill_size = 0 is not accepted; accepted: an int >= 1, or -1"):
         ScheduleBag(chunked_prefill_size=0)
 
 

@@ -51,7 +51,7 @@ def test_every_leaf_has_help_a_valid_default_and_a_temperature(name: str) -> Non
 
 
 def test_constraints_and_choices_are_declared_on_the_leaf() -> None:
-    assert config_bags.leaf_spec("page_size").accepts() == "int >= 1"
+    assert config_bags.leaf_spec("page_size").accepts() == "int >= 1 and <= 2^63-1"
     assert config_bags.leaf_spec("port").accepts() == "int >= 1 and <= 65535"
     assert config_bags.leaf_spec("schedule_policy").choices == ("fcfs", "lpm")
     assert config_bags.leaf_spec("attention_backend").accepts() == "one of torch_native, triton, flashinfer, or unset"

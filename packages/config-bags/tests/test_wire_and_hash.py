@@ -34,7 +34,7 @@ def test_decode_refuses_invalid_bytes_with_the_reason() -> None:
     with pytest.raises(config_bags.WireError, match=r"Expected `int` >= 1 - at `\$.schedule.page_size`"):
         config_bags.decode(bad)
     cross = msgspec.msgpack.encode({"schedule": {"chunked_prefill_size": 0}})
-    with pytest.raises(config_bags.WireError, match="chunked_prefill_size must be positive or -1"):
+    with pytest.raises(config_bags.WireError, match="ScheduleBag.chunked_prefill_size = 0 is not accepted; accepted: an int >= 1, or -1"):
         config_bags.decode(cross)
 
 

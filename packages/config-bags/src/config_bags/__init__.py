@@ -35,6 +35,7 @@ from config_bags.derived import (
     chunk_size,
     chunk_size_of,
     context_length_of,
+    context_length_refusal,
     cuda_graph_decode_bs,
     cuda_graph_decode_bs_of,
     linear_attn_backends,
@@ -54,10 +55,12 @@ from config_bags.errors import (
     UnknownLeafError,
     WireError,
 )
+from config_bags.invariants import INVARIANTS, context_length_within_model
 from config_bags.leaf import leaf
 from config_bags.override import (
     checked_value,
     leaf_value,
+    leaf_value_of,
     on_override,
     override,
     overrides_log,
@@ -73,6 +76,7 @@ from config_bags.publish import (
     publish,
     published_bags,
     published_role,
+    published_rules,
     unpublish,
 )
 from config_bags.roles import (
@@ -84,6 +88,7 @@ from config_bags.roles import (
     clear_role_violations,
     role_violations,
 )
+from config_bags.rules import Rule, RuleBrokenError, broken_rule, check_rules
 from config_bags.schema import LeafSpec, all_leaves, leaf_spec, leaf_specs, namespaces
 from config_bags.state import (
     LeafChange,
@@ -104,6 +109,7 @@ from config_bags.state import (
 from config_bags.wire import decode, encode
 
 __all__ = [
+    "INVARIANTS",
     "ROLE_CHECK_MODE",
     "ROLE_READS",
     "AttentionBackends",
@@ -134,6 +140,8 @@ __all__ = [
     "RoleCheckMode",
     "RoleViolation",
     "RoleViolationError",
+    "Rule",
+    "RuleBrokenError",
     "ScheduleBag",
     "ServingBag",
     "SpecBag",
@@ -143,12 +151,16 @@ __all__ = [
     "attention_backends",
     "attention_backends_of",
     "begin_serving",
+    "broken_rule",
+    "check_rules",
     "checked_value",
     "chunk_size",
     "chunk_size_of",
     "clear_role_violations",
     "config_hash",
     "context_length_of",
+    "context_length_refusal",
+    "context_length_within_model",
     "cuda_graph_decode_bs",
     "cuda_graph_decode_bs_of",
     "decode",
@@ -171,6 +183,7 @@ __all__ = [
     "leaf_spec",
     "leaf_specs",
     "leaf_value",
+    "leaf_value_of",
     "linear_attn_backends",
     "linear_attn_backends_of",
     "max_prefill_buffer_tokens",
@@ -186,6 +199,7 @@ __all__ = [
     "publish",
     "published_bags",
     "published_role",
+    "published_rules",
     "role_violations",
     "unpublish",
     "with_leaves",

@@ -1,5 +1,8 @@
 """Constrained value types for leaves. A constraint lives on the type, so it also holds
-inside an optional leaf (`PositiveInt | None`), where msgspec checks it when a value is set."""
+inside an optional leaf (`PositiveInt | None`), where msgspec checks it when a value is set.
+
+Every integer is bounded by 64 bits: the bags cross processes as msgpack, whose integers are
+64-bit, so a larger value could be accepted here and then fail to travel."""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ from typing import Annotated
 
 import msgspec
 
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
-PositiveOrDisabledInt = Annotated[int, msgspec.Meta(ge=-1)]
-NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0.0)]
+INT64_MAX = 2**63 - 1
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+PositiveOrDisabledInt = Annotated[int, msgspec.Meta(ge=-1, le=INT64_MAX)]
 AboveOneFloat = Annotated[float, msgspec.Meta(gt=1.0)]
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]

@@ -113,17 +113,22 @@ def max_total_tokens_of(memory: MemoryBag, kv_bytes_per_token: int) -> int:
     return max(1, memory.kv_cache_memory_mb * 1024 * 1024 // kv_bytes_per_token)
 
 
+def context_length_refusal(model: ModelBag, model_max_length: int) -> str | None:
+    """Why the configured context length cannot be served by a model of `model_max_length`
+    positions (it exceeds them), or None when it can."""
+    length = model.context_length
+    if length is not None and length > model_max_length:
+        return f"context_length = {length} requires context_length <= the model's maximum, got maximum = {model_max_length} tokens"
+    return None
+
+
 def context_length_of(model: ModelBag, model_max_length: int) -> int:
     """The served context length: the configured one, which may not exceed the model's own
-    maximum, else the model's maximum."""
-    if model.context_length is None:
-        return model_max_length
-    if model.context_length > model_max_length:
-        raise LeafValueError(
-            f"context_length {model.context_length} exceeds the model's maximum of {model_max_length} tokens; "
-            f"accepted: 1 to {model_max_length}, or unset"
-        )
-    return model.context_length
+    maximum (LeafValueError), else the model's maximum."""
+    refusal = context_length_refusal(model, model_max_length)
+    if refusal is not None:
+        raise LeafValueError(f"{refusal}; accepted: 1 to {model_max_length}, or unset")
+    return model_max_length if model.context_length is None else model.context_length
 
 
 def chunk_size_of(schedule: ScheduleBag) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,7 +13,9 @@ import msgspec
 from config_bags.bags import Bags
 from config_bags.bags.base import Bag
 from config_bags.errors import ColdLeafError, LeafValueError
+from config_bags.invariants import INVARIANTS
 from config_bags.publish import published_bags
+from config_bags.rules import Rule, check_rules
 from config_bags.schema import LeafSpec, leaf_spec
 from config_bags.state import PROCESS, LeafChange, OverrideRecord, install
 
@@ -28,20 +30,19 @@ def checked_value(spec: LeafSpec, value: Any) -> Any:
         raise LeafValueError(f"{spec.name}: {err} (got {value!r}); accepted: {spec.accepts()}") from None
 
 
-def with_leaves(bags: Bags, leaves: Mapping[str, Any]) -> Bags:
-    """New bags equal to `bags` with `leaves` replaced, after checking each leaf and each touched bag.
+def with_leaves(bags: Bags, leaves: Mapping[str, Any], rules: Iterable[Rule] = INVARIANTS) -> Bags:
+    """New bags equal to `bags` with `leaves` replaced, after checking each leaf, each touched
+    bag's cross-leaf check, and `rules` over the result.
 
-    Pure: nothing is published. Raises UnknownLeafError or LeafValueError and returns nothing
-    when any leaf is refused.
+    Pure: nothing is published. Raises UnknownLeafError or LeafValueError (RuleBrokenError for a
+    broken rule) and returns nothing when any leaf is refused.
     """
     by_bag: dict[tuple[str, ...], dict[str, Any]] = {}
     for name, value in leaves.items():
         spec = leaf_spec(name)
         by_bag.setdefault(spec.path[:-1], {})[name] = checked_value(spec, value)
-    try:
-        new: Bags = _replace_nested(bags, (), by_bag)
-    except ValueError as err:  # a bag's cross-leaf check (__post_init__)
-        raise LeafValueError(str(err)) from None
+    new: Bags = _replace_nested(bags, (), by_bag)
+    check_rules(new, rules)
     return new
 
 
@@ -67,7 +68,8 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
     """Change leaves of the published bags, all or none.
 
     Every leaf is checked first (it exists, its type, its constraints, each touched bag's
-    cross-leaf checks, and after `begin_serving()` that it is hot). Only then are the new frozen
+    cross-leaf checks, the published rules over the new bags, and after `begin_serving()` that it
+    is hot). Only then are the new frozen
     bags installed, the change appended to `overrides_log()` and the subscribers called.
     A refused override raises and changes nothing.
     """
@@ -80,9 +82,9 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
         leaf_spec(name)
     if PROCESS.serving:
         _refuse_cold(list(leaves))
-    new = with_leaves(current, leaves)
+    new = with_leaves(current, leaves, PROCESS.rules)
     changes = tuple(
-        LeafChange(leaf=name, old=_leaf_value(current, name), new=_leaf_value(new, name)) for name in leaves
+        LeafChange(leaf=name, old=leaf_value_of(current, name), new=leaf_value_of(new, name)) for name in leaves
     )
     record = OverrideRecord(source=source, time=time.time(), changes=changes)
     install(new)
@@ -94,7 +96,8 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
     return record
 
 
-def _leaf_value(bags: Bags, name: str) -> Any:
+def leaf_value_of(bags: Bags, name: str) -> Any:
+    """The value of one leaf, by flat name, in `bags`."""
     node: Any = bags
     for part in leaf_spec(name).path:
         node = getattr(node, part)
@@ -103,7 +106,7 @@ def _leaf_value(bags: Bags, name: str) -> Any:
 
 def leaf_value(name: str) -> Any:
     """The published value of one leaf, by flat name."""
-    return _leaf_value(published_bags(), name)
+    return leaf_value_of(published_bags(), name)
 
 
 def _notify(record: OverrideRecord) -> None:

@@ -28,6 +28,7 @@ from config_bags.bags import (
 )
 from config_bags.errors import NotPublishedError
 from config_bags.roles import ROLE_CHECK_MODE, Role, RoleCheckMode, check_role_read
+from config_bags.rules import Rule
 
 B = TypeVar("B")
 
@@ -58,6 +59,7 @@ class ProcessConfig:
         self.log: list[OverrideRecord] = []
         self.subscribers: list[Callable[[OverrideRecord], None]] = []
         self.hash: str | None = None
+        self.rules: tuple[Rule, ...] = ()  # config-bags' invariants and the stack's rules, once published
 
 
 PROCESS = ProcessConfig()

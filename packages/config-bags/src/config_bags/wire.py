@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from config_bags.bags import Bags
+from config_bags.bags.base import checked_by_msgspec
 from config_bags.errors import WireError
 
 _encoder = msgspec.msgpack.Encoder()
@@ -19,6 +20,7 @@ def encode(bags: Bags) -> bytes:
 def decode(data: bytes) -> Bags:
     """The `Bags` in `data`; types, constraints and cross-leaf checks are applied, else WireError."""
     try:
-        return _decoder.decode(data)
+        with checked_by_msgspec():
+            return _decoder.decode(data)
     except (msgspec.DecodeError, ValueError) as err:
         raise WireError(f"bytes do not decode into valid Bags: {err}") from None

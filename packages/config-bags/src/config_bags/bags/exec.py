@@ -9,6 +9,7 @@ import msgspec
 from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBackendName
 from config_bags.bags.base import Bag
 from config_bags.constraints import BatchSizes, PositiveInt
+from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
 
 MoeRunnerBackend = Literal["auto", "torch_native", "triton"]
@@ -50,9 +51,11 @@ class GraphBag(Bag, frozen=True, kw_only=True):
         bool, leaf("Compile the one-request decode step with torch.compile (faster batch-1 decode; a minute or more at start).", hot=False)
     ] = False
 
-    def __post_init__(self) -> None:
+    def check_leaves_together(self) -> None:
         if self.cuda_graph_decode_bs is not None and list(self.cuda_graph_decode_bs) != sorted(set(self.cuda_graph_decode_bs)):
-            raise ValueError(f"cuda_graph_decode_bs must be strictly increasing, got {list(self.cuda_graph_decode_bs)}")
+            raise LeafValueError(
+                f"GraphBag.cuda_graph_decode_bs = {list(self.cuda_graph_decode_bs)} is not accepted; accepted: strictly increasing batch sizes"
+            )
 
 
 class MoeBag(Bag, frozen=True, kw_only=True):

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from config_bags.bags.base import Bag
 from config_bags.constraints import NonNegativeInt, PositiveInt
+from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
 
 
@@ -18,6 +19,6 @@ class ParallelBag(Bag, frozen=True, kw_only=True):
     nnodes: Annotated[PositiveInt, leaf("Nodes in the deployment.", hot=False)] = 1
     node_rank: Annotated[NonNegativeInt, leaf("This node's rank among nnodes.", hot=False)] = 0
 
-    def __post_init__(self) -> None:
+    def check_leaves_together(self) -> None:
         if self.node_rank >= self.nnodes:
-            raise ValueError(f"node_rank must be below nnodes ({self.nnodes}), got {self.node_rank}")
+            raise LeafValueError(f"ParallelBag.node_rank = {self.node_rank} requires node_rank < nnodes, got nnodes = {self.nnodes}")

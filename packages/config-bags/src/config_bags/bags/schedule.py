@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from config_bags.bags.base import Bag
 from config_bags.constraints import PositiveInt, PositiveOrDisabledInt
+from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
 
 SchedulePolicy = Literal["fcfs", "lpm"]
@@ -25,6 +26,6 @@ class ScheduleBag(Bag, frozen=True, kw_only=True):
     max_queued_requests: Annotated[PositiveInt | None, leaf("Most requests waiting for admission; beyond it new requests are refused (unset: no cap).", hot=True)
     ] = None
 
-    def __post_init__(self) -> None:
+    def check_leaves_together(self) -> None:
         if self.chunked_prefill_size == 0:
-            raise ValueError("chunked_prefill_size must be positive or -1 (no chunking), got 0")
+            raise LeafValueError("ScheduleBag.chunked_prefill_size = 0 is not accepted; accepted: an int >= 1, or -1 (no chunking)")

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from config_bags.bags.base import Bag
 from config_bags.bags.attention_names import AttentionBackendName
 from config_bags.constraints import NonEmptyStr, PositiveInt
+from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
 
 SpeculativeAlgorithm = Literal["ngram", "draft_model"]
@@ -33,11 +34,15 @@ class SpecBag(Bag, frozen=True, kw_only=True):
         AttentionBackendName | None, leaf("Attention backend of the draft runner (unset: the target's pair).", hot=False)
     ] = None
 
-    def __post_init__(self) -> None:
+    def check_leaves_together(self) -> None:
         if self.speculative_ngram_min_match_window > self.speculative_ngram_max_match_window:
-            raise ValueError(
-                "speculative_ngram_min_match_window must not exceed speculative_ngram_max_match_window "
-                f"({self.speculative_ngram_min_match_window} > {self.speculative_ngram_max_match_window})"
+            raise LeafValueError(
+                f"SpecBag.speculative_ngram_min_match_window = {self.speculative_ngram_min_match_window} requires "
+                "speculative_ngram_min_match_window <= speculative_ngram_max_match_window, "
+                f"got speculative_ngram_max_match_window = {self.speculative_ngram_max_match_window}"
             )
         if self.speculative_algorithm == "draft_model" and self.speculative_draft_model_path is None:
-            raise ValueError("speculative_algorithm draft_model needs speculative_draft_model_path")
+            raise LeafValueError(
+                "SpecBag.speculative_algorithm = 'draft_model' requires speculative_draft_model_path (the draft checkpoint "
+                "directory), got none"
+            )
