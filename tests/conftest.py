@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import torch
 from attn_backends import build_attention_backend
@@ -58,6 +59,15 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., P
     return make
 
 
+def budgets_within(schedule: ScheduleBag, pool: int | None) -> ScheduleBag:
+    """`schedule` with its chunk and prefill budget lowered to `pool` tokens where they exceed it."""
+    if pool is None:
+        return schedule
+    chunk = schedule.chunked_prefill_size
+    return msgspec.structs.replace(schedule, chunked_prefill_size=chunk if chunk == -1 else min(chunk, pool),
+                                   max_prefill_tokens=min(schedule.max_prefill_tokens, pool))
+
+
 @pytest.fixture
 def unpublished() -> Iterator[None]:
     """Nothing published when the test starts, and nothing left published when it ends."""
@@ -70,14 +80,17 @@ def unpublished() -> Iterator[None]:
 def standalone_runner(unpublished: None) -> Callable[..., ModelRunner]:
     """`build(model_dir, *, factory=build_attention_backend, context_length=None, schedule=None,
     memory=None, exec=None)`: publish (role standalone) fp32 bags serving `model_dir`, with the
-    bags given (the defaults where None), then build a ModelRunner through `factory`. Unpublished
-    at teardown."""
+    bags given (the defaults where None), then build a ModelRunner through `factory`. A small
+    pool gets prefill budgets that fit it (the `chunk_fits_pool` and `prefill_budget_fits_pool`
+    rules), as serve's resolution declares them. Unpublished at teardown."""
 
     def build(model_dir: Path, *, factory: AttentionBackendFactory = build_attention_backend,
               context_length: int | None = None, schedule: ScheduleBag | None = None,
               memory: MemoryBag | None = None, exec: ExecBag | None = None) -> ModelRunner:
+        memory = memory or MemoryBag()
+        schedule = budgets_within(schedule or ScheduleBag(), memory.max_total_tokens)
         publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="float32", context_length=context_length),
-                     schedule=schedule or ScheduleBag(), memory=memory or MemoryBag(), exec=exec or ExecBag()),
+                     schedule=schedule, memory=memory, exec=exec or ExecBag()),
                 role="standalone")
         return ModelRunner(factory)
 

@@ -126,8 +126,11 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     """Milliseconds per decode step of the default model at serving shapes, gathered against kernel."""
     model_dir = ensure_default_model()
     unpublish()
-    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"), schedule=ScheduleBag(page_size=page_size),
-                 memory=MemoryBag(max_total_tokens=args.requests * 512), device=DeviceBag(device="cpu", cpu_threads=args.threads)),
+    pool = args.requests * 512
+    # The driver runs whole batches itself; the scheduler's budgets only have to fit the pool.
+    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"),
+                 schedule=ScheduleBag(page_size=page_size, chunked_prefill_size=-1, max_prefill_tokens=pool),
+                 memory=MemoryBag(max_total_tokens=pool), device=DeviceBag(device="cpu", cpu_threads=args.threads)),
             role="standalone")
     rng = random.Random(args.seed)
     prompts = [[rng.randrange(100, 40000) for _ in range(rng.randint(100, 400))] for _ in range(args.requests)]

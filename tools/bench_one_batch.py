@@ -134,8 +134,11 @@ def main() -> None:
     floors: dict[str, float] = {}
     for dtype in args.dtypes:
         unpublish()
-        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype), schedule=ScheduleBag(page_size=16),
-                     memory=MemoryBag(max_total_tokens=max(args.batch_sizes) * (args.prompt_len + args.new_tokens + 16) * 2),
+        pool = max(args.batch_sizes) * (args.prompt_len + args.new_tokens + 16) * 2
+        # The driver runs whole batches itself; the scheduler's budgets only have to fit the pool.
+        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype),
+                     schedule=ScheduleBag(page_size=16, chunked_prefill_size=-1, max_prefill_tokens=pool),
+                     memory=MemoryBag(max_total_tokens=pool),
                      device=DeviceBag(device="cpu", cpu_threads=args.threads),
                      exec=ExecBag(graph=GraphBag(enable_torch_compile=args.torch_compile))), role="standalone")
         built = time.perf_counter()
