@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from census import SHAPES
 from census.cli import main
 
 TREE = Path(__file__).parent / "fixtures" / "serving_tree"
@@ -22,9 +23,9 @@ def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str]
     code, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json"], capsys)
     assert code == 0
     doc = json.loads(out)
-    assert set(doc) >= {"reads", "dynamic", "writes", "totals"}
+    assert set(doc) == {"reads", "dynamic", "writes", "takers", "copies", "skipped", "totals"}
     assert set(doc["reads"][0]) == {"path", "line", "function", "leaf", "bag", "shape"}
-    assert {r["shape"] for r in doc["reads"]} == {"direct", "alias", "getattr", "parked"}
+    assert {r["shape"] for r in doc["reads"]} == set(SHAPES) == {"direct", "alias", "getattr", "parked", "inherited"}
     totals = doc["totals"]
     assert totals["reads"] == len(doc["reads"]) == sum(totals["reads_by_shape"].values())
     assert totals["dynamic"] == len(doc["dynamic"]) == 5
@@ -37,7 +38,8 @@ def test_table_output_names_functions_blind_spots_and_totals(capsys: pytest.Capt
     assert code == 0
     assert "engine/scheduler.py::Scheduler.get_next_batch" in out
     assert "dynamic reads (blind spots" in out and "getattr(server_args, name)" in out
-    assert out.strip().splitlines()[-1].startswith("totals: 5 files (0 skipped)")
+    assert "engine/overlap_scheduler.py::OverlapScheduler.overlap" in out
+    assert out.strip().splitlines()[-1].startswith("totals: 6 files (0 skipped)")
 
 
 def test_a_schema_from_json_or_module_callable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,12 +90,12 @@ def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_stats_reports_census_and_parse_speed(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run([str(TREE), "--stats"], capsys)
-    assert code == 0 and "census" in out and "ast.parse alone" in out and "5 files" in out
+    assert code == 0 and "census" in out and "ast.parse alone" in out and "6 files" in out
 
 
 def test_exclude_leaves_a_subtree_out(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--exclude", str(TREE / "engine" / "spec_worker.py")], capsys)
     doc = json.loads(out)
-    assert doc["totals"]["files"] == 4
-    assert {r["path"] for r in doc["reads"]} == {"engine/model_runner.py", "engine/scheduler.py"}
+    assert doc["totals"]["files"] == 5
+    assert {r["path"] for r in doc["reads"]} == {"engine/model_runner.py", "engine/scheduler.py", "engine/overlap_scheduler.py"}
     assert doc["dynamic"] == [d for d in doc["dynamic"] if d["path"] != "engine/spec_worker.py"]

@@ -1,5 +1,6 @@
-"""The census over a fixture tree written like a real serving engine: every read shape, the
-blind spot and the writes, each checked line for line against the `# census:` markers."""
+"""The census over a fixture tree written like a real serving engine: every read shape (a record
+parked by a base class in another module too), the blind spot and the writes, each checked
+line for line against the `# census:` markers."""
 
 from __future__ import annotations
 
@@ -70,6 +71,21 @@ def test_parked_reads(census: Census) -> None:
 
     Reverse-verified: with `_bind` no longer adding to `scope.parked`, this test fails."""
     assert reads_of(census, "parked") == marked("parked")
+
+
+def test_reads_through_a_record_parked_by_a_base_class(census: Census) -> None:
+    """`Scheduler` parks the record in engine/scheduler.py; its subclasses in
+    engine/overlap_scheduler.py (a module that never spells the record, importing the base as
+    `from engine import scheduler`) read it, one and two levels down; `FutureMap`, no
+    subclass, reads its own `args`.
+
+    Reverse-verified: with `_shape` answering None for an inherited attribute (only the
+    class's own parking followed), this test fails; so it does with the class graph's
+    rounds in `census_of_sources` removed."""
+    assert reads_of(census, "inherited") == marked("inherited")
+    assert {r.function for r in census.reads if r.shape == "inherited"} == {
+        "OverlapScheduler.overlap", "OverlapScheduler.budget", "TwoBatchScheduler.__init__",
+    }
 
 
 def test_dynamic_reads_are_reported_never_dropped(census: Census) -> None:

@@ -1,7 +1,8 @@
 """`census PATH... [--record NAME ...] [--format table|json] [--baseline FILE] [--update-baseline]`
 
-Counts, per function, the reads of a launch record in any Python tree. Exit status: 0, or 1
-when a --baseline differs from the census, or 2 for a bad argument.
+Counts, per function, the reads of a launch record in any Python tree, and the copies of bag
+values into instance attributes. Exit status: 0, or 1 when a --baseline differs from the
+census, or 2 for a bad argument.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import sys
 import warnings
 from pathlib import Path
 
+from census.bag_names import bag_names_from, config_bags_bag_names
 from census.baseline import BaselineError, ratchet_differences, read_baseline, write_baseline
 from census.module_scan import RecordNames
-from census.report import as_json, as_table, counts_per_file
+from census.report import COUNTS, as_json, as_table, counts_per_file
 from census.scan import census_of
 from census.schema import SchemaError, config_bags_schema, schema_from
 from census.stats import speed_of
@@ -27,10 +29,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--record-type", action="append", metavar="CLASS", help="Annotation that marks a record parameter (repeatable; default ServerArgs).")
     p.add_argument("--exclude", action="append", default=[], type=Path, metavar="PATH", help="Leave out files under PATH (repeatable).")
     p.add_argument("--schema", metavar="SPEC", help="Leaf -> bag map: a .json file or module:callable (default: config_bags when importable).")
+    p.add_argument(
+        "--bags", metavar="SPEC",
+        help="Bag accessors, derived accessors and bag types, for the copies count: a .json file "
+        '{"accessors": [...], "derived": [...], "types": [...]} or module:callable (default: config_bags when importable).',
+    )
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--root", type=Path, help="Report paths relative to this directory (default: the current one).")
     p.add_argument("--baseline", type=Path, metavar="FILE", help="Compare per-file counts with FILE; exit 1 when they differ.")
-    p.add_argument("--count", choices=("reads", "dynamic", "writes"), default="reads", help="What --baseline counts (default reads).")
+    p.add_argument("--count", choices=COUNTS, default="reads", help="What --baseline counts (default reads).")
     p.add_argument("--update-baseline", action="store_true", help="Write the census's counts to --baseline.")
     p.add_argument("--stats", action="store_true", help="Print files/s of the census and of plain ast.parse over the same files.")
     return p
@@ -45,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         bag_of = schema_from(args.schema) if args.schema else config_bags_schema()
+        bags = bag_names_from(args.bags) if args.bags else config_bags_bag_names()
     except SchemaError as err:
         print(f"census: error: {err}", file=sys.stderr)
         return 2
@@ -56,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         print("census: error: --update-baseline needs --baseline FILE", file=sys.stderr)
         return 2
     if args.stats:
-        print(speed_of(args.paths, names, bag_of).summary())
+        print(speed_of(args.paths, names, bag_of, bags).summary())
         return 0
     warnings.simplefilter("always")
     warnings.showwarning = lambda message, *_rest: print(f"census: warning: {message}", file=sys.stderr)
-    census = census_of(args.paths, names, bag_of, args.root, args.exclude)
+    census = census_of(args.paths, names, bag_of, args.root, args.exclude, bags)
     print(as_json(census) if args.format == "json" else as_table(census))
     if args.baseline is None:
         return 0

@@ -1,13 +1,13 @@
-"""What the census finds: reads, writes, dynamic reads (the blind spot) and record takers."""
+"""What the census finds: reads, writes, dynamic reads (the blind spot), record takers, and
+copies of bag values into instance attributes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Literal
 
-from dataclasses import dataclass, field
-
-Shape = Literal["direct", "alias", "getattr", "parked"]
-SHAPES: tuple[Shape, ...] = ("direct", "alias", "getattr", "parked")
+Shape = Literal["direct", "alias", "getattr", "parked", "inherited"]
+SHAPES: tuple[Shape, ...] = ("direct", "alias", "getattr", "parked", "inherited")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +55,41 @@ class Taker:
     parameter: str
 
 
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """A bag value stored on an instance (`self.x = get_schedule().page_size`): the copy keeps
+    the value it had then, so it does not follow an override. `leaf` is the last member read
+    off a bag (None: a whole bag or a derived accessor's answer); `value` is the stored
+    expression as written."""
+
+    path: str
+    line: int
+    function: str
+    target: str
+    value: str
+    leaf: str | None
+    bag: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassFacts:
+    """What the class graph needs of one class: its bases as written (dotted names) and the
+    attributes its methods park the record on."""
+
+    bases: tuple[str, ...]
+    parked: frozenset[str]
+
+
 @dataclass(slots=True)
 class ModuleFindings:
-    """Everything found in one module."""
+    """Everything found in one module, and its classes and imports for the class graph."""
 
     reads: list[Read] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     dynamic: list[DynamicRead] = field(default_factory=list)
     takers: list[Taker] = field(default_factory=list)
+    copies: list[Copy] = field(default_factory=list)
+    classes: dict[str, ClassFacts] = field(default_factory=dict)
+    # bound name -> (relative level, dotted target): `import a.b` binds a -> (0, "a"),
+    # `import a.b as m` binds m -> (0, "a.b"), `from ..m import C as D` binds D -> (2, "m.C").
+    imports: dict[str, tuple[int, str]] = field(default_factory=dict)

@@ -20,7 +20,9 @@ class UnparseableWarning(UserWarning):
 
 
 def parsed_module(source: str, path: str) -> ast.Module | None:
-    """The module's AST, or None (with an UnparseableWarning naming the file and line)."""
+    """The module's AST, or None (with an UnparseableWarning naming the file and line). A
+    leading byte-order mark (text decoded as plain UTF-8 keeps it) is not part of the code."""
+    source = source.removeprefix("\ufeff")
     try:
         return ast.parse(source, filename=path)
     except SyntaxError as first:

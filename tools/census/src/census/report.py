@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from census.findings import SHAPES
+from census.findings import SHAPES, Copy, DynamicRead, Read, Write
 from census.scan import Census
 
 
@@ -18,7 +19,8 @@ def top_folder(path: str) -> str:
 
 
 def totals(census: Census) -> dict[str, Any]:
-    """Counts: files, skipped, reads (by shape, bag and top folder), writes, dynamic reads, takers."""
+    """Counts: files, skipped, reads (by shape, bag and top folder), writes, dynamic reads,
+    takers, copies of bag values into instance attributes (and by top folder)."""
     by_bag = Counter(r.bag or "(not a leaf)" for r in census.reads)
     by_folder = Counter(top_folder(r.path) for r in census.reads)
     return {
@@ -31,29 +33,33 @@ def totals(census: Census) -> dict[str, Any]:
         "writes": len(census.writes),
         "dynamic": len(census.dynamic),
         "takers": len(census.takers),
+        "copies": len(census.copies),
+        "copies_by_folder": dict(sorted(Counter(top_folder(c.path) for c in census.copies).items())),
     }
 
 
+# What a baseline may count (`census --count`).
+COUNTS = ("reads", "writes", "dynamic", "copies")
+
+
 def counts_per_file(census: Census, kind: str) -> dict[str, int]:
-    """reads, writes or dynamic reads per file (files with none are absent)."""
-    if kind == "reads":
-        paths = [r.path for r in census.reads]
-    elif kind == "writes":
-        paths = [w.path for w in census.writes]
-    elif kind == "dynamic":
-        paths = [d.path for d in census.dynamic]
-    else:
-        raise ValueError(f"unknown count {kind!r}; accepted: reads, writes, dynamic")
-    return dict(sorted(Counter(paths).items()))
+    """reads, writes, dynamic reads or copies per file (files with none are absent)."""
+    found: dict[str, Sequence[Read | Write | DynamicRead | Copy]] = {
+        "reads": census.reads, "writes": census.writes, "dynamic": census.dynamic, "copies": census.copies,
+    }
+    if kind not in found:
+        raise ValueError(f"unknown count {kind!r}; accepted: {', '.join(COUNTS)}")
+    return dict(sorted(Counter(f.path for f in found[kind]).items()))
 
 
 def as_json(census: Census) -> str:
-    """The documented JSON: reads, dynamic, writes, takers, skipped, totals."""
+    """The documented JSON: reads, dynamic, writes, takers, copies, skipped, totals."""
     document = {
         "reads": [asdict(r) for r in census.reads],
         "dynamic": [asdict(d) for d in census.dynamic],
         "writes": [asdict(w) for w in census.writes],
         "takers": [asdict(t) for t in census.takers],
+        "copies": [asdict(c) for c in census.copies],
         "skipped": census.skipped,
         "totals": totals(census),
     }
@@ -68,7 +74,7 @@ def as_table(census: Census) -> str:
         key = (r.path, r.function)
         rows.setdefault(key, Counter())[r.shape] += 1
         leaves.setdefault(key, set()).add(r.leaf if r.bag is None else f"{r.bag}.{r.leaf}")
-    lines = [f"{'reads':>5} {'dir':>4} {'ali':>4} {'get':>4} {'prk':>4}  function  (leaves)"]
+    lines = [f"{'reads':>5} {'dir':>4} {'ali':>4} {'get':>4} {'prk':>4} {'inh':>4}  function  (leaves)"]
     for key in sorted(rows):
         c = rows[key]
         shapes = " ".join(f"{c[s]:>4}" for s in SHAPES)
@@ -81,6 +87,10 @@ def as_table(census: Census) -> str:
         lines.append("")
         lines.append("writes:")
         lines += [f"  {w.path}:{w.line} {w.function}: {w.leaf}" for w in census.writes]
+    if census.copies:
+        lines.append("")
+        lines.append("copies of bag values into instance attributes (they do not follow an override):")
+        lines += [f"  {c.path}:{c.line} {c.function}: {c.target} = {c.value}" for c in census.copies]
     t = totals(census)
     shapes = ", ".join(f"{k} {v}" for k, v in t["reads_by_shape"].items())
     lines.append("")
@@ -88,6 +98,7 @@ def as_table(census: Census) -> str:
     lines.append(f"reads by folder: {folders}")
     lines.append(
         f"totals: {t['files']} files ({t['skipped']} skipped), {t['reads']} reads ({shapes}), "
-        f"{t['writes']} writes, {t['dynamic']} dynamic, {t['takers']} record-taking parameters"
+        f"{t['writes']} writes, {t['dynamic']} dynamic, {t['takers']} record-taking parameters, "
+        f"{t['copies']} copies into self"
     )
     return "\n".join(lines)

@@ -1,17 +1,25 @@
-"""Running the census over files: read, parse (3.8-3.13), scan each module, collect."""
+"""Running the census over files: read, parse (3.8-3.13), scan each module, hand parked
+records down the class graph, collect."""
 
 from __future__ import annotations
 
+import ast
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from census.findings import DynamicRead, Read, Taker, Write
+from census.bag_names import BagNames
+from census.class_graph import ClassGraph, ModuleFacts
+from census.findings import Copy, DynamicRead, ModuleFindings, Read, Taker, Write
 from census.module_scan import ModuleScanner, RecordNames
 from census.parsing import UnparseableWarning, parsed_module
-from census.sources import python_files
+from census.sources import python_files, source_text
+
+# Each round hands parking one more step down a chain that crosses modules the first scan did
+# not parse; real trees settle in two or three.
+MAX_GRAPH_ROUNDS = 16
 
 
 @dataclass
@@ -24,6 +32,17 @@ class Census:
     writes: list[Write] = field(default_factory=list)
     dynamic: list[DynamicRead] = field(default_factory=list)
     takers: list[Taker] = field(default_factory=list)
+    copies: list[Copy] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One module's text: `shown` is the path the census reports, `location` where it lies
+    (what relative imports and module names are resolved against)."""
+
+    shown: str
+    location: PurePosixPath
+    text: str
 
 
 def display_path(path: Path, root: Path | None) -> str:
@@ -42,19 +61,110 @@ def mentions_record(source: str, names: RecordNames) -> bool:
     return any(name in source for name in names.names) or any(name in source for name in names.types)
 
 
-def census_of_source(source: str, path: str, names: RecordNames, bag_of: Mapping[str, str], *, prefilter: bool = True) -> Census:
-    """The census of one module's source text (unparseable: skipped, with a warning). With
-    `prefilter`, a file that never spells the record is not parsed: it cannot hold a finding."""
-    result = Census(files=1)
-    if prefilter and not mentions_record(source, names):
-        return result
-    tree = parsed_module(source, path)
-    if tree is None:
-        result.skipped.append(path)
-        return result
-    found = ModuleScanner(path, names, bag_of).scan(tree)
-    result.reads, result.writes, result.dynamic, result.takers = found.reads, found.writes, found.dynamic, found.takers
+class _TreeScan:
+    """The modules of one census: parsed on demand, scanned with what the class graph hands
+    down, rescanned when that changes."""
+
+    def __init__(self, names: RecordNames, bag_of: Mapping[str, str], bags: BagNames) -> None:
+        self.names, self.bag_of, self.bags = names, bag_of, bags
+        self.trees: dict[str, tuple[SourceFile, ast.Module]] = {}
+        self.found: dict[str, ModuleFindings] = {}
+        self.handed: dict[str, dict[str, frozenset[str]]] = {}
+        self.skipped: set[str] = set()
+
+    def add(self, file: SourceFile) -> None:
+        tree = parsed_module(file.text, file.shown)
+        if tree is None:
+            self.skipped.add(file.shown)
+            return
+        self.trees[file.shown] = (file, tree)
+        self.scan(file.shown)
+
+    def scan(self, key: str) -> None:
+        file, tree = self.trees[key]
+        scanner = ModuleScanner(file.shown, self.names, self.bag_of, self.bags, self.handed.get(key, {}))
+        self.found[key] = scanner.scan(tree)
+
+    def graph(self) -> ClassGraph:
+        return ClassGraph({key: ModuleFacts(file.location, self.found[key].classes, self.found[key].imports) for key, (file, _) in self.trees.items()})
+
+
+def census_of_sources(
+    files: Sequence[SourceFile],
+    names: RecordNames,
+    bag_of: Mapping[str, str],
+    bags: BagNames = BagNames(),
+    *,
+    prefilter: bool = True,
+) -> Census:
+    """The census of these modules, as one tree: a record parked by a class in one of them is
+    followed into the subclasses in any of them. With `prefilter`, a module that spells neither
+    the record nor a bag name, nor a class that carries a parked record, is not parsed: it
+    cannot hold a finding."""
+    tree = _TreeScan(names, bag_of, bags)
+    first, left = _split(list(files), lambda text: not prefilter or mentions_record(text, names) or bags.spelled_in(text))
+    for file in first:
+        tree.add(file)
+    for _ in range(MAX_GRAPH_ROUNDS):
+        graph = tree.graph()
+        carrying = graph.carrying()
+        subclassing, left = _split(left, lambda text: any(name in text for name in carrying))
+        handed = graph.inherited()
+        changed = [key for key in tree.trees if handed.get(key, {}) != tree.handed.get(key, {})]
+        tree.handed = handed
+        for key in changed:
+            tree.scan(key)
+        for file in subclassing:
+            tree.add(file)
+        if not changed and not subclassing:
+            break
+    result = Census(files=len(files))
+    for file in files:
+        if file.shown in tree.skipped:
+            result.skipped.append(file.shown)
+        found = tree.found.get(file.shown)
+        if found is not None:
+            result.reads += found.reads
+            result.writes += found.writes
+            result.dynamic += found.dynamic
+            result.takers += found.takers
+            result.copies += found.copies
     return result
+
+
+def _split(files: list[SourceFile], spells: Callable[[str], bool]) -> tuple[list[SourceFile], list[SourceFile]]:
+    """(the files whose text `spells` answers yes for, the others)."""
+    yes: list[SourceFile] = []
+    no: list[SourceFile] = []
+    for file in files:
+        (yes if spells(file.text) else no).append(file)
+    return yes, no
+
+
+def census_of_source(
+    source: str, path: str, names: RecordNames, bag_of: Mapping[str, str], *, prefilter: bool = True, bags: BagNames = BagNames()
+) -> Census:
+    """The census of one module's source text (unparseable: skipped, with a warning). With
+    `prefilter`, a file that spells neither the record nor a bag name is not parsed: it cannot
+    hold a finding."""
+    return census_of_sources([SourceFile(path, PurePosixPath(path), source)], names, bag_of, bags, prefilter=prefilter)
+
+
+def read_sources(paths: Sequence[Path], root: Path | None = None, exclude: Sequence[Path] = ()) -> tuple[list[SourceFile], list[str]]:
+    """(the Python files under `paths` but not under `exclude`, read; the reported paths of
+    those that cannot be read as UTF-8, each with an UnparseableWarning). Reported paths are
+    relative to `root` (default: the current directory)."""
+    root = Path(os.getcwd()) if root is None else root
+    readable: list[SourceFile] = []
+    unreadable: list[str] = []
+    for file in python_files(paths, exclude):
+        shown = display_path(file, root)
+        try:
+            readable.append(SourceFile(shown, PurePosixPath(file.resolve().as_posix()), source_text(file)))
+        except (OSError, UnicodeDecodeError) as err:
+            warnings.warn(f"{shown}: skipped, cannot read: {err}", UnparseableWarning, stacklevel=3)
+            unreadable.append(shown)
+    return readable, unreadable
 
 
 def census_of(
@@ -63,25 +173,12 @@ def census_of(
     bag_of: Mapping[str, str] | None = None,
     root: Path | None = None,
     exclude: Sequence[Path] = (),
+    bags: BagNames = BagNames(),
 ) -> Census:
-    """The census of every Python file under `paths` but not under `exclude`; reported paths are
-    relative to `root` (default: the current directory)."""
-    root = Path(os.getcwd()) if root is None else root
-    total = Census()
-    for file in python_files(paths, exclude):
-        shown = display_path(file, root)
-        try:
-            source = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            warnings.warn(f"{shown}: skipped, cannot read: {err}", UnparseableWarning, stacklevel=2)
-            total.files += 1
-            total.skipped.append(shown)
-            continue
-        one = census_of_source(source, shown, names, bag_of or {})
-        total.files += 1
-        total.skipped += one.skipped
-        total.reads += one.reads
-        total.writes += one.writes
-        total.dynamic += one.dynamic
-        total.takers += one.takers
+    """The census of every Python file under `paths` but not under `exclude`, as one tree;
+    reported paths are relative to `root` (default: the current directory)."""
+    readable, unreadable = read_sources(paths, root, exclude)
+    total = census_of_sources(readable, names, bag_of or {}, bags)
+    total.files += len(unreadable)
+    total.skipped = unreadable + total.skipped
     return total

@@ -1,6 +1,7 @@
-"""The leaf -> bag map the census labels reads with. The census never imports a schema at
-module level: it takes one as input (a JSON file or `module:callable`), and falls back to this
-repository's `config_bags` only when that is importable."""
+"""The leaf -> bag map the census labels reads with, and how the census loads what it is
+handed. The census never imports a schema at module level: it takes one as input (a JSON file
+or `module:callable`), and falls back to this repository's `config_bags` only when that is
+importable."""
 
 from __future__ import annotations
 
@@ -21,22 +22,29 @@ def _checked(table: Any, where: str) -> dict[str, str]:
     return dict(table)
 
 
-def schema_from(argument: str) -> dict[str, str]:
-    """Load `argument`: a path to a JSON object, or `module:callable` returning the mapping."""
+def loaded(argument: str, what: str) -> Any:
+    """What `argument` names, for an input the census is handed rather than imports: a path to
+    a JSON document, or `module:callable` (called) or `module:attribute`. `what` names the input
+    in error messages."""
     path = Path(argument)
     if path.suffix == ".json" or path.is_file():
         try:
-            return _checked(json.loads(path.read_text(encoding="utf-8")), argument)
+            return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as err:
-            raise SchemaError(f"{argument}: cannot read the schema JSON: {err}") from None
+            raise SchemaError(f"{argument}: cannot read the {what} JSON: {err}") from None
     module_name, _, attr = argument.partition(":")
     if not attr:
         raise SchemaError(f"{argument!r}: accepted: a .json file or module:callable")
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
-        raise SchemaError(f"{argument}: cannot import the schema: {err}") from None
-    return _checked(target() if callable(target) else target, argument)
+        raise SchemaError(f"{argument}: cannot import the {what}: {err}") from None
+    return target() if callable(target) else target
+
+
+def schema_from(argument: str) -> dict[str, str]:
+    """Load `argument`: a path to a JSON object, or `module:callable` returning the mapping."""
+    return _checked(loaded(argument, "schema"), argument)
 
 
 def config_bags_schema() -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""Which files a census reads: every `*.py` under the given paths, skipping virtual
-environments, caches and version-control folders."""
+"""Which files a census reads (every `*.py` under the given paths, skipping virtual
+environments, caches and version-control folders), and how: as UTF-8, with or without a
+byte-order mark."""
 
 from __future__ import annotations
 
@@ -30,3 +31,9 @@ def python_files(paths: Sequence[Path], exclude: Sequence[Path] = ()) -> Iterato
             for name in sorted(files):
                 if name.endswith((".py", ".pyi")) and (here / name).resolve() not in left_out:
                     yield here / name
+
+
+def source_text(path: Path) -> str:
+    """The text of `path` as UTF-8; a leading byte-order mark is dropped (editors on Windows
+    write one, and `ast.parse` refuses it in a str). Raises OSError or UnicodeDecodeError."""
+    return path.read_text(encoding="utf-8-sig")

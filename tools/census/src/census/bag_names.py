@@ -1,0 +1,69 @@
+"""Which calls answer a bag, for the count of bag values copied into instance attributes: the
+bag accessors (`get_schedule()`), the derived accessors (`chunk_size()`, and the `*_of` helpers
+they call) and the bag types that mark a parameter (`schedule: ScheduleBag`).
+
+Like the schema, they are an input (a JSON file or `module:callable`); by default they come
+from this repository's `config_bags` when that is importable, and are empty otherwise (then
+the census counts no copies).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from census.schema import SchemaError, loaded
+
+KEYS = ("accessors", "derived", "types")
+
+
+@dataclass(frozen=True)
+class BagNames:
+    """How the bags are spelled in the scanned code."""
+
+    accessors: frozenset[str] = frozenset()
+    derived: frozenset[str] = frozenset()
+    types: frozenset[str] = frozenset()
+
+    def spelled_in(self, source: str) -> bool:
+        """Whether `source` spells any of these names (a file that spells none holds no copy)."""
+        return any(name in source for names in (self.accessors, self.derived, self.types) for name in names)
+
+
+def _checked(table: Any, where: str) -> BagNames:
+    if isinstance(table, BagNames):
+        return table
+    accepted = f"{where}: bag names must be a mapping with lists of names under {', '.join(KEYS)}"
+    if not isinstance(table, Mapping) or not set(table) <= set(KEYS):
+        raise SchemaError(accepted)
+    lists = {key: table.get(key, []) for key in KEYS}
+    if not all(isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in v) for v in lists.values()):
+        raise SchemaError(accepted)
+    return BagNames(**{key: frozenset(v) for key, v in lists.items()})
+
+
+def bag_names_from(argument: str) -> BagNames:
+    """Load `argument`: a JSON object `{"accessors": [...], "derived": [...], "types": [...]}`,
+    or `module:callable` returning that mapping (or a BagNames)."""
+    return _checked(loaded(argument, "bag names"), argument)
+
+
+def config_bags_bag_names() -> BagNames:
+    """This repository's bag names: `get_<namespace>` for every top-level namespace, every
+    public function of `config_bags.derived`, every bag struct; empty when config_bags is not
+    installed."""
+    try:
+        config_bags = importlib.import_module("config_bags")
+        derived = importlib.import_module("config_bags.derived")
+        bags = importlib.import_module("config_bags.bags")
+    except ImportError:
+        return BagNames()
+    accessors = {f"get_{namespace.split('.')[0]}" for namespace in config_bags.namespaces()}
+    functions = {
+        name for name, obj in vars(derived).items()
+        if inspect.isfunction(obj) and obj.__module__ == derived.__name__ and not name.startswith("_")
+    }
+    return BagNames(accessors=frozenset(a for a in accessors if callable(getattr(config_bags, a, None))), derived=frozenset(functions), types=frozenset(bags.__all__))
