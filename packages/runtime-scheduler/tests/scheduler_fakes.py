@@ -48,6 +48,7 @@ class FakeOutput(msgspec.Struct, frozen=True):
     next_token_ids: tuple[int, ...]
     next_token_logprobs: tuple[float | None, ...]
     top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
+    errors: tuple[str | None, ...]
 
 
 class KvFaithfulExecutor:
@@ -96,7 +97,7 @@ class KvFaithfulExecutor:
             tops.append(tuple(((token + k) % VOCAB, -0.5 - k) for k in range(n)) if n else None)
         if self.keep_batches:
             self.batches.append(batch)
-        return FakeOutput(tuple(tokens), tuple(logprobs), tuple(tops))
+        return FakeOutput(tuple(tokens), tuple(logprobs), tuple(tops), (None,) * len(tokens))
 
 
 def build(

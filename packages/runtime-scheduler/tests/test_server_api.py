@@ -107,7 +107,9 @@ def test_metrics_are_a_frozen_snapshot() -> None:
 
 
 def test_pool_size_comes_from_the_memory_bag_when_not_given() -> None:
-    publish(Bags(memory=MemoryBag(max_total_tokens=40), schedule=ScheduleBag(page_size=4)), role="standalone")
+    # The prefill budgets fit the pool (config-bags' chunk_fits_pool and prefill_budget_fits_pool rules).
+    schedule = ScheduleBag(page_size=4, chunked_prefill_size=40, max_prefill_tokens=40)
+    publish(Bags(memory=MemoryBag(max_total_tokens=40), schedule=schedule), role="standalone")
     scheduler = Scheduler(KvFaithfulExecutor(40, 4), model_max_length=100)
     assert scheduler.metrics().total_pages == 10
 
@@ -131,7 +133,11 @@ def test_a_page_size_change_after_the_pool_was_built_is_refused() -> None:
         scheduler.step()
 
 
-def test_an_executor_answering_the_wrong_count_is_refused() -> None:
+def test_an_executor_answering_the_wrong_count_fails_its_step() -> None:
+    """An answer of the wrong shape is the whole step's failure: its request ends with the shape
+    error (pages freed, audit clean) and the scheduler serves the next request. Reverse-verified:
+    with the count check removed, the short answer raised IndexError out of step()."""
+
     class Short(KvFaithfulExecutor):
         def forward(self, batch):  # type: ignore[no-untyped-def]
             out = super().forward(batch)
@@ -140,13 +146,21 @@ def test_an_executor_answering_the_wrong_count_is_refused() -> None:
     publish(Bags(), role="standalone")
     scheduler = Scheduler(Short(64, 1), model_max_length=100, max_total_tokens=64)
     scheduler.add_request(Request(rid="a", prompt_ids=(1,)))
-    with pytest.raises(RuntimeError, match=r"lengths \(0, 1, 1\) for a batch of 1 requests"):
-        scheduler.step()
+    events = scheduler.step()
+    assert [(e.rid, e.token_id, e.finish_reason) for e in events] == [("a", None, "abort")]
+    assert events[0].error is not None
+    assert "(token ids, logprobs, top logprobs, errors) of lengths (0, 1, 1, 1) for a batch of 1 requests" in events[0].error
+    scheduler.audit()
+    assert not scheduler.has_work() and scheduler.metrics().num_failed == 1
 
 
-def test_a_failed_forward_gives_back_the_step_s_pages_and_the_next_step_resumes() -> None:
-    """Reverse-verified: without the shrink in Scheduler.step's except clause, the audit after
-    the failed step reports a request holding more pages than its computed tokens."""
+def test_a_failed_forward_fails_that_step_s_requests_frees_their_pages_and_serving_goes_on() -> None:
+    """The forward of a step raises an ordinary exception: exactly the requests of that step end
+    with an error event naming it, their pages are freed (only computed full pages stay, cached and
+    evictable), the request still waiting is untouched, and later requests are served as if
+    nothing had happened. Reverse-verified: without the release in Scheduler._fail the audit
+    found the step's pages owned by no one; with every exception propagated after the undo (the
+    old handler) the OSError escaped step()."""
 
     class FailsOnce(KvFaithfulExecutor):
         failed = False
@@ -154,22 +168,27 @@ def test_a_failed_forward_gives_back_the_step_s_pages_and_the_next_step_resumes(
         def forward(self, batch):  # type: ignore[no-untyped-def]
             if len(batch.requests) == 3 and not self.failed:
                 self.failed = True
-                raise OSError("device lost")
+                raise OSError("the disk went away")
             return super().forward(batch)
 
-    publish(Bags(schedule=ScheduleBag(page_size=2, chunked_prefill_size=4)), role="standalone")
+    publish(Bags(schedule=ScheduleBag(page_size=2, chunked_prefill_size=4, max_running_requests=3)), role="standalone")
     scheduler = Scheduler(FailsOnce(64, 2), model_max_length=100, max_total_tokens=64)
-    prompts = {"a": (1, 2, 3), "b": (1, 2, 3, 4, 5, 6, 7, 8, 9), "c": (4, 4, 4, 4)}
+    prompts = {"a": (1, 2, 3), "b": (1, 2, 3, 4, 5, 6, 7, 8, 9), "c": (4, 4, 4, 4), "d": (5, 6, 7), "e": (1, 2, 3, 9)}
     scheduler.add_request(Request(rid="a", prompt_ids=prompts["a"], stop=LONG))
     scheduler.step()
-    scheduler.add_request(Request(rid="b", prompt_ids=prompts["b"], stop=LONG))
-    scheduler.add_request(Request(rid="c", prompt_ids=prompts["c"], stop=LONG))
-    free_before = scheduler.metrics().free_pages
-    with pytest.raises(OSError, match="device lost"):
-        scheduler.step()
+    for rid in ("b", "c", "d"):  # d waits: the running cap is 3
+        scheduler.add_request(Request(rid=rid, prompt_ids=prompts[rid], stop=LONG))
+    events = scheduler.step()
+    assert sorted((e.rid, e.finish_reason) for e in events) == [("a", "abort"), ("b", "abort"), ("c", "abort")]
+    for e in events:
+        assert e.token_id is None and e.error == "request failed: the model forward of its step raised OSError: the disk went away"
     scheduler.audit()
-    assert scheduler.metrics().free_pages == free_before
+    metrics = scheduler.metrics()
+    assert (metrics.num_running, metrics.num_waiting, metrics.num_failed, metrics.num_finished) == (0, 1, 3, 0)
+    assert metrics.free_pages + metrics.evictable_pages == metrics.total_pages
+    scheduler.add_request(Request(rid="e", prompt_ids=prompts["e"], stop=LONG))
+    scheduler.add_request(Request(rid="a", prompt_ids=prompts["a"], stop=LONG))  # its id is free again
     t = run_to_completion(scheduler)
-    for rid in ("b", "c"):
+    for rid in ("d", "e", "a"):
         assert t.tokens[rid] == reference_output(prompts[rid], LONG, 100)
-    assert t.tokens["a"] == reference_output(prompts["a"], LONG, 100)[1:]
+    assert scheduler.metrics().num_finished == 3

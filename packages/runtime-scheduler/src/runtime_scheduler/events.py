@@ -14,6 +14,8 @@ class RequestEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     that finishes carries its finish reason in the same event; a request that can no longer grow
     because the whole pool holds only itself finishes with reason "length" and no token.
     `cached_tokens` is how many prompt tokens the prefix cache supplied when it was first admitted.
+    A request that failed while being served (its sampling raised, or its step's forward did)
+    finishes with reason "abort", no token, and `error` saying why; its pages are freed.
     """
 
     rid: str
@@ -22,6 +24,7 @@ class RequestEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     top_logprobs: tuple[tuple[int, float], ...] | None
     finish_reason: FinishReason | None
     cached_tokens: int
+    error: str | None = None
 
 
 class Refusal(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -21,3 +21,4 @@ class SchedulerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     num_retractions: int
     num_finished: int
     num_aborted: int
+    num_failed: int = 0  # requests that failed while being served (not counted as finished or aborted)

@@ -5,6 +5,11 @@ anything but the forward it runs; with nothing to do it returns at once. Every s
 (page_size, chunked_prefill_size, max_running_requests, max_prefill_tokens, schedule_policy,
 max_queued_requests) and the context length are read from the published bags at each decision,
 so an override takes effect on the next step.
+
+One request never takes the others down (executor.py says how a failure is attributed): a request
+the executor reports failed, or every request of a step whose forward raised, finishes with reason
+"abort" and an error event, its pages freed, and the scheduler serves the rest; only an
+unrecoverable fault propagates out of `step`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from runtime_scheduler.admission import admission_order, extend_len_of, refusal_
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of
 from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ForwardOutputView, ModelExecutor
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, is_unrecoverable
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import Request
@@ -59,6 +64,7 @@ class Scheduler:
         self._retractions = 0
         self._finished = 0
         self._aborted = 0
+        self._failed = 0
 
     # ---- the server's API -------------------------------------------------------------------
 
@@ -105,9 +111,11 @@ class Scheduler:
     def step(self) -> list[RequestEvent]:
         """Plan one batch, run it through the executor, and report what happened per request.
 
-        An exception from the executor (or a malformed answer) propagates after the step's page
-        allocations are undone; requests admitted in that step stay running and are computed
-        by the next step.
+        A request the executor reports failed finishes with an error event, alone. An exception
+        from the executor (or an answer of the wrong shape) fails every request of the step, each
+        with an error event naming the cause. An unrecoverable fault (`is_unrecoverable`) instead
+        propagates after the step's page allocations are undone, every request standing where it
+        stood before the step.
         """
         schedule = get_schedule()
         page_size = self._page_size(schedule)
@@ -125,18 +133,26 @@ class Scheduler:
         try:
             output = self._executor.forward(batch)
             n = len(batch.requests)
-            counts = (len(output.next_token_ids), len(output.next_token_logprobs), len(output.top_logprobs))
-            if counts != (n, n, n):
+            answers = (output.next_token_ids, output.next_token_logprobs, output.top_logprobs, output.errors)
+            counts = tuple(len(answer) for answer in answers)
+            if counts != (n, n, n, n):
                 raise RuntimeError(
-                    f"the executor returned (token ids, logprobs, top logprobs) of lengths {counts} for a batch of "
-                    f"{n} requests; accepted: one of each per request, in batch order"
+                    f"the executor returned (token ids, logprobs, top logprobs, errors) of lengths {counts} for a batch "
+                    f"of {n} requests; accepted: one of each per request, in batch order"
                 )
-        except BaseException:
-            # Nothing was computed: give back the pages planned for this step, so the requests
-            # stand exactly where they stood and the next step (or an abort) finds them whole.
-            for s in [s for s, _ in extends] + decodes:
-                self._memory.shrink_to_computed(s, page_size)
-            raise
+        except BaseException as err:
+            stepped = [s for s, _ in extends] + decodes
+            if is_unrecoverable(err):
+                # Nothing was computed: give back the pages planned for this step, so the requests
+                # stand exactly where they stood (the audit passes) while the process ends.
+                for s in stepped:
+                    self._memory.shrink_to_computed(s, page_size)
+                raise
+            reason = f"request failed: the model forward of its step raised {type(err).__name__}: {err}"
+            for s in stepped:
+                self._fail(s, page_size, reason, events)
+            self._running = [s for s in self._running if s.status == "running"]
+            return events
         self._absorb(extends, decodes, output, page_size, events)
         return events
 
@@ -163,6 +179,7 @@ class Scheduler:
             num_retractions=self._retractions,
             num_finished=self._finished,
             num_aborted=self._aborted,
+            num_failed=self._failed,
         )
 
     def audit(self) -> None:
@@ -302,26 +319,34 @@ class Scheduler:
         events: list[RequestEvent],
     ) -> None:
         """Advance every request of the batch: cache completed chunks, append and report sampled
-        tokens, finish the requests that are done."""
+        tokens, finish the requests that are done. A request the executor reports failed (or
+        answers no token for where it samples) fails alone."""
         context = context_length_of(get_model(), self._model_max_length)
         tokens, logprobs, tops = output.next_token_ids, output.next_token_logprobs, output.top_logprobs
+        failed = False
+        for s, error in zip([s for s, _ in extends] + decodes, output.errors, strict=True):
+            if error is not None:
+                self._fail(s, page_size, error, events)
+                failed = True
         sampled: list[tuple[RequestState, int]] = []
         for i, (s, ext) in enumerate(extends):
-            s.kv_len += ext
-            self._memory.commit(s, page_size)
-            if s.kv_len == s.fill_len:
-                sampled.append((s, i))
+            if s.status == "running":
+                s.kv_len += ext
+                self._memory.commit(s, page_size)
+                if s.kv_len == s.fill_len:
+                    sampled.append((s, i))
         for i, s in enumerate(decodes, len(extends)):
-            s.kv_len += 1
-            sampled.append((s, i))
+            if s.status == "running":
+                s.kv_len += 1
+                sampled.append((s, i))
         done: list[RequestState] = []
         for s, i in sampled:
             token = tokens[i]
             if token < 0:
-                raise RuntimeError(
-                    f"the executor returned token {token} for request {s.req.rid!r}, which samples this step; "
-                    "accepted: a token id >= 0"
-                )
+                why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
+                self._fail(s, page_size, why, events)
+                failed = True
+                continue
             s.append_output(token)
             reason = finish_reason_of(s, token, context)
             top = tops[i]
@@ -337,9 +362,9 @@ class Scheduler:
             )
             if reason is not None:
                 done.append(s)
-        if done:
-            for s in done:
-                self._finish(s, page_size)
+        for s in done:
+            self._finish(s, page_size)
+        if done or failed:
             self._running = [s for s in self._running if s.status == "running"]
 
     def _finish(self, s: RequestState, page_size: int) -> None:
@@ -348,6 +373,20 @@ class Scheduler:
         s.status = "finished"
         del self._live[s.req.rid]
         self._finished += 1
+
+    def _fail(self, s: RequestState, page_size: int, reason: str, events: list[RequestEvent]) -> None:
+        """End a running request that failed while being served: its pages are freed (its computed
+        full pages stay cached), its client hears `reason`. The caller drops it from `_running`."""
+        self._memory.release(s, page_size)
+        s.status = "finished"
+        del self._live[s.req.rid]
+        self._failed += 1
+        events.append(
+            RequestEvent(
+                rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="abort",
+                cached_tokens=s.cached_tokens or 0, error=reason,
+            )
+        )
 
     def _finish_outgrown(self, s: RequestState, page_size: int, events: list[RequestEvent]) -> None:
         """End a request whose next token would need more KV than the whole pool: reason "length", no token."""
