@@ -1,4 +1,5 @@
-"""The sampler: greedy, temperature, truncation, penalties, seeds and logprobs, vectorized over the batch."""
+"""The sampler: greedy, temperature, truncation, penalties, seeds and logprobs, vectorized over the
+batch; one request whose sampling fails fails alone."""
 
 from __future__ import annotations
 
@@ -108,3 +109,63 @@ def test_repetition_penalty_changes_the_greedy_choice() -> None:
     logits = torch.tensor([[1.0, 2.0, 1.9]])
     assert sample(logits, [_req(Sampling(), prompt=(1,))], _gen()).token_ids == (1,)
     assert sample(logits, [_req(Sampling(repetition_penalty=1.5), prompt=(1,))], _gen()).token_ids == (2,)
+
+
+def test_a_request_whose_sampling_fails_fails_alone_and_the_others_keep_their_tokens() -> None:
+    """top_k = 2**63 (past the HTTP bounds) overflows the batch's top-k tensor. That request alone
+    gets -1 and the cause; the greedy, seeded and logprob-asking requests around it get what the
+    batch without it gives. Reverse-verified: with `sample` answering the vectorized pass alone,
+    the whole call raised "Overflow when unpacking long long"."""
+    logits = torch.randn(4, VOCAB, generator=_gen())
+    good = [
+        _req(Sampling(logprobs=True, top_logprobs=2)),
+        _req(Sampling(temperature=0.9, seed=11)),
+        _req(Sampling(temperature=0.7, top_k=4, seed=5), output=(3,)),
+    ]
+    bad = _req(Sampling(temperature=1.0, top_k=2**63))
+    out = sample(logits, [good[0], bad, good[1], good[2]], _gen())
+    assert out.token_ids[1] == -1 and out.logprobs[1] is None and out.top_logprobs[1] is None
+    assert out.errors[1] == "request failed while sampling: ValueError: Overflow when unpacking long long"
+    without = sample(logits[[0, 2, 3]], good, _gen())
+    assert without.errors == (None, None, None)
+    kept = [0, 2, 3]
+    assert [out.token_ids[i] for i in kept] == list(without.token_ids)
+    assert without.logprobs[0] is not None and out.logprobs[0] == pytest.approx(without.logprobs[0])
+    top, top_without = out.top_logprobs[0], without.top_logprobs[0]
+    assert top is not None and top_without is not None and [t for t, _ in top] == [t for t, _ in top_without]
+    assert [lp for _, lp in top] == pytest.approx([lp for _, lp in top_without]) and out.logprobs[2:] == (None, None)
+    assert [out.errors[i] for i in kept] == [None, None, None]
+
+
+def test_a_batch_failure_no_request_has_alone_propagates() -> None:
+    """Attribution is real: logits with a row more than the requests fail the batch, yet every
+    request samples fine alone, so the batch's error is raised rather than blamed on anyone.
+    Reverse-verified: with _each_alone's answer returned even when no request failed, the call
+    answered tokens instead of raising."""
+    with pytest.raises(ValueError, match="zip"):
+        sample(torch.randn(3, VOCAB, generator=_gen()), [_req(Sampling()), _req(Sampling())], _gen())
+
+
+class _DeviceLostAtTopK:
+    """Sampling parameters whose top_k read raises `error`, as a device fault mid-sampling would."""
+
+    def __init__(self, error: BaseException) -> None:
+        self._error = error
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(Sampling(temperature=1.0), name)
+
+    @property
+    def top_k(self) -> int:
+        raise self._error
+
+
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory"), MemoryError("host"),
+                                   RuntimeError("CUDA error: an illegal memory access was encountered")],
+                         ids=["torch OOM", "MemoryError", "CUDA error"])
+def test_a_device_fault_while_sampling_is_never_one_request_s_failure(error: BaseException) -> None:
+    """Reverse-verified: without the is_device_fault re-raise in _each_alone, the fault came back
+    as the request's error and sampling went on."""
+    faulty = Request("r", 0, 1, (0,), True, _DeviceLostAtTopK(error), (0,), ())  # type: ignore[arg-type]
+    with pytest.raises(type(error)):
+        sample(_logits(2), [_req(Sampling()), faulty], _gen())

@@ -30,6 +30,7 @@ from runtime_runner.batch import ForwardBatchView
 from runtime_runner.compiled_decode import CompiledDecode
 from runtime_runner.decoder import DecoderForCausalLM
 from runtime_runner.default_model import ensure_default_model
+from runtime_runner.device_faults import marked_device_faults
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.output import ForwardOutput
@@ -102,8 +103,12 @@ class ModelRunner:
         return self._decode_backend.effective_name
 
     def forward(self, batch: ForwardBatchView) -> ForwardOutput:
-        """Compute every request's new tokens, write their K/V into the pool, and sample the next token."""
-        with torch.inference_mode():
+        """Compute every request's new tokens, write their K/V into the pool, and sample the next token.
+
+        A request whose sampling fails alone gets token -1 and its error in `errors`; a device
+        fault (out of memory, a CUDA error) is raised as a DeviceFaultError, which the scheduler
+        lets end the process; any other exception fails the batch."""
+        with torch.inference_mode(), marked_device_faults():
             tensors = self._checked(batch)
             backend = self._decode_backend if batch.forward_mode == "decode" else self._prefill_backend
             backend.plan(tensors.metadata)
@@ -121,7 +126,7 @@ class ModelRunner:
                 last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
                 logits = self.model.logits(hidden.index_select(0, last))
             sampled = sample(logits, batch.requests, self._generator)
-        return ForwardOutput(sampled.token_ids, sampled.logprobs, sampled.top_logprobs, logits)
+        return ForwardOutput(sampled.token_ids, sampled.logprobs, sampled.top_logprobs, sampled.errors, logits)
 
     @property
     def compiled_decode_steps(self) -> int:

@@ -7,6 +7,9 @@ generator seeded by (seed, tokens generated so far): the same seed gives the sam
 
 Logprobs are those of the model's distribution, log_softmax of the raw logits, before penalties,
 temperature and truncation.
+
+One request's parameters never fail the batch: when the vectorized pass raises, each request is
+sampled alone, and only those that fail alone are reported failed (`Sampled.errors`).
 """
 
 from __future__ import annotations
@@ -17,17 +20,20 @@ from dataclasses import dataclass
 import torch
 
 from runtime_runner.batch import RequestView
+from runtime_runner.device_faults import is_device_fault
 
 _SEED_STRIDE = 1_000_003  # spreads (seed, step) pairs over generator seeds
 
 
 @dataclass(frozen=True)
 class Sampled:
-    """Per request: chosen token (-1 when not sampled), its logprob and the top-N alternatives."""
+    """Per request: chosen token (-1 when not sampled or failed), its logprob, the top-N
+    alternatives, and why its sampling failed (None when it did not)."""
 
     token_ids: tuple[int, ...]
     logprobs: tuple[float | None, ...]
     top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
+    errors: tuple[str | None, ...]
 
 
 def _padded_ids(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,9 +102,47 @@ def row_argmax(scores: torch.Tensor) -> torch.Tensor:
 
 
 def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: torch.Generator) -> Sampled:
-    """Choose each sampled request's next token from fp32 `logits` [requests, vocab]."""
+    """Choose each sampled request's next token from fp32 `logits` [requests, vocab].
+
+    When the batch's sampling raises, each request is sampled alone: one that fails alone gets
+    token -1 and an error naming the cause, the others their tokens (a greedy or seeded request's
+    token is the one the batch would have given; unseeded draws come from the shared generator in
+    another order). A failure no request reproduces alone, and a device fault, propagate."""
+    try:
+        return _sample_batch(logits, requests, generator)
+    except Exception:
+        alone = _each_alone(logits, requests, generator)
+        if alone is None:
+            raise
+        return alone
+
+
+def _each_alone(logits: torch.Tensor, requests: Sequence[RequestView], generator: torch.Generator) -> Sampled | None:
+    """Every request sampled on its own; None when none of them fails so (the batch's failure is
+    no one request's). A device fault propagates."""
+    rows: list[Sampled] = []
+    for i, request in enumerate(requests):
+        try:
+            rows.append(_sample_batch(logits[i : i + 1], [request], generator))
+        except Exception as err:
+            if is_device_fault(err):
+                raise
+            rows.append(Sampled((-1,), (None,), (None,), (f"request failed while sampling: {type(err).__name__}: {err}",)))
+    if all(row.errors[0] is None for row in rows):
+        return None
+    return Sampled(
+        tuple(row.token_ids[0] for row in rows),
+        tuple(row.logprobs[0] for row in rows),
+        tuple(row.top_logprobs[0] for row in rows),
+        tuple(row.errors[0] for row in rows),
+    )
+
+
+def _sample_batch(logits: torch.Tensor, requests: Sequence[RequestView], generator: torch.Generator) -> Sampled:
+    """`sample` in one vectorized pass over the batch (no request fails alone: it raises)."""
+    fine = (None,) * len(requests)
     if not requests:
-        return Sampled((), (), ())
+        return Sampled((), (), (), ())
     penalized = apply_penalties(logits, requests)
     chosen = row_argmax(penalized)
     random_rows = [i for i, r in enumerate(requests) if r.sample and r.sampling.temperature > 0 and r.sampling.top_k != 1]
@@ -110,7 +154,7 @@ def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: tor
         chosen[rows] = row_argmax(probs / noise)
     ids = chosen.tolist()
     if not any(r.sample and (r.sampling.logprobs or r.sampling.top_logprobs > 0) for r in requests):
-        return Sampled(tuple(t if r.sample else -1 for t, r in zip(ids, requests, strict=True)), (None,) * len(requests), (None,) * len(requests))
+        return Sampled(tuple(t if r.sample else -1 for t, r in zip(ids, requests, strict=True)), fine, fine, fine)
     logprobs = torch.log_softmax(logits, dim=-1)
     lps = logprobs.gather(1, chosen[:, None])[:, 0].tolist()
     most = max(r.sampling.top_logprobs for r in requests)
@@ -125,4 +169,4 @@ def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: tor
         token_lps.append(lps[i] if wanted and request.sampling.logprobs else None)
         n = request.sampling.top_logprobs
         top_lists.append(tuple(zip(tops[0][i][:n], tops[1][i][:n], strict=True)) if wanted and n > 0 else None)
-    return Sampled(tuple(token_ids), tuple(token_lps), tuple(top_lists))
+    return Sampled(tuple(token_ids), tuple(token_lps), tuple(top_lists), fine)
