@@ -72,6 +72,7 @@ class RequestText:
             cached_tokens=out.cached_tokens,
             logprobs=tuple(self._unsent_logprobs),
             error=out.error,
+            failure=out.failure,
         )
         self._unsent_ids.clear()
         self._unsent_logprobs.clear()

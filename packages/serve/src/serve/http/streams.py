@@ -14,7 +14,7 @@ from starlette.requests import Request as HttpRequest
 from serve.http.errors import APIError
 from serve.ipc.messages import GenerateRequest, LogprobEntry, TextOutput
 from serve.tokenizer.manager import TokenizerManager
-from serve.tokenizer.request_state import ServerFaultError
+from serve.tokenizer.request_state import RequestFailedError, ServerFaultError
 
 T = TypeVar("T")
 _DISCONNECT_POLL_S = 0.25
@@ -46,7 +46,11 @@ class ChoiceResult:
 
 
 def fault_error(err: ServerFaultError) -> APIError:
-    """The 503 answered when a server process died under a request."""
+    """The error answered when the server cannot finish a request: a 500 naming the cause when
+    serving that request failed (the server goes on), a 503 when a server process died under it
+    or the scheduler refused it."""
+    if isinstance(err, RequestFailedError):
+        return APIError(500, str(err), type_="server_error", code="request_failed")
     return APIError(503, f"the server cannot complete the request: {err}", type_="server_error", code="server_unavailable")
 
 

@@ -96,6 +96,7 @@ class TokenDelta(msgspec.Struct, frozen=True, kw_only=True):
     logprobs: tuple[TokenLogprob, ...] = ()  # one per new id when asked
     top_logprobs: tuple[tuple[TokenLogprob, ...], ...] = ()  # one tuple per new id when asked
     error: str | None = None  # the scheduler refused the request (finish is "abort")
+    failure: str | None = None  # serving the request raised, and why: it failed alone (finish is "abort")
 
 
 class TokenBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -126,6 +127,7 @@ class TextOutput(msgspec.Struct, frozen=True, kw_only=True):
     cached_tokens: int = 0
     logprobs: tuple[LogprobEntry, ...] = ()
     error: str | None = None  # the scheduler refused the request (finish is "abort")
+    failure: str | None = None  # serving the request raised, and why (finish is "abort")
 
 
 class TextBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):

@@ -27,6 +27,7 @@ class ServerMetrics:
         self.generation_tokens = 0
         self.requests_finished = 0
         self.requests_aborted = 0
+        self.requests_failed = 0
         self._recent: deque[tuple[float, int]] = deque()  # (time, tokens) of the last window
         self.scheduler: SchedulerMetrics | None = None  # until the scheduler's first stats arrive
 
@@ -49,6 +50,7 @@ class ServerMetrics:
             ("serve_generation_tokens_total", "counter", "Output tokens delivered.", self.generation_tokens),
             ("serve_requests_finished_total", "counter", "Requests that finished (any reason).", self.requests_finished),
             ("serve_requests_aborted_total", "counter", "Requests aborted (client gone or server error).", self.requests_aborted),
+            ("serve_requests_failed_total", "counter", "Requests that failed alone while being served (answered a 500; the server went on).", self.requests_failed),
             ("serve_gen_throughput_tokens_per_second", "gauge", "Output tokens per second over the last 10 s.", self.throughput(time.monotonic())),
             *self._scheduler_rows(),
         ):

@@ -1,5 +1,11 @@
 """The scheduler process's serving loop: take messages without blocking while there is work, run
-one scheduler step, send its tokens to the detokenizer, apply overrides between steps."""
+one scheduler step, send its tokens to the detokenizer, apply overrides between steps.
+
+A request that failed in the scheduler (its sampling raised, or its step's forward did: the
+scheduler attributes it, see runtime_scheduler/executor.py) reaches the detokenizer as a delta
+finishing with "abort" and `failure` naming the cause, and the loop serves on. An unrecoverable
+fault (out of memory, a CUDA error) propagates out of `run_once`: the process ends and the
+launcher fails every request in flight with a 503 and shuts the server down."""
 
 from __future__ import annotations
 
@@ -98,6 +104,8 @@ class SchedulerLoop:
             wants = tracked.logprobs and event.token_id is not None
             if event.finish_reason is not None:
                 del self._live[event.rid]
+            if event.error is not None:
+                logger.warning("request %s failed: %s", event.rid, event.error)
             deltas.append(
                 TokenDelta(
                     rid=event.rid,
@@ -108,6 +116,7 @@ class SchedulerLoop:
                     cached_tokens=event.cached_tokens,
                     logprobs=(TokenLogprob(event.token_id, event.logprob or 0.0),) if wants and event.token_id is not None else (),
                     top_logprobs=(tuple(TokenLogprob(t, lp) for t, lp in event.top_logprobs or ()),) if wants else (),
+                    failure=event.error,
                 )
             )
         return deltas

@@ -33,7 +33,7 @@ from serve.ipc.messages import (
 )
 from serve.metrics.server_metrics import ServerMetrics
 from serve.tokenizer.eos import eos_token_ids
-from serve.tokenizer.request_state import RequestRefusedError, RequestState, ServerFaultError
+from serve.tokenizer.request_state import RequestFailedError, RequestRefusedError, RequestState, ServerFaultError
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +51,9 @@ class TokenizerManager:
     def __init__(self, tokenizer: Any, addresses: Addresses) -> None:
         self.tokenizer = tokenizer
         self.eos_token_ids = eos_token_ids(tokenizer)
-        context = zmq.asyncio.Context()
-        self._to_scheduler = AsyncSender(context, addresses.scheduler)
-        self._inbox = AsyncReceiver(context, addresses.tokenizer)
+        self._context = zmq.asyncio.Context()
+        self._to_scheduler = AsyncSender(self._context, addresses.scheduler)
+        self._inbox = AsyncReceiver(self._context, addresses.tokenizer)
         self.metrics = ServerMetrics()
         self._requests: dict[str, RequestState] = {}
         self.process_hashes: dict[str, str] = {}
@@ -64,6 +64,10 @@ class TokenizerManager:
         self._override_lock = asyncio.Lock()
         self._override_seq = itertools.count(1)
         self._override_pending: tuple[int, asyncio.Future[list[OverrideAck]], list[OverrideAck]] | None = None
+
+    def close(self) -> None:
+        """Close the pipes (an open ZMQ context would hold the process at exit)."""
+        self._context.destroy(linger=0)
 
     @property
     def model_info(self) -> ModelInfo:
@@ -120,13 +124,17 @@ class TokenizerManager:
                 logger.info("request %s finished (%s) after %d tokens", out.rid, out.finish, out.completion_tokens)
             del self._requests[out.rid]
             self.metrics.requests_finished += 1
+            if out.failure is not None:
+                self.metrics.requests_failed += 1
             self.metrics.prompt_tokens += out.prompt_tokens
             self.metrics.e2e.observe(now - state.arrival)
         state.queue.put_nowait(out)
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[TextOutput, None]:
         """Send `request` and yield its outputs until the one that finishes it. Leaving early
-        (the client went away) aborts the request so the scheduler frees its pages."""
+        (the client went away) aborts the request so the scheduler frees its pages. A request
+        that cannot be sent, or that failed in the scheduler, raises RequestFailedError and
+        leaves nothing registered."""
         if self.fault is not None:
             raise ServerFaultError(self.fault)
         if request.rid in self._requests:
@@ -135,7 +143,13 @@ class TokenizerManager:
         self._requests[request.rid] = state
         if get_observability().log_requests:
             logger.info("request %s: prompt %s, %s", request.rid, list(request.request.prompt_ids), request.request.sampling)
-        self._to_scheduler.send(request)
+        try:
+            self._to_scheduler.send(request)
+        except Exception as err:
+            # Nothing reached the scheduler (the encoding failed first), so there is nothing to abort.
+            del self._requests[request.rid]
+            self.metrics.requests_failed += 1
+            raise RequestFailedError(f"the request could not be sent to the scheduler: {type(err).__name__}: {err}") from err
         try:
             while True:
                 item = await state.queue.get()
@@ -143,6 +157,8 @@ class TokenizerManager:
                     raise item
                 if item.error is not None:
                     raise RequestRefusedError(item.error)
+                if item.failure is not None:
+                    raise RequestFailedError(item.failure)
                 yield item
                 if item.finish is not None:
                     return

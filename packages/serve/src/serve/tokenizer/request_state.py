@@ -17,6 +17,11 @@ class RequestRefusedError(ServerFaultError):
     """The scheduler refused the request (its waiting queue is full); answered with a 503."""
 
 
+class RequestFailedError(ServerFaultError):
+    """Serving this request raised (its sampling, its step's forward, or sending it to the
+    scheduler); it failed alone and the server goes on. Answered with a 500."""
+
+
 @dataclass
 class RequestState:
     """Outputs waiting for the HTTP handler, and when the request arrived and last produced."""
