@@ -3,7 +3,9 @@ tests/census_baselines/ (one `<count> <path>` line per file, so each change is a
 
 - record reads outside `serve`: pinned at 0 (the baseline may never hold a line);
 - record reads per file inside `serve`'s source: may only go down, and a drop must be recorded;
-- dynamic reads (computed member names, vars(), __dict__, asdict()): pinned at 0.
+- dynamic reads (computed member names, vars(), __dict__, asdict()): pinned at 0;
+- copies of bag values into instance attributes in the runtime packages and config-bags' own
+  source (`self.x = get_schedule().page_size`: the copy does not follow an override): pinned at 0.
 
 There is no exemption list: the baselines are the only input. Update a baseline with the command
 in the failure message.
@@ -15,23 +17,37 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from census import Census, RecordNames, census_of, config_bags_schema, counts_per_file, ratchet_differences, read_baseline
+from census import (
+    Census,
+    RecordNames,
+    census_of,
+    config_bags_bag_names,
+    config_bags_schema,
+    counts_per_file,
+    ratchet_differences,
+    read_baseline,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINES = ROOT / "tests" / "census_baselines"
 SERVE = "packages/serve/"
 SERVE_SRC = "packages/serve/src/"
+RUNTIME = ("packages/runtime-scheduler/", "packages/runtime-runner/", "packages/attn-backends/", "packages/spec-workers/", "packages/config-bags/src/")
 
 UPDATE = {
     "reads_outside_serve.txt": "uv run census packages/ --exclude packages/serve --baseline tests/census_baselines/reads_outside_serve.txt --update-baseline",
     "reads_in_serve.txt": "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline",
     "dynamic.txt": "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline",
+    "copies_into_self.txt": (
+        "uv run census packages/runtime-scheduler packages/runtime-runner packages/attn-backends packages/spec-workers "
+        "packages/config-bags/src --count copies --baseline tests/census_baselines/copies_into_self.txt --update-baseline"
+    ),
 }
 
 
 @pytest.fixture(scope="module")
 def census() -> Census:
-    return census_of([ROOT / "packages"], RecordNames(), config_bags_schema(), root=ROOT)
+    return census_of([ROOT / "packages"], RecordNames(), config_bags_schema(), root=ROOT, bags=config_bags_bag_names())
 
 
 def counted(census: Census, kind: str, where: Callable[[str], bool]) -> dict[str, int]:
@@ -62,6 +78,19 @@ def test_no_dynamic_reads(census: Census) -> None:
     this test (checked by hand in attn_backends, then removed)."""
     assert read_baseline(BASELINES / "dynamic.txt") == {}, "dynamic reads are pinned at 0"
     check("dynamic.txt", counted(census, "dynamic", lambda p: True), "dynamic")
+
+
+def test_copies_of_bag_values_into_self_in_the_runtime_packages(census: Census) -> None:
+    """Pinned at 0: the one copy the census first found (the scheduler kept the pool's slot
+    count, falling back to `get_memory().max_total_tokens`) is gone; the runner's built pool is
+    now always handed in.
+
+    Reverse-verified: `self._page = get_schedule().page_size` added to
+    runtime_runner/kv_pool.py's KVPool.__init__ fails this test, and so does the alias form
+    (`schedule = get_schedule()` then `self._page = schedule.page_size`); both removed again."""
+    assert config_bags_bag_names().accessors, "config_bags is installed here, so the census knows its accessors"
+    assert read_baseline(BASELINES / "copies_into_self.txt") == {}, "copies into self are pinned at 0"
+    check("copies_into_self.txt", counted(census, "copies", lambda p: p.startswith(RUNTIME)), "copies")
 
 
 def test_the_ratchet_fails_when_a_count_grows_or_drops_unrecorded(census: Census) -> None:

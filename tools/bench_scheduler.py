@@ -39,6 +39,7 @@ class Output:
     next_token_ids: tuple[int, ...]
     next_token_logprobs: tuple[float | None, ...]
     top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
+    errors: tuple[str | None, ...]
 
 
 class TimedFakeExecutor:
@@ -56,7 +57,7 @@ class TimedFakeExecutor:
             end += r.extend_len
             tokens.append((ids[end - 1] * 31 + 7) % VOCAB if r.sample else -1)
         nones = (None,) * len(tokens)
-        out = Output(tuple(tokens), nones, nones)
+        out = Output(tuple(tokens), nones, nones, nones)
         self.ns += time.perf_counter_ns() - t0
         return out
 

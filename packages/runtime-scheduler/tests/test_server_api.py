@@ -106,20 +106,6 @@ def test_metrics_are_a_frozen_snapshot() -> None:
     assert msgspec.json.decode(msgspec.json.encode(metrics), type=SchedulerMetrics) == metrics
 
 
-def test_pool_size_comes_from_the_memory_bag_when_not_given() -> None:
-    # The prefill budgets fit the pool (config-bags' chunk_fits_pool and prefill_budget_fits_pool rules).
-    schedule = ScheduleBag(page_size=4, chunked_prefill_size=40, max_prefill_tokens=40)
-    publish(Bags(memory=MemoryBag(max_total_tokens=40), schedule=schedule), role="standalone")
-    scheduler = Scheduler(KvFaithfulExecutor(40, 4), model_max_length=100)
-    assert scheduler.metrics().total_pages == 10
-
-
-def test_an_unknown_pool_size_is_refused() -> None:
-    publish(Bags(), role="standalone")
-    with pytest.raises(ValueError, match="pass max_total_tokens .* or publish memory.max_total_tokens"):
-        Scheduler(KvFaithfulExecutor(1, 1), model_max_length=100)
-
-
 def test_a_pool_smaller_than_a_page_is_refused() -> None:
     publish(Bags(schedule=ScheduleBag(page_size=16)), role="standalone")
     with pytest.raises(ValueError, match="max_total_tokens=8 is not accepted; accepted: at least one page"):

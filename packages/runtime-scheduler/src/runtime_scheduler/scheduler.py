@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 
-from config_bags import ScheduleBag, chunk_size_of, context_length_of, get_memory, get_model, get_schedule
+from config_bags import ScheduleBag, chunk_size_of, context_length_of, get_model, get_schedule
 
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
@@ -29,32 +29,28 @@ from runtime_scheduler.request import Request
 from runtime_scheduler.request_state import RequestState
 from runtime_scheduler.stop import finish_reason_of
 
+
 class Scheduler:
     """Requests in, one forward per step, per-request events out.
 
-    `max_total_tokens` is the pool's slot count as the runner sized it (`max_total_tokens_of`);
-    when omitted, the published `memory.max_total_tokens` is used. `model_max_length` is the
+    `max_total_tokens` is the slot count of the pool the executor built (the runner's
+    `pool.num_slots`, sized by `max_total_tokens_of`): a fact of that pool, passed in, not a copy
+    of a leaf that an override could leave behind. `model_max_length` is the
     model's own maximum sequence length; the served context length is derived from it and the
     published `model.context_length` at each decision. Build it after publish: the pool has
     `max_total_tokens // page_size` pages, and page_size is cold.
     """
 
-    def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int | None = None) -> None:
+    def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
-        slots = max_total_tokens if max_total_tokens is not None else get_memory().max_total_tokens
-        if slots is None:
-            raise ValueError(
-                "the KV pool's slot count is unknown: pass max_total_tokens (the runner's max_total_tokens_of) "
-                "or publish memory.max_total_tokens"
-            )
         page_size = get_schedule().page_size
-        if slots < page_size:
-            raise ValueError(f"max_total_tokens={slots} is not accepted; accepted: at least one page ({page_size} slots)")
+        if max_total_tokens < page_size:
+            raise ValueError(f"max_total_tokens={max_total_tokens} is not accepted; accepted: at least one page ({page_size} slots)")
         self._executor = executor
         self._model_max_length = model_max_length
-        self._pool_slots = slots
-        self._memory = KvMemory(slots // page_size)
+        self._pool_slots = max_total_tokens
+        self._memory = KvMemory(max_total_tokens // page_size)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
         self._live: dict[str, RequestState] = {}
