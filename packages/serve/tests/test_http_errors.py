@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from serve.http.auth import install_auth
 from serve.http.errors import APIError, install_error_handlers
 from serve.http.protocol import ChatCompletionRequest, CompletionRequest
+from serve.tokenizer.worker import TokenizerWorkerDiedError
 
 
 def _app() -> FastAPI:
@@ -23,7 +24,7 @@ def _app() -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest) -> dict[str, Any]:
-        return {"max_tokens": body.max_tokens, "stop": list(body.stop_strings())}
+        return {"lengths": body.length_fields(), "stop": list(body.stop_strings())}
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatCompletionRequest) -> dict[str, Any]:
@@ -36,6 +37,10 @@ def _app() -> FastAPI:
     @app.get("/crash")
     async def crash() -> None:
         raise RuntimeError("boom")
+
+    @app.get("/tokenizer-died")
+    async def tokenizer_died() -> None:
+        raise TokenizerWorkerDiedError("the tokenizer worker process died while serving this request")
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -69,8 +74,25 @@ def test_wrong_type_names_the_field_and_value(client: TestClient) -> None:
     assert error["param"] == "temperature" and "'hot'" in error["message"]
 
 
+def test_a_refused_megabyte_is_not_echoed_whole(client: TestClient) -> None:
+    """A long list the prompt's union refuses fails once per element and per member: the message
+    names the first few failures, each input cut short.
+
+    Reverse-verified: without the cap on parts (each input already cut by `shown`), the message
+    was 86 MB."""
+    error = _error(client.post("/v1/completions", json={"prompt": [1, "x"] * 250_000}), 400)
+    assert error["param"] == "prompt" and len(error["message"]) < 2000 and error["message"].endswith("more")
+
+
+def test_a_body_sent_as_another_content_type_names_it(client: TestClient) -> None:
+    """Reverse-verified: without the content-type clause the message was "body: Input should be a
+    valid dictionary ... (got b'...')", naming neither JSON nor the content type."""
+    error = _error(client.post("/v1/completions", content=b'{"prompt": "x"}', headers={"content-type": "text/plain"}), 400)
+    assert "Content-Type: application/json" in error["message"] and "'text/plain'" in error["message"]
+
+
 def test_protocol_accepts_openai_and_native_spellings(client: TestClient) -> None:
-    assert client.post("/v1/completions", json={"prompt": "x", "max_new_tokens": 5, "stop": "\n"}).json() == {"max_tokens": 5, "stop": ["\n"]}
+    assert client.post("/v1/completions", json={"prompt": "x", "max_new_tokens": 5, "stop": "\n"}).json() == {"lengths": {"max_new_tokens": 5}, "stop": ["\n"]}
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
     assert client.post("/v1/chat/completions", json=parts).json() == {"text": ["ab"]}
     _error(client.post("/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]}), 400)
@@ -81,6 +103,8 @@ def test_api_error_and_crash_shapes(client: TestClient) -> None:
     crash = _error(client.get("/crash"), 500)
     assert crash["type"] == "internal_server_error" and "boom" in crash["message"]
     assert _error(client.get("/missing"), 404)["type"] == "invalid_request_error"
+    died = _error(client.get("/tokenizer-died"), 503)
+    assert died["code"] == "server_unavailable" and "tokenizer worker" in died["message"]
 
 
 def test_api_key_is_read_at_request_time() -> None:

@@ -18,3 +18,6 @@ class ServingBag(Bag, frozen=True, kw_only=True):
     ] = None
     max_n: Annotated[PositiveInt, leaf("Most choices (n) one completion request may ask for.", hot=True)] = 16
     stream_interval: Annotated[PositiveInt, leaf("Decode steps between streamed chunks.", hot=True)] = 1
+    max_request_body_mb: Annotated[
+        PositiveInt, leaf("Largest request body the API reads, in MiB; a larger one is answered 413 before it is read.", hot=True)
+    ] = 4

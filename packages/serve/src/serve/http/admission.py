@@ -1,5 +1,6 @@
 """Turning an API request into scheduler requests, refusing what the server cannot serve with a
-400 that names the limit: unknown model, empty prompt, n above serving.max_n, too many tokens."""
+400 that names the field and the limit: unknown model, empty prompt, n above serving.max_n, too
+many tokens, top_k or token ids outside the vocabulary, a per-choice seed outside 64 bits."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from config_bags import get_serving
 from runtime_scheduler.request import Request, SamplingParams, StopConditions
 
 from serve.http.errors import bad_request
-from serve.http.protocol import SamplingFields
+from serve.http.protocol import INT64_MAX, INT64_MIN, SamplingFields
 from serve.ipc.messages import GenerateRequest
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.served_name import served_model_name
@@ -35,10 +36,43 @@ def new_rid() -> str:
     return uuid.uuid4().hex
 
 
-def completion_budget(prompt_len: int, max_tokens: int | None, default: int | None, manager: TokenizerManager) -> int:
-    """The max_new_tokens of a prompt: `max_tokens`, else `default` capped by the room left, else
-    all the room left; refused when the prompt alone or the prompt plus `max_tokens` does not fit
-    the context length (or the KV pool, when that is smaller)."""
+def check_sampling(fields: SamplingFields, vocab_size: int) -> None:
+    """Refuse sampling fields the runtime cannot hold: top_k beyond the vocabulary, stop token ids
+    outside it, and a seed whose per-choice seeds (`seed + choice`) leave a signed 64-bit int."""
+    if fields.top_k != -1 and not 1 <= fields.top_k <= vocab_size:
+        raise bad_request(f"top_k={fields.top_k} is not accepted; accepted: -1 (no limit) or 1 to {vocab_size} (the vocabulary size)", param="top_k")
+    if fields.stop_token_ids:
+        check_token_ids(fields.stop_token_ids, vocab_size, "stop_token_ids")
+    if fields.seed is not None and fields.seed + fields.n - 1 > INT64_MAX:
+        raise bad_request(
+            f"seed={fields.seed} with n={fields.n} gives choice {fields.n - 1} the seed {fields.seed + fields.n - 1}, above the largest "
+            f"signed 64-bit integer; accepted: {INT64_MIN} to {INT64_MAX - fields.n + 1}",
+            param="seed",
+        )
+
+
+def check_token_ids(ids: Sequence[int], vocab_size: int, param: str) -> None:
+    """Refuse token ids at or above the vocabulary size (ids are never negative: the protocol
+    and the tokenizer both give ids >= 0)."""
+    largest = max(ids, default=0)
+    if largest >= vocab_size:
+        raise bad_request(f"{param}: token id {largest} is not in the vocabulary; accepted: 0 to {vocab_size - 1}", param=param)
+
+
+def requested_length(fields: SamplingFields) -> tuple[str, int] | None:
+    """(field name, value) of the completion length the client asked for, None when it did not;
+    two spellings with different values are refused."""
+    given = fields.length_fields()
+    if len(set(given.values())) > 1:
+        both = ", ".join(f"{name}={value}" for name, value in given.items())
+        raise bad_request(f"conflicting completion lengths: {both}; send one of {' or '.join(given)}", param=next(iter(given)))
+    return next(iter(given.items()), None)
+
+
+def completion_budget(prompt_len: int, requested: tuple[str, int] | None, default: int | None, manager: TokenizerManager, prompt_param: str) -> int:
+    """The max_new_tokens of a prompt: the `requested` (field, length), else `default` capped by
+    the room left, else all the room left; refused when the prompt alone or the prompt plus the
+    requested length does not fit the context length (or the KV pool, when that is smaller)."""
     info = manager.model_info
     limit = min(info.context_length, info.max_total_tokens)
     limit_name = "maximum context length" if limit == info.context_length else "KV-cache capacity"
@@ -47,19 +81,20 @@ def completion_budget(prompt_len: int, max_tokens: int | None, default: int | No
         raise bad_request(
             f"the prompt has {prompt_len} tokens, but this model's {limit_name} is {limit} tokens "
             "(prompt plus completion); shorten the prompt",
-            param="prompt",
+            param=prompt_param,
             code="context_length_exceeded",
         )
-    if max_tokens is None:
+    if requested is None:
         return room if default is None else min(default, room)
-    if max_tokens > room:
+    name, length = requested
+    if length > room:
         raise bad_request(
-            f"this model's {limit_name} is {limit} tokens, but {prompt_len + max_tokens} were requested "
-            f"({prompt_len} in the prompt, {max_tokens} for the completion); lower max_tokens to at most {room}",
-            param="max_tokens",
+            f"this model's {limit_name} is {limit} tokens, but {prompt_len + length} were requested "
+            f"({prompt_len} in the prompt, {length} for the completion); lower {name} to at most {room}",
+            param=name,
             code="context_length_exceeded",
         )
-    return max_tokens
+    return length
 
 
 def generate_requests(
@@ -67,23 +102,28 @@ def generate_requests(
     prompts: Sequence[Sequence[int]],
     manager: TokenizerManager,
     *,
-    max_tokens: int | None,
     default_max_tokens: int | None,
     logprobs: bool,
     top_logprobs: int,
+    prompt_param: str = "prompt",
 ) -> list[GenerateRequest]:
-    """One scheduler request per (prompt, choice), prompt-major, after every admission check."""
+    """One scheduler request per (prompt, choice), prompt-major, after every admission check.
+    `prompt_param` is the request field the prompts came from, named by a refusal."""
     check_model(fields.model)
     check_n(fields.n)
+    vocab_size = manager.model_info.vocab_size
+    check_sampling(fields, vocab_size)
+    requested = requested_length(fields)
+    budgets: list[int] = []
     for prompt in prompts:
         if not prompt:
-            raise bad_request("the prompt is empty; send at least one token of prompt", param="prompt")
-        if any(t >= manager.model_info.vocab_size for t in prompt):
-            raise bad_request(f"prompt token ids must be below the vocabulary size {manager.model_info.vocab_size}", param="prompt")
+            raise bad_request("the prompt is empty; send at least one token of prompt", param=prompt_param)
+        # The length first: a prompt far over the context is refused without a pass over its ids.
+        budgets.append(completion_budget(len(prompt), requested, default_max_tokens, manager, prompt_param))
+        check_token_ids(prompt, vocab_size, prompt_param)
     eos = frozenset(manager.eos_token_ids)
     requests: list[GenerateRequest] = []
-    for prompt in prompts:
-        budget = completion_budget(len(prompt), max_tokens, default_max_tokens, manager)
+    for prompt, budget in zip(prompts, budgets, strict=True):
         for choice in range(fields.n):
             try:
                 request = Request(
@@ -108,7 +148,7 @@ def generate_requests(
                         ignore_eos=fields.ignore_eos,
                     ),
                 )
-            except ValueError as err:
+            except ValueError as err:  # the scheduler's own checks; the ones above run first
                 raise bad_request(str(err)) from None
             requests.append(
                 GenerateRequest(request=request, stop_strings=fields.stop_strings(), skip_special_tokens=fields.skip_special_tokens)

@@ -1,4 +1,5 @@
-"""The FastAPI application: routes, error handlers and authentication over one tokenizer manager."""
+"""The FastAPI application: routes, error handlers, authentication and the body-size limit over one
+tokenizer manager and one tokenizer worker."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from fastapi import FastAPI
 
 from serve.http.auth import install_auth
+from serve.http.body_limit import BodySizeLimit
 from serve.http.errors import install_error_handlers
 from serve.http.routes_admin import router as admin_router
 from serve.http.routes_chat import router as chat_router
@@ -14,16 +16,20 @@ from serve.http.routes_completions import router as completions_router
 from serve.http.routes_native import router as native_router
 from serve.resolved_view import ResolvedConfig
 from serve.tokenizer.manager import TokenizerManager
+from serve.tokenizer.worker import TokenizerWorker
 
 
-def create_app(manager: TokenizerManager, resolved: ResolvedConfig) -> FastAPI:
-    """The HTTP API served by the main process."""
+def create_app(manager: TokenizerManager, worker: TokenizerWorker, resolved: ResolvedConfig) -> FastAPI:
+    """The HTTP API served by the main process (the launcher starts `worker` early, so it loads its
+    tokenizer while the scheduler loads the model)."""
     app = FastAPI(title="serve", description="OpenAI-compatible LLM server")
     app.state.manager = manager
     app.state.resolved = resolved
     app.state.pid = os.getpid()
+    app.state.tokenizer_worker = worker
     install_error_handlers(app)
     install_auth(app)
+    app.add_middleware(BodySizeLimit)  # added last: outermost, so no body is read before its check
     for router in (completions_router, chat_router, native_router, admin_router):
         app.include_router(router)
     return app

@@ -10,7 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from serve.tokenizer.worker import TokenizerWorkerDiedError
+
 logger = logging.getLogger(__name__)
+
+_MOST_PARTS = 5  # validation errors named in one message
 
 
 class APIError(Exception):
@@ -43,31 +47,46 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return APIError(400, message, param=param, code=code)
 
 
-def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
+def shown(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut to `limit` characters (a refused field may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _validation_message(err: RequestValidationError, content_type: str | None) -> tuple[str, str | None]:
     parts: list[str] = []
     param: str | None = None
     for detail in err.errors():
         loc = [str(p) for p in detail.get("loc", ()) if p != "body"]
         where = ".".join(loc) or "body"
         param = param or (loc[0] if loc else None)
-        if detail.get("type") == "json_invalid":
+        if not loc and isinstance(detail.get("input"), bytes):  # FastAPI parses JSON only when the content type says so
+            parts.append(f"the body must be a JSON object sent with Content-Type: application/json; got Content-Type {content_type!r}")
+        elif detail.get("type") == "json_invalid":
             parts.append(f"malformed JSON body: {detail.get('ctx', {}).get('error', detail.get('msg'))}")
         else:
-            parts.append(f"{where}: {detail.get('msg')} (got {detail.get('input')!r})")
+            parts.append(f"{where}: {detail.get('msg')} (got {shown(detail.get('input'))})")
+    if len(parts) > _MOST_PARTS:  # a union over a long list fails once per element and per member
+        parts = [*parts[:_MOST_PARTS], f"and {len(parts) - _MOST_PARTS} more"]
     return "; ".join(parts) or "invalid request", param
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer every error in OpenAI's shape: validation 400, HTTP errors with their status, others 500."""
+    """Answer every error in OpenAI's shape: validation 400, HTTP errors with their status, a dead
+    tokenizer worker 503, others 500."""
 
     @app.exception_handler(APIError)
     async def _api_error(_request: Request, err: APIError) -> JSONResponse:
         return err.response()
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(err)
+    async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        message, param = _validation_message(err, request.headers.get("content-type"))
         return JSONResponse(error_body(message, "invalid_request_error", param), status_code=400)
+
+    @app.exception_handler(TokenizerWorkerDiedError)
+    async def _tokenizer_died(_request: Request, err: TokenizerWorkerDiedError) -> JSONResponse:
+        return APIError(503, str(err), type_="server_error", code="server_unavailable").response()
 
     @app.exception_handler(HTTPException)
     async def _http(_request: Request, err: HTTPException) -> JSONResponse:

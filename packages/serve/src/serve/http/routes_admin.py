@@ -7,7 +7,7 @@ from typing import Any
 
 import config_bags
 import msgspec
-from config_bags import ConfigError, config_hash, get_observability, leaf_spec, leaf_value, overrides_log
+from config_bags import ConfigError, config_hash, get_observability, leaf_spec, leaf_value, overrides_log, published_role
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
@@ -16,6 +16,7 @@ from serve.http.errors import APIError, bad_request
 from serve.resolved_view import ResolvedConfig
 from serve.tokenizer.manager import OverrideFailedError, TokenizerManager
 from serve.tokenizer.served_name import served_model_name
+from serve.tokenizer.worker import TokenizerWorker
 
 router = APIRouter()
 
@@ -25,13 +26,19 @@ def _manager(request: Request) -> TokenizerManager:
     return manager
 
 
+def _worker(request: Request) -> TokenizerWorker:
+    worker: TokenizerWorker = request.app.state.tokenizer_worker
+    return worker
+
+
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
-    """200 while every process is up; 503 with the reason once one has died."""
+    """200 while every process (the tokenizer worker too) is up; 503 with the reason otherwise."""
     manager = _manager(request)
-    if manager.healthy:
+    worker_state = _worker(request).state()
+    if manager.healthy and worker_state is None:
         return JSONResponse({"status": "ok"})
-    return JSONResponse({"status": "unhealthy", "reason": manager.fault or "starting"}, status_code=503)
+    return JSONResponse({"status": "unhealthy", "reason": manager.fault or worker_state or "starting"}, status_code=503)
 
 
 @router.get("/v1/models")
@@ -46,18 +53,40 @@ async def models(request: Request) -> dict[str, Any]:
 
 @router.get("/server_info")
 async def server_info(request: Request) -> dict[str, Any]:
-    """The resolved config with provenance, the current bags, the overrides log, and each process's
-    config hash and pid."""
+    """The config with provenance (hash and derived values as published now), the current bags,
+    the overrides log, each process's role, pid and config hash, and the pool and queue state."""
     manager = _manager(request)
     resolved: ResolvedConfig = request.app.state.resolved
+    hashes = {"main": config_hash(), **manager.process_hashes}
+    pids = {"main": request.app.state.pid, **manager.process_pids}
+    # A child is keyed by the role it published and reported in its ProcessReady.
+    roles = {"main": published_role(), **{role: role for role in manager.process_hashes}}
+    worker_pid = _worker(request).pid
     return {
         "config": resolved.dump(),
         "provenance": resolved.provenance(),
         "bags": msgspec.to_builtins(config_bags.published_bags()),
         "overrides": msgspec.to_builtins(overrides_log()),
-        "config_hashes": {"main": config_hash(), **manager.process_hashes},
-        "pids": {"main": request.app.state.pid, **manager.process_pids},
+        "config_hashes": hashes,
+        "pids": {**pids, **({} if worker_pid is None else {"tokenizer_worker": worker_pid})},
+        "processes": {name: {"role": roles[name], "pid": pids.get(name), "config_hash": hashes[name]} for name in hashes},
+        "pool_and_queue": _pool_and_queue(manager),
         "model": {"name": served_model_name(), **msgspec.to_builtins(manager.model_info)},
+    }
+
+
+def _pool_and_queue(manager: TokenizerManager) -> dict[str, int] | None:
+    """The KV pool's pages and the scheduler's queues, as its last stats message (sent a few times
+    a second) gave them; None before the first."""
+    stats = manager.metrics.scheduler
+    if stats is None:
+        return None
+    return {
+        "total_pages": stats.total_pages,
+        "free_pages": stats.free_pages,
+        "cached_pages": stats.cached_pages,
+        "running": stats.num_running,
+        "waiting": stats.num_waiting,
     }
 
 

@@ -3,47 +3,53 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
+from jinja2 import TemplateError
 from fastapi.responses import StreamingResponse
 
 from serve.http.admission import generate_requests, new_rid
 from serve.http.errors import bad_request
 from serve.http.logprobs_format import chat_logprobs
 from serve.http.openai_stream import openai_stream
-from serve.http.protocol import ChatCompletionRequest
+from serve.http.protocol import ChatCompletionRequest, ChatMessage
 from serve.http.streams import collect, unless_disconnected
 from serve.http.usage import usage
 from serve.ipc.messages import TextOutput
-from serve.tokenizer.chat_template import NoChatTemplateError, chat_prompt_ids
+from serve.tokenizer.chat_template import NoChatTemplateError
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.served_name import served_model_name
+from serve.tokenizer.worker import TokenizerWorker
 
 router = APIRouter()
 
 
-def rendered_prompt(manager: TokenizerManager, body: ChatCompletionRequest) -> list[int]:
-    """The conversation's prompt ids; a missing chat template is the client's 400."""
+async def rendered_prompt(worker: TokenizerWorker, messages: Sequence[ChatMessage]) -> Sequence[int]:
+    """The conversation's prompt ids, rendered in the tokenizer worker; a missing chat template,
+    or one that refuses the conversation (many raise on roles out of order), is the client's 400."""
     try:
-        return chat_prompt_ids(manager.tokenizer, [{"role": m.role, "content": m.text()} for m in body.messages])
+        return await worker.chat_prompt([{"role": m.role, "content": m.text()} for m in messages])
     except NoChatTemplateError as err:
         raise bad_request(str(err), param="messages") from None
+    except TemplateError as err:
+        raise bad_request(f"the model's chat template refused these messages: {err}", param="messages") from None
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, http_request: Request) -> Any:
     """OpenAI chat completions, streamed (SSE) or whole."""
     manager: TokenizerManager = http_request.app.state.manager
-    prompt = rendered_prompt(manager, body)
+    prompt = await rendered_prompt(http_request.app.state.tokenizer_worker, body.messages)
     requests = generate_requests(
         body,
         [prompt],
         manager,
-        max_tokens=body.max_completion_tokens or body.max_tokens,
         default_max_tokens=None,
         logprobs=body.logprobs,
         top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
+        prompt_param="messages",
     )
     cid, created, model = f"chatcmpl-{new_rid()}", int(time.time()), served_model_name()
 

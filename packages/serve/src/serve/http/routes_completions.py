@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -18,6 +19,7 @@ from serve.http.usage import usage
 from serve.ipc.messages import TextOutput
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.served_name import served_model_name
+from serve.tokenizer.worker import TokenizerWorker
 
 router = APIRouter()
 
@@ -25,35 +27,31 @@ router = APIRouter()
 DEFAULT_COMPLETION_TOKENS = 16
 
 
-def prompt_ids(tokenizer: Any, prompt: str | list[str] | list[int] | list[list[int]]) -> list[list[int]]:
-    """The token ids of each prompt (text is tokenized with the model's special tokens)."""
+async def prompt_ids(worker: TokenizerWorker, prompt: str | list[str] | list[int] | list[list[int]]) -> list[Sequence[int]]:
+    """The token ids of each prompt (text is tokenized with the model's special tokens, in the
+    tokenizer worker)."""
     if isinstance(prompt, str):
         prompt = [prompt]
     if not prompt:
         raise bad_request("the prompt is empty; send a non-empty string, list of strings, or token ids", param="prompt")
     if all(isinstance(p, int) for p in prompt):
         return [[int(t) for t in prompt]]  # type: ignore[arg-type]
-    found: list[list[int]] = []
-    for p in prompt:
-        if isinstance(p, str):
-            if not p:
-                raise bad_request("the prompt is empty; send at least one character or token", param="prompt")
-            found.append(list(tokenizer.encode(p)))
-        else:
-            found.append([int(t) for t in p])  # type: ignore[union-attr]
-    return found
+    texts = [p for p in prompt if isinstance(p, str)]
+    if any(not text for text in texts):
+        raise bad_request("the prompt is empty; send at least one character or token", param="prompt")
+    encoded = iter(await worker.encode(texts) if texts else ())
+    return [next(encoded) if isinstance(p, str) else [int(t) for t in p] for p in prompt]  # type: ignore[union-attr]
 
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, http_request: Request) -> Any:
     """OpenAI text completions, streamed (SSE) or whole."""
     manager: TokenizerManager = http_request.app.state.manager
-    prompts = prompt_ids(manager.tokenizer, body.prompt)
+    prompts = await prompt_ids(http_request.app.state.tokenizer_worker, body.prompt)
     requests = generate_requests(
         body,
         prompts,
         manager,
-        max_tokens=body.max_tokens,
         default_max_tokens=DEFAULT_COMPLETION_TOKENS,
         logprobs=body.logprobs is not None,
         top_logprobs=body.logprobs or 0,

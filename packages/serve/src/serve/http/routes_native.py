@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
-from serve.http.admission import check_model, generate_requests
+from serve.http.admission import check_model, check_token_ids, generate_requests
 from serve.http.errors import bad_request
-from serve.http.protocol import ChatCompletionRequest, DetokenizeBody, GenerateBody, TokenizeBody
+from serve.http.protocol import DetokenizeBody, GenerateBody, TokenizeBody
 from serve.http.routes_chat import rendered_prompt
 from serve.http.sse import DONE, sse
 from serve.http.streams import ChoiceResult, collect, fault_error, merged, unless_disconnected
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.request_state import ServerFaultError
+from serve.tokenizer.worker import TokenizerWorker
 
 router = APIRouter()
 
@@ -38,12 +40,19 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
     """Generate from text or token ids: `{"text", "output_ids", "meta_info"}` per choice
     (a list when n > 1); streamed as SSE events carrying each new piece of text."""
     manager: TokenizerManager = http_request.app.state.manager
+    worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     if (body.text is None) == (body.input_ids is None):
         raise bad_request("send exactly one of text or input_ids", param="text")
-    prompt = list(manager.tokenizer.encode(body.text)) if body.text else list(body.input_ids or [])
+    prompt: Sequence[int] = (await worker.encode([body.text]))[0] if body.text else (body.input_ids or [])
     fields = body.sampling_params
     requests = generate_requests(
-        fields, [prompt], manager, max_tokens=fields.max_tokens, default_max_tokens=128, logprobs=body.return_logprob, top_logprobs=body.top_logprobs_num
+        fields,
+        [prompt],
+        manager,
+        default_max_tokens=128,
+        logprobs=body.return_logprob,
+        top_logprobs=body.top_logprobs_num,
+        prompt_param="text" if body.text is not None else "input_ids",
     )
 
     if body.stream:
@@ -67,17 +76,20 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
 
 
 @router.post("/tokenize")
-async def tokenize(body: TokenizeBody, http_request: Request) -> Any:
+async def tokenize(body: TokenizeBody, http_request: Request) -> Response:
     """Token ids of a prompt, or of chat messages rendered through the chat template."""
     manager: TokenizerManager = http_request.app.state.manager
+    worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     check_model(body.model)
     if (body.prompt is None) == (body.messages is None):
         raise bad_request("send exactly one of prompt or messages", param="prompt")
     if body.messages is not None:
-        tokens = rendered_prompt(manager, ChatCompletionRequest(messages=body.messages))
+        tokens = await rendered_prompt(worker, body.messages)
     else:
-        tokens = list(manager.tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens))
-    return {"tokens": tokens, "count": len(tokens), "max_model_len": manager.model_info.context_length}
+        tokens = (await worker.encode([body.prompt or ""], add_special_tokens=body.add_special_tokens))[0]
+    # msgspec, not FastAPI's encoder: a prompt near the body limit has millions of ids.
+    answer = {"tokens": list(tokens), "count": len(tokens), "max_model_len": manager.model_info.context_length}
+    return Response(msgspec.json.encode(answer), media_type="application/json")
 
 
 @router.post("/detokenize")
@@ -85,7 +97,5 @@ async def detokenize(body: DetokenizeBody, http_request: Request) -> Any:
     """The text of token ids."""
     manager: TokenizerManager = http_request.app.state.manager
     check_model(body.model)
-    vocab = manager.model_info.vocab_size
-    if any(t >= vocab for t in body.tokens):
-        raise bad_request(f"token ids must be below the vocabulary size {vocab}", param="tokens")
-    return {"prompt": manager.tokenizer.decode(body.tokens)}
+    check_token_ids(body.tokens, manager.model_info.vocab_size, "tokens")
+    return {"prompt": await http_request.app.state.tokenizer_worker.decode(body.tokens)}

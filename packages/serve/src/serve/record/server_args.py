@@ -121,6 +121,7 @@ class ServerArgs:
     api_key: str | None
     max_n: int
     stream_interval: int
+    max_request_body_mb: int
     # observability
     log_level: Literal["debug", "info", "warning", "error", "critical"]
     log_requests: bool
