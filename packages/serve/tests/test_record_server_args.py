@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from config_bags import Bags, LeafValueError, UnknownLeafError, leaf_specs, unpublish
 
 from serve.record import ResolvedArgs, SealedRecordError, ServerArgs, project, resolve
 from serve.record import codegen
-from serve.record.pipeline import HANDLERS
 from serve.record.resolution import Resolution
 
 
@@ -21,11 +21,11 @@ def _unpublished() -> Iterator[None]:
     unpublish()
 
 
-def resolved_without_model(args: ServerArgs) -> ResolvedArgs:
-    """Resolve with only the handlers that need no checkpoint (the record tests are about the
-    record, not about the model handlers, which test_resolution_pipeline covers)."""
-    model_free = [h for h in HANDLERS if h.__module__.endswith(("kernel", "spec"))]
-    return resolve(args, handlers=model_free)
+def resolved_on(model: Path, args: ServerArgs) -> ResolvedArgs:
+    """Resolve `args` serving the tiny config-only checkpoint `model` (the record tests are about
+    the record; test_resolution_pipeline covers the handlers)."""
+    args.model_path = str(model)
+    return resolve(args)
 
 
 def test_one_attribute_per_leaf_with_the_leaf_default_and_type() -> None:
@@ -67,10 +67,10 @@ def test_a_refused_assignment_changes_nothing() -> None:
     assert args.provenance_of("schedule_policy") == "default"
 
 
-def test_resolved_record_is_sealed() -> None:
+def test_resolved_record_is_sealed(tiny_model: Path) -> None:
     """Reverse-verified: with the state check in ServerArgs.put removed, the assignment succeeds
     and this test fails."""
-    resolved = resolved_without_model(ServerArgs(page_size=4))
+    resolved = resolved_on(tiny_model, ServerArgs(page_size=4))
     with pytest.raises(SealedRecordError, match="sealed"):
         resolved.server_args.page_size = 8
     assert resolved.server_args.page_size == 4
@@ -92,25 +92,26 @@ def test_a_handler_declares_under_its_own_name() -> None:
         resolve(ServerArgs(), handlers=[impostor])
 
 
-def test_resolve_leaves_its_input_open_and_unchanged() -> None:
-    args = ServerArgs(attention_backend="flashinfer")
+def test_resolve_leaves_its_input_open_and_unchanged(tiny_model: Path) -> None:
+    args = ServerArgs(model_path=str(tiny_model))
     before = args.values(), args.provenance()
-    resolved = resolved_without_model(args)
+    resolved = resolve(args)
     assert (args.values(), args.provenance()) == before
-    assert resolved.server_args.page_size == 16
-    args.page_size = 2  # the operator's record is still open
-    assert resolved.server_args.page_size == 16
+    assert resolved.server_args.served_model_name == "tiny-llama" and args.served_model_name is None
+    args.served_model_name = "other"  # the operator's record is still open
+    assert resolved.server_args.served_model_name == "tiny-llama"
 
 
-def test_projection_carries_every_leaf_into_its_bag() -> None:
-    args = ServerArgs(page_size=8, port=8080, cuda_graph_max_bs=32, speculative_algorithm="ngram", api_key="k")
-    bags = project(resolved_without_model(args))
+def test_projection_carries_every_leaf_into_its_bag(tiny_model: Path) -> None:
+    resolved = resolved_on(tiny_model, ServerArgs(page_size=8, port=8080, schedule_policy="lpm", max_n=3, api_key="k"))
+    bags = project(resolved)
     assert isinstance(bags, Bags)
+    assert (bags.schedule.page_size, bags.serving.port, bags.schedule.schedule_policy) == (8, 8080, "lpm")
     for name, spec in leaf_specs().items():
         node: object = bags
         for part in spec.path:
             node = getattr(node, part)
-        assert node == args.value(name), name
+        assert node == resolved.server_args.value(name), name
 
 
 def test_projection_runs_the_bags_cross_leaf_checks() -> None:

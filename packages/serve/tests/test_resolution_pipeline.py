@@ -5,7 +5,6 @@ dump and explain outputs, and provenance that follows a post-publish override.""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,35 +25,15 @@ def _unpublished() -> Iterator[None]:
     unpublish()
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers import LlamaConfig
-
-    path = tmp_path_factory.mktemp("models") / "tiny-llama"
-    LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=KV_HEADS,
-        max_position_embeddings=MAX_POSITIONS,
-        vocab_size=256,
-        dtype="bfloat16",
-        architectures=["LlamaForCausalLM"],
-    ).save_pretrained(path)
-    return path
-
-
 def resolved(model: Path, **leaves: object) -> ResolvedArgs:
     return resolve(ServerArgs(model_path=str(model), **leaves))
 
 
 def test_handlers_are_named_and_ordered() -> None:
     names = handler_names()
-    assert names[:2] == ("one_device", "default_model")
-    assert names.index("page_size_for_backend") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
-    assert names.index("speculative_defaults") < names.index("page_size_for_backend")
+    assert names[:3] == ("absent_features", "attention_backends_registered", "default_model")
+    assert names.index("context_length") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
+    assert names.index("max_total_tokens") < names.index("max_prefill_tokens") < names.index("max_running_requests")
 
 
 def test_model_leaves_come_from_the_checkpoint(tiny_model: Path) -> None:
@@ -68,7 +47,8 @@ def test_model_leaves_come_from_the_checkpoint(tiny_model: Path) -> None:
 def test_an_operator_context_length_is_kept_within_the_models_maximum(tiny_model: Path) -> None:
     args = resolved(tiny_model, context_length=128).server_args
     assert (args.context_length, args.provenance_of("context_length")) == (128, "cli")
-    with pytest.raises(ResolutionError, match=r"context_length .*exceeds the model's maximum of 512"):
+    with pytest.raises(ResolutionError, match=r"^context_length = 4096 requires context_length <= the model's maximum, got maximum = 512 tokens "
+                       r"\(rule context_length_within_model; from assigned 4096\)$"):
         resolved(tiny_model, context_length=4096)
 
 
@@ -86,12 +66,16 @@ def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: d
     assert args.provenance_of("max_total_tokens") == "resolved:max_total_tokens"
 
 
-@pytest.mark.parametrize("leaf", ["tp_size", "pp_size", "dp_size", "nnodes", "ep_size"])
-def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: str) -> None:
-    """The runner holds the whole model on one device. Reverse-verified: without the one_device
-    handler, tp_size=2 resolved silently."""
-    with pytest.raises(ResolutionError, match=rf"{leaf}=2 \(from assigned 2\) is refused by one_device: this build runs the whole model in one process on one device; accepted: 1"):
-        resolved(tiny_model, **{leaf: 2, **({"node_rank": 0} if leaf == "nnodes" else {})})
+@pytest.mark.parametrize(
+    ("leaf", "feature"),
+    [("tp_size", "tensor parallelism"), ("pp_size", "pipeline parallelism"), ("dp_size", "data-parallel replicas"),
+     ("nnodes", "multi-node serving"), ("ep_size", "mixture-of-experts model")],
+)
+def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: str, feature: str) -> None:
+    """The runner holds the whole model on one device. Reverse-verified: without the
+    absent_features handler (and the final rules check), tp_size=2 resolved silently."""
+    with pytest.raises(ResolutionError, match=rf"^{leaf} = 2: this build has no {feature}; accepted: 1 \(the default\) \(rule absent_.*; from assigned 2\)$"):
+        resolved(tiny_model, **{leaf: 2})
 
 
 def test_max_total_tokens_is_whole_pages_and_an_operator_value_wins(tiny_model: Path) -> None:
@@ -131,49 +115,41 @@ def test_a_cpu_step_prefills_at_most_512_prompt_tokens(tiny_model: Path) -> None
     assert (mine.max_prefill_tokens, mine.provenance_of("max_prefill_tokens")) == (4096, "cli")
 
 
-def test_page_size_implied_by_the_attention_backend(tiny_model: Path) -> None:
-    implied = resolved(tiny_model, decode_attention_backend="flashinfer").server_args
-    assert (implied.page_size, implied.provenance_of("page_size")) == (16, "resolved:page_size_for_backend")
-    mine = resolved(tiny_model, attention_backend="flashinfer", page_size=8).server_args
-    assert (mine.page_size, mine.provenance_of("page_size")) == (8, "cli")
-    with pytest.raises(ResolutionError, match=r"page_size=12 \(from assigned 12\) is refused by page_size_for_backend: .*power of two"):
-        resolved(tiny_model, attention_backend="triton", page_size=12)
-
-
-def test_flashinfer_is_refused_on_a_cpu_device_for_the_half_that_runs_it(tiny_model: Path) -> None:
-    with pytest.raises(ResolutionError, match=r"attention_backend='flashinfer' .*the prefill half would run flashinfer"):
-        resolved(tiny_model, device="cpu", attention_backend="flashinfer")
-    with pytest.raises(ResolutionError, match=r"decode_attention_backend='flashinfer'"):
-        resolved(tiny_model, device="cpu", decode_attention_backend="flashinfer")
-    both_split = resolved(
-        tiny_model, device="cpu", attention_backend="flashinfer", prefill_attention_backend="triton", decode_attention_backend="torch_native"
-    ).server_args
-    assert both_split.attention_backends == ("triton", "torch_native")
-    assert both_split.prefill_attention_backend == "triton" and both_split.attention_backend == "flashinfer"
+@pytest.mark.parametrize("leaf", ["attention_backend", "prefill_attention_backend", "decode_attention_backend"])
+@pytest.mark.parametrize("backend", ["triton", "flashinfer"])
+def test_an_attention_backend_this_build_cannot_build_is_refused_naming_those_it_can(tiny_model: Path, leaf: str, backend: str) -> None:
+    """Reverse-verified: without the attention_backends_registered handler and the final rules
+    check, `--attention-backend triton` resolved and the scheduler process then died with
+    UnknownAttentionBackendError."""
+    with pytest.raises(ResolutionError, match=rf"^{leaf} = {backend}: this build has no {backend} attention backend; accepted: torch_native, or unset "
+                       r"\(rule registered_attention_backends; from assigned"):
+        resolved(tiny_model, **{leaf: backend})
 
 
 def test_the_split_pair_is_never_filled_from_the_base_field(tiny_model: Path) -> None:
-    args = resolved(tiny_model, attention_backend="triton").server_args
+    args = resolved(tiny_model, attention_backend="torch_native").server_args
     assert (args.prefill_attention_backend, args.decode_attention_backend) == (None, None)
-    assert args.attention_backends == ("triton", "triton")
+    assert args.attention_backends == ("torch_native", "torch_native")
 
 
-def test_speculative_defaults_and_the_draft_tree_page_requirement(tiny_model: Path) -> None:
-    """Reverse-verified: with `require` no longer raising on a conflicting operator value, the
-    page_size=16 launch resolves and this test fails."""
-    chain = resolved(tiny_model, speculative_algorithm="draft_model", speculative_draft_model_path=str(tiny_model)).server_args
-    assert (chain.speculative_num_draft_tokens, chain.provenance_of("speculative_num_draft_tokens")) == (4, "resolved:speculative_defaults")
-    tree = resolved(
-        tiny_model,
-        speculative_algorithm="draft_model",
-        speculative_draft_model_path=str(tiny_model),
-        speculative_eagle_topk=2,
-        attention_backend="flashinfer",
-    ).server_args
-    assert tree.speculative_num_draft_tokens == 3 * 2 + 1
-    assert (tree.page_size, tree.provenance_of("page_size")) == (1, "resolved:speculative_defaults"), "a requirement outranks a soft default"
-    with pytest.raises(ResolutionError, match=r"page_size=16 \(from assigned 16\) conflicts with speculative_defaults: draft trees"):
-        resolved(tiny_model, speculative_algorithm="draft_model", speculative_draft_model_path="d", speculative_eagle_topk=2, page_size=16)
+def test_every_absent_feature_is_refused_when_set_off_its_default(tiny_model: Path) -> None:
+    """One leaf of each absent feature, set off its default, is refused at resolution with the
+    feature and the accepted value. Reverse-verified: with the speculative-decoding row removed
+    from ABSENT_FEATURES, `speculative_num_steps=5` resolved."""
+    cases = {
+        "speculative_num_steps": (5, "speculative decoding", "3"),
+        "linear_attn_backend": ("triton", "linear-attention model", "None"),
+        "disable_cuda_graph": (True, "CUDA-graph capture", "False"),
+        "moe_runner_backend": ("triton", "mixture-of-experts model", "'auto'"),
+        "max_mamba_cache_size": (8, "Mamba or other recurrent-state model", "None"),
+        "enable_two_batch_overlap": (True, "two-batch overlap", "False"),
+        "disaggregation_mode": ("prefill", "prefill/decode disaggregation", "'null'"),
+        "enable_hierarchical_cache": (True, "hierarchical \\(host-memory\\) KV cache", "False"),
+        "mm_max_items_per_request": (2, "multimodal model", "8"),
+    }
+    for leaf, (value, feature, default) in cases.items():
+        with pytest.raises(ResolutionError, match=rf"^{leaf} = {value!r}: this build has no {feature}.*; accepted: {default} \(the default\)"):
+            resolved(tiny_model, **{leaf: value})
 
 
 def test_the_bundled_default_model_when_model_path_is_unset(tiny_model: Path) -> None:
@@ -190,8 +166,11 @@ def test_a_checkpoint_without_config_json_is_named(tmp_path: Path) -> None:
         resolve(ServerArgs(model_path=str(tmp_path)))
 
 
-def test_bags_that_do_not_validate_fail_resolution(tiny_model: Path) -> None:
-    with pytest.raises(ResolutionError, match="draft_model needs speculative_draft_model_path"):
+def test_bags_that_do_not_validate_fail_resolution_naming_the_leaf(tiny_model: Path) -> None:
+    """A draft_model launch without a draft path names speculative_draft_model_path (it had blamed
+    "context_length (from )"). Reverse-verified: with the context_length handler projecting the
+    record itself and labelling every error its own, the message named context_length again."""
+    with pytest.raises(ResolutionError, match="SpecBag.speculative_algorithm = 'draft_model' requires speculative_draft_model_path"):
         resolved(tiny_model, speculative_algorithm="draft_model")
 
 
@@ -199,7 +178,7 @@ def test_resolution_is_deterministic(tiny_model: Path, tmp_path: Path) -> None:
     """The same input resolves to the same record, provenance, declarations and dump, whatever
     the order of the environment."""
     config = tmp_path / "c.yaml"
-    config.write_text("kv-cache-memory-mb: 2\nattention-backend: flashinfer\n")
+    config.write_text("kv-cache-memory-mb: 2\nschedule-policy: lpm\n")
     environ = {"SERVE_MODEL_PATH": str(tiny_model), "SERVE_MAX_N": "4", "SERVE_PORT": "9000"}
     results = []
     for env in (environ, dict(reversed(list(environ.items())))):

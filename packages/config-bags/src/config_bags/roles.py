@@ -29,15 +29,16 @@ ROLE_READS: Mapping[Role, frozenset[str]] = MappingProxyType(
         # stands in for every role at once.
         "launcher": ALL_NAMESPACES,
         "standalone": ALL_NAMESPACES,
-        "http": frozenset({"serving", "model", "observability", "schedule", "memory"}),
+        # The HTTP front end, which also tokenizes (serve runs the two in one process).
+        "http": frozenset({"serving", "model", "observability"}),
         "tokenizer": frozenset({"model", "serving", "mm", "observability"}),
-        "scheduler": frozenset(
-            {"schedule", "memory", "model", "parallel", "spec", "exec", "disagg", "mm", "serving", "observability", "device"}
-        ),
+        # The scheduler and the runner it drives in the same process.
+        "scheduler": frozenset({"schedule", "memory", "model", "exec", "device", "observability"}),
         "runner": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
         "detokenizer": frozenset({"model", "serving", "observability"}),
     }
 )
+
 
 ENV_VAR = "CONFIG_BAGS_ROLE_CHECK"
 

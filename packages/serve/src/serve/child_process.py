@@ -1,5 +1,5 @@
-"""What every child process does first: die with its parent, publish the bags it was handed,
-and set up logging, before it constructs anything."""
+"""What every child process does first: die with its parent, publish the bags it was handed
+(with the launch's rules), and set up logging, before it constructs anything."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import signal
 import sys
 
 import config_bags
+import msgspec
 from config_bags import Role, get_observability
+
+from serve.launch_rules import launch_rules
 
 _PR_SET_PDEATHSIG = 1
 
@@ -25,9 +28,18 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def publish_received(encoded_bags: bytes, role: Role) -> None:
-    """Publish the bags the launcher handed over, so this process reports the launcher's hash."""
-    config_bags.publish(config_bags.decode(encoded_bags), role=role)
+class Handover(msgspec.Struct, frozen=True, kw_only=True):
+    """What the launcher hands each child: the encoded bags it published, and the served model's
+    maximum positions, which the launch's rules need."""
+
+    bags: bytes
+    model_max_length: int
+
+
+def publish_received(handover: Handover, role: Role) -> None:
+    """Publish the bags the launcher handed over, under the launch's rules, so this process
+    reports the launcher's hash and refuses what the launcher refuses."""
+    config_bags.publish(config_bags.decode(handover.bags), role=role, rules=launch_rules(handover.model_max_length))
     configure_logging(role)
 
 

@@ -20,14 +20,16 @@ import config_bags
 import uvicorn
 from config_bags import get_model, get_serving
 
-from serve.child_process import configure_logging
+from serve.child_process import Handover, configure_logging
 from serve.detokenizer.process import run_detokenizer
 from serve.http.app import create_app
 from serve.ipc.channels import Addresses
+from serve.launch_rules import launch_rules
 from serve.resolved_view import ResolvedConfig
 from serve.scheduler_process.process import run_scheduler
 from serve.tokenizer.loading import load_tokenizer
 from serve.tokenizer.manager import TokenizerManager
+from serve.tokenizer.worker import TokenizerWorker
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +43,13 @@ def say(text: str) -> None:
     print(f"serve: {text}", flush=True)
 
 
-def start_children(encoded: bytes, addresses: Addresses) -> dict[str, BaseProcess]:
-    """Start the scheduler and detokenizer processes (spawned: no state shared but the bags)."""
+def start_children(handover: Handover, addresses: Addresses) -> dict[str, BaseProcess]:
+    """Start the scheduler and detokenizer processes (spawned: no state shared but the handover)."""
     context = multiprocessing.get_context("spawn")
-    targets: dict[str, Callable[[bytes, Addresses], None]] = {"scheduler": run_scheduler, "detokenizer": run_detokenizer}
+    targets: dict[str, Callable[[Handover, Addresses], None]] = {"scheduler": run_scheduler, "detokenizer": run_detokenizer}
     children: dict[str, BaseProcess] = {}
     for role, target in targets.items():
-        child = context.Process(target=target, args=(encoded, addresses), name=f"serve-{role}", daemon=True)
+        child = context.Process(target=target, args=(handover, addresses), name=f"serve-{role}", daemon=True)
         child.start()
         children[role] = child
     return children
@@ -82,6 +84,7 @@ class _Watch:
 
 async def _serve(resolved: ResolvedConfig, addresses: Addresses, children: dict[str, BaseProcess]) -> int:
     manager = TokenizerManager(load_tokenizer(), addresses)
+    worker = TokenizerWorker()  # loads its tokenizer while the scheduler loads the model
     receiving = asyncio.create_task(manager.receive_forever())
     loop = asyncio.get_running_loop()
     watch = _Watch()
@@ -96,17 +99,19 @@ async def _serve(resolved: ResolvedConfig, addresses: Addresses, children: dict[
             return 1
         say(f"model loaded in {time.monotonic() - started:.1f} s")
         config_bags.begin_serving()
-        return await _run_http(resolved, manager, watch)
+        return await _run_http(resolved, manager, worker, watch)
     finally:
         for child in children.values():
             loop.remove_reader(child.sentinel)
         receiving.cancel()
+        manager.close()
+        worker.close()
 
 
-async def _run_http(resolved: ResolvedConfig, manager: TokenizerManager, watch: _Watch) -> int:
+async def _run_http(resolved: ResolvedConfig, manager: TokenizerManager, worker: TokenizerWorker, watch: _Watch) -> int:
     serving = get_serving()
     config = uvicorn.Config(
-        create_app(manager, resolved),
+        create_app(manager, worker, resolved),
         host=serving.host,
         port=serving.port,
         log_config=None,  # the process's logging, which follows observability.log_level
@@ -140,17 +145,19 @@ async def _run_http(resolved: ResolvedConfig, manager: TokenizerManager, watch: 
 def launch(resolved: ResolvedConfig) -> int:
     """Serve `resolved` until interrupted or a process dies; the exit code (0 after a clean stop).
 
-    Publishes the resolved bags as the launcher if the caller has not, hands every child the
-    encoded bags, and leaves no child process behind however it ends.
+    Publishes the resolved bags under the launch's rules as the HTTP process (this process serves
+    the API and tokenizes) if the caller has not, hands every child the encoded bags, and leaves
+    no child process behind however it ends.
     """
     if not config_bags.is_published():
-        config_bags.publish(resolved.bags(), role="launcher")
+        config_bags.publish(resolved.bags(), role="http", rules=launch_rules(resolved.model_max_length))
     configure_logging("main")
     # The children keep OpenMP's default wait policy (spin briefly, then sleep). PASSIVE, once set
     # here, made every op of a step pay a thread wake-up (docs/benchmarks.md, serving).
     addresses = Addresses.fresh()
     say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
-    children = start_children(config_bags.encode(config_bags.published_bags()), addresses)
+    handover = Handover(bags=config_bags.encode(config_bags.published_bags()), model_max_length=resolved.model_max_length)
+    children = start_children(handover, addresses)
     try:
         return asyncio.run(_serve(resolved, addresses, children))
     except SystemExit as stop:  # uvicorn exits this way when it cannot bind

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
+
+# serve runs with role checks enforced: each process reads only its role's namespaces, and a read
+# outside them is an error, not a silent coupling. The mode is fixed when config_bags is first
+# imported, so it is set before that import (and spawned children inherit it). An operator may
+# still choose "record" or "off" by setting the variable.
+os.environ.setdefault("CONFIG_BAGS_ROLE_CHECK", "enforce")
+
+import json
 import sys
 
 from config_bags import ConfigError
 
+from serve.port_check import refuse_a_taken_port
 from serve.record import LaunchInputError, launch_request, project, resolve
 
 INPUT_ERROR_EXIT = 2
@@ -18,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         request = launch_request(args, os.environ)
+        if request.launches:
+            refuse_a_taken_port(request.serving())
         resolved = resolve(request.server_args)
         project(resolved)
     except (LaunchInputError, ConfigError) as err:

@@ -11,6 +11,11 @@ from config_bags import Bags
 class ResolvedConfig(Protocol):
     """The sealed, resolved launch configuration."""
 
+    @property
+    def model_max_length(self) -> int:
+        """The served model's maximum positions, for the context-length rule every process publishes."""
+        ...
+
     def bags(self) -> Bags:
         """The bags this launch publishes."""
         ...

@@ -10,7 +10,7 @@ from typing import Any
 import config_bags
 import zmq
 
-from serve.child_process import die_with_parent, publish_received
+from serve.child_process import Handover, die_with_parent, publish_received
 from serve.config_override import apply_override
 from serve.detokenizer.request_text import RequestText
 from serve.ipc.channels import Addresses, Receiver, Sender
@@ -70,10 +70,10 @@ class Detokenizer:
             self._to_tokenizer.send(TextBatch(outputs=tuple(texts)))
 
 
-def run_detokenizer(encoded_bags: bytes, addresses: Addresses) -> None:
+def run_detokenizer(handover: Handover, addresses: Addresses) -> None:
     """Entry point of the detokenizer process."""
     die_with_parent()
-    publish_received(encoded_bags, "detokenizer")
+    publish_received(handover, "detokenizer")
     tokenizer = load_tokenizer()
     context: zmq.Context[Any] = zmq.Context()
     inbox = Receiver(context, addresses.detokenizer)

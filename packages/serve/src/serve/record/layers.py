@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
-from config_bags import LeafValueError, leaf_specs
+from config_bags import LeafValueError, ServingBag, leaf_specs
 
 from serve.record.cli import CliInput, flag_of, leaf_name_of, parsed_cli
 from serve.record.config_file import config_file_entries
@@ -29,6 +29,15 @@ class LaunchRequest(msgspec.Struct, frozen=True):
     server_args: ServerArgs
     dump_config: bool
     explain: str | None
+
+    @property
+    def launches(self) -> bool:
+        """Whether the operator asked to serve (rather than to dump or explain the config)."""
+        return not self.dump_config and self.explain is None
+
+    def serving(self) -> ServingBag:
+        """The serving bag as the operator set it (host and port: resolution never changes them)."""
+        return self.server_args.bags().serving
 
 
 def env_var_of(name: str) -> str:

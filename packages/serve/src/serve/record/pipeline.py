@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from config_bags import LeafValueError
+from config_bags import INVARIANTS
 
-from serve.record.errors import ResolutionError
-from serve.record.handlers import kernel, memory, model, parallel, schedule, spec
+from serve.launch_rules import launch_rules
+from serve.record.handlers import memory, model, schedule, this_build
 from serve.record.resolution import DefaultModel, Resolution
 from serve.record.resolved import ResolvedArgs
 from serve.record.server_args import ServerArgs
@@ -16,16 +16,15 @@ from serve.record.server_args import ServerArgs
 Handler = Callable[[Resolution], None]
 
 # Order matters: each handler reads what the ones before it declared (the pool size needs the
-# page size; the prefill chunk and the running cap need the pool size).
+# page size; the prefill chunk and budget and the running cap need the pool size). What this build
+# cannot run is refused first, before the model's config.json is read.
 HANDLERS: tuple[Handler, ...] = (
-    parallel.one_device,
+    this_build.absent_features,
+    this_build.attention_backends_registered,
     model.default_model,
     model.tokenizer_path,
     model.served_model_name,
     model.context_length,
-    kernel.attention_pair,
-    spec.speculative_defaults,
-    kernel.page_size_for_backend,
     memory.max_total_tokens,
     schedule.chunked_prefill_size,
     schedule.max_prefill_tokens,
@@ -45,7 +44,9 @@ def resolve(
     handlers: Sequence[Handler] = HANDLERS,
 ) -> ResolvedArgs:
     """Run every handler over a copy of `server_args`, seal it, and check that it projects into valid
-    bags. `server_args` itself is left as it was. ResolutionError names the leaf and the conflict."""
+    bags that keep every rule the launch publishes (config-bags' invariants and serve's own), so
+    the bags publish as resolved. `server_args` itself is left as it was. ResolutionError names the
+    leaf and the conflict."""
     res = Resolution(server_args.copy_for_resolution(), default_model)
     for handler in handlers:
         res.running = handler.__name__
@@ -53,8 +54,6 @@ def resolve(
         handler(res)
     res.running = None
     res.server_args.seal()
-    try:
-        res.server_args.bags()
-    except LeafValueError as err:
-        raise ResolutionError(str(err)) from None
-    return ResolvedArgs(server_args=res.server_args, declarations=tuple(res.declarations))
+    model_max_length = res.model.max_position_embeddings
+    res.check(*INVARIANTS, *launch_rules(model_max_length))
+    return ResolvedArgs(server_args=res.server_args, declarations=tuple(res.declarations), model_max_length=model_max_length)

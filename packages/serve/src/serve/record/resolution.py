@@ -1,9 +1,9 @@
-"""The resolution context handlers work in: they read the record, and change a value only by
-declaring it (`declare`), or by requiring it (`require`) when it is a hard requirement.
+"""The resolution context handlers work in: they read the record, change a value only by
+declaring it (`declare`), and check hard requirements as rules (`check`), the same rules every
+process checks at publish and on override.
 
-A declaration never changes a value the operator set (file, env or flag) nor one an earlier
-handler required; it is logged either way. A requirement that contradicts the operator's value
-raises ResolutionError naming both.
+A declaration never changes a value the operator set (file, env or flag); it is logged either
+way. A broken rule raises ResolutionError stating the rule with its values and origins.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from config_bags import checked_value, leaf_spec
+from config_bags import Bags, LeafValueError, Rule, broken_rule, checked_value, leaf_spec
 from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError, read_arch_config
 
 from serve.record.errors import ResolutionError
@@ -44,7 +44,6 @@ class Resolution:
         self.declarations: list[Declaration] = []
         self.running: str | None = None
         self.running_why = ""
-        self._required: set[str] = set()
 
     @cached_property
     def model(self) -> ArchConfig:
@@ -63,39 +62,39 @@ class Resolution:
             raise RuntimeError(f"declare() from {source!r} while handler {self.running!r} runs; a handler declares under its own name")
 
     def declare(self, source: str, **fields: Any) -> None:
-        """Set each leaf the operator did not set and no earlier handler required."""
+        """Set each leaf the operator did not set."""
         self._check_source(source)
         for name, raw in fields.items():
             value = checked_value(leaf_spec(name), raw)
             current = self.server_args.value(name)
             provenance = self.server_args.provenance_of(name)
-            if is_operator_set(provenance) or name in self._required:
+            if is_operator_set(provenance):
                 note = "agrees" if current == value else f"kept {current!r} ({provenance})"
                 self.declarations.append(Declaration(source, name, value, applied=False, note=note, why=self.running_why))
                 continue
             self.server_args.put(name, value, resolved_by(source), source, declaring=True)
             self.declarations.append(Declaration(source, name, value, applied=True, note="declared", why=self.running_why))
 
-    def require(self, source: str, why: str, /, **fields: Any) -> None:
-        """Set each leaf to a value it must have; ResolutionError when the operator (or an earlier
-        requirement) set another. `why` is one clause naming the requirement."""
-        self._check_source(source)
-        for name, raw in fields.items():
-            value = checked_value(leaf_spec(name), raw)
-            current = self.server_args.value(name)
-            provenance = self.server_args.provenance_of(name)
-            fixed = is_operator_set(provenance) or name in self._required
-            if fixed and current != value:
-                raise ResolutionError(
-                    f"{name}={current!r} (from {self.server_args.origin_of(name) or provenance}) conflicts with {source}: "
-                    f"{why}; accepted: {name}={value!r}"
-                )
-            self._required.add(name)
-            if not fixed:
-                self.server_args.put(name, value, resolved_by(source), source, declaring=True)
-            self.declarations.append(Declaration(source, name, value, applied=not fixed, note="required", why=self.running_why))
+    def bags(self) -> Bags:
+        """The record as it stands, projected into bags; a value or combination a bag refuses is a
+        ResolutionError naming the leaf."""
+        try:
+            return self.server_args.bags()
+        except LeafValueError as err:
+            raise ResolutionError(str(err)) from None
 
-    def refuse(self, source: str, name: str, accepted: str, why: str) -> ResolutionError:
-        """The error for a leaf whose value a hard requirement refuses (raise it)."""
-        origin = self.server_args.origin_of(name) or self.server_args.provenance_of(name)
-        return ResolutionError(f"{name}={self.server_args.value(name)!r} (from {origin}) is refused by {source}: {why}; accepted: {accepted}")
+    def _origin(self, name: str) -> str:
+        """Where the operator set `name` (`--page-size 3`, `SERVE_PAGE_SIZE`), else its provenance."""
+        provenance = self.server_args.provenance_of(name)
+        return (self.server_args.origin_of(name) or provenance) if is_operator_set(provenance) else provenance
+
+    def check(self, *rules: Rule) -> None:
+        """Raise ResolutionError for the first of `rules` the record breaks, stating the rule with
+        its values and where the operator set each leaf it reads."""
+        found = broken_rule(self.bags(), rules)
+        if found is None:
+            return
+        rule, message = found
+        origins = [self._origin(n) for n in rule.leaves if self.server_args.provenance_of(n) != "default"]
+        where = f"; from {', '.join(origins)}" if origins else ""
+        raise ResolutionError(f"{message} (rule {rule.name}{where})")

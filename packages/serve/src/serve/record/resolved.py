@@ -1,7 +1,8 @@
 """`ResolvedArgs`: the sealed record after resolution, what the launcher takes.
 
 It projects into the `Bags` every process publishes, tells each leaf's provenance (including
-overrides applied after publish), and dumps itself as JSON for --dump-config and /server_info.
+overrides applied after publish), and dumps itself as JSON for --dump-config and /server_info
+(whose hash and derived values are those of the published bags, so they follow an override).
 """
 
 from __future__ import annotations
@@ -10,7 +11,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from config_bags import Bags, hash_of, is_published, leaf_spec, leaf_specs, leaf_value, overrides_log
+from config_bags import (
+    Bags,
+    attention_backends_of,
+    chunk_size_of,
+    cuda_graph_decode_bs_of,
+    hash_of,
+    is_published,
+    leaf_spec,
+    leaf_specs,
+    leaf_value,
+    linear_attn_backends_of,
+    max_prefill_buffer_tokens_of,
+    max_speculative_num_draft_tokens_of,
+    overrides_log,
+    published_bags,
+)
 
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
@@ -21,10 +37,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ResolvedArgs:
-    """A sealed `ServerArgs` and the declarations that resolved it."""
+    """A sealed `ServerArgs`, the declarations that resolved it, and the served model's maximum
+    positions (what `launch_rules` needs in every process)."""
 
     server_args: ServerArgs
     declarations: tuple[Declaration, ...]
+    model_max_length: int
 
     def bags(self) -> Bags:
         """The bags this launch publishes."""
@@ -49,9 +67,14 @@ class ResolvedArgs:
             return leaf_value(name)
         return self.server_args.value(name)
 
+    def live_bags(self) -> Bags:
+        """The bags in force: the published ones (overrides included) once this process published,
+        else the resolved ones (--dump-config)."""
+        return published_bags() if is_published() else self.bags()
+
     def dump(self) -> dict[str, Any]:
-        """JSON-able: every leaf's bag, value, provenance and origin; the derived values; the
-        handlers' declarations; the hash of the resolved bags."""
+        """JSON-able: every leaf's bag, value, provenance and origin; the derived values and the
+        hash of the bags in force (`live_bags`); the handlers' declarations."""
         provenance = self.provenance()
         leaves = {
             name: {
@@ -62,19 +85,11 @@ class ResolvedArgs:
             }
             for name, spec in leaf_specs().items()
         }
-        args = self.server_args
-        derived = {
-            "attention_backends": args.attention_backends._asdict(),
-            "linear_attn_backends": args.linear_attn_backends._asdict(),
-            "max_prefill_buffer_tokens": args.max_prefill_buffer_tokens,
-            "max_speculative_num_draft_tokens": args.max_speculative_num_draft_tokens,
-            "cuda_graph_decode_bs": list(args.effective_cuda_graph_decode_bs),
-            "chunk_size": args.chunk_size,
-        }
+        bags = self.live_bags()
         return {
-            "config_hash": hash_of(self.bags()),
+            "config_hash": hash_of(bags),
             "leaves": leaves,
-            "derived": derived,
+            "derived": derived_values(bags),
             "resolution": msgspec.to_builtins(list(self.declarations)),
         }
 
@@ -93,6 +108,19 @@ class ResolvedArgs:
             if d.leaf == name:
                 lines.append(f"  {d.handler}: {'set' if d.applied else 'did not set'} {d.value!r} ({d.note}): {d.why}")
         return "\n".join(lines)
+
+
+def derived_values(bags: Bags) -> dict[str, Any]:
+    """Every derived value of `bags`, through the helpers the accessors and the record's derived
+    members call."""
+    return {
+        "attention_backends": attention_backends_of(bags.exec.kernel)._asdict(),
+        "linear_attn_backends": linear_attn_backends_of(bags.exec.kernel)._asdict(),
+        "max_prefill_buffer_tokens": max_prefill_buffer_tokens_of(bags.schedule, bags.parallel),
+        "max_speculative_num_draft_tokens": max_speculative_num_draft_tokens_of(bags.spec),
+        "cuda_graph_decode_bs": list(cuda_graph_decode_bs_of(bags.exec.graph)),
+        "chunk_size": chunk_size_of(bags.schedule),
+    }
 
 
 def project(resolved: ResolvedArgs) -> Bags:

@@ -13,7 +13,7 @@ from attn_backends import build_attention_backend
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ModelExecutor, Scheduler
 
-from serve.child_process import die_with_parent, publish_received
+from serve.child_process import Handover, die_with_parent, publish_received
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import ModelInfo, ProcessReady
 from serve.scheduler_process.loop import SchedulerLoop
@@ -31,10 +31,10 @@ def build_scheduler(executor_of: Callable[[ModelRunner], ModelExecutor] = lambda
     return scheduler, runner
 
 
-def run_scheduler(encoded_bags: bytes, addresses: Addresses) -> None:
+def run_scheduler(handover: Handover, addresses: Addresses) -> None:
     """Entry point of the scheduler process."""
     die_with_parent()
-    publish_received(encoded_bags, "scheduler")
+    publish_received(handover, "scheduler")
     context: zmq.Context[Any] = zmq.Context()
     inbox = Receiver(context, addresses.scheduler)
     to_detokenizer = Sender(context, addresses.detokenizer)

@@ -13,7 +13,7 @@ def max_total_tokens(res: Resolution) -> None:
     """KV slots that fit kv_cache_memory_mb, in whole pages (at least one page), at the
     per-token size of the dtype the runner will store K and V in."""
     args = res.server_args
-    bags = args.bags()
+    bags = res.bags()
     try:
         device = device_of(bags.device)
     except RuntimeError as err:

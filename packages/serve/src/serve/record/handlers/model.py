@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config_bags import LeafValueError, context_length_of
+from config_bags import context_length_of, context_length_within_model
 from runtime_runner import ensure_default_model
 
-from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 
 
@@ -35,8 +34,6 @@ def served_model_name(res: Resolution) -> None:
 
 def context_length(res: Resolution) -> None:
     """The model's maximum context, which an operator's value may not exceed."""
-    try:
-        length = context_length_of(res.server_args.bags().model, res.model.max_position_embeddings)
-    except LeafValueError as err:
-        raise ResolutionError(f"context_length (from {res.server_args.origin_of('context_length')}): {err}") from None
-    res.declare("context_length", context_length=length)
+    model_max_length = res.model.max_position_embeddings
+    res.check(context_length_within_model(model_max_length))
+    res.declare("context_length", context_length=context_length_of(res.bags().model, model_max_length))

@@ -26,11 +26,16 @@ def chunked_prefill_size(res: Resolution) -> None:
 
 
 def max_prefill_tokens(res: Resolution) -> None:
-    """On a CPU, which prefills about a thousand tokens a second, one step prefills at most 512
-    prompt tokens: requests already decoding keep streaming between steps, and a burst of prompts
-    gets its first tokens in turn rather than all at the end of one long step."""
-    if device_of(res.server_args.bags().device).type == "cpu":
-        res.declare("max_prefill_tokens", max_prefill_tokens=CPU_PREFILL_TOKENS)
+    """One step's prompt tokens fit the KV pool. On a CPU, which prefills about a thousand tokens
+    a second, one step prefills at most 512 prompt tokens: requests already decoding keep
+    streaming between steps, and a burst of prompts gets its first tokens in turn rather than all
+    at the end of one long step."""
+    bags = res.bags()
+    budget = CPU_PREFILL_TOKENS if device_of(bags.device).type == "cpu" else leaf_spec("max_prefill_tokens").default
+    if bags.memory.max_total_tokens is not None:
+        budget = min(budget, bags.memory.max_total_tokens)
+    if budget != bags.schedule.max_prefill_tokens:
+        res.declare("max_prefill_tokens", max_prefill_tokens=budget)
 
 
 def max_running_requests(res: Resolution) -> None:

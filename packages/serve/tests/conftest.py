@@ -1,0 +1,32 @@
+"""Fixtures shared by serve's tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+LAYERS, KV_HEADS, HEAD_DIM, MAX_POSITIONS = 2, 2, 16, 512
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint directory holding only a tiny Llama config.json (transformers' own writer):
+    all resolution reads of a model."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import LlamaConfig
+
+    path = tmp_path_factory.mktemp("models") / "tiny-llama"
+    LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=KV_HEADS,
+        max_position_embeddings=MAX_POSITIONS,
+        vocab_size=256,
+        dtype="bfloat16",
+        architectures=["LlamaForCausalLM"],
+    ).save_pretrained(path)
+    return path
