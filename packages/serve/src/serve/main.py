@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-import os
-
-# serve runs with role checks enforced: each process reads only its role's namespaces, and a read
-# outside them is an error, not a silent coupling. The mode is fixed when config_bags is first
-# imported, so it is set before that import (and spawned children inherit it). An operator may
-# still choose "record" or "off" by setting the variable.
-os.environ.setdefault("CONFIG_BAGS_ROLE_CHECK", "enforce")
-
 import json
+import os
 import sys
 
-from config_bags import ConfigError
-
-from serve.port_check import refuse_a_taken_port
-from serve.record import LaunchInputError, launch_request, project, resolve
-
 INPUT_ERROR_EXIT = 2
+ROLE_CHECK_ENV = "CONFIG_BAGS_ROLE_CHECK"
+
+
+def enforce_role_checks_by_default() -> None:
+    """serve runs with role checks enforced: each process reads only its role's namespaces, and a
+    read outside them is an error, not a silent coupling. config_bags fixes the mode when it is
+    first imported, so the default is set only before that import (spawned children inherit it);
+    an operator may still choose "record" or "off" by setting the variable."""
+    if "config_bags" not in sys.modules:
+        os.environ.setdefault(ROLE_CHECK_ENV, "enforce")
 
 
 def main(argv: list[str] | None = None) -> int:
     """The console script. Exit code 2 with one line on stderr for any refused input."""
+    enforce_role_checks_by_default()
+    # Imported here, after the role-check default, since each of these imports config_bags.
+    from config_bags import ConfigError
+
+    from serve.port_check import refuse_a_taken_port
+    from serve.record import LaunchInputError, launch_request, project, resolve
+
     args = sys.argv[1:] if argv is None else argv
     try:
         request = launch_request(args, os.environ)

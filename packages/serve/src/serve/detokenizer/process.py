@@ -79,7 +79,10 @@ def run_detokenizer(handover: Handover, addresses: Addresses) -> None:
     inbox = Receiver(context, addresses.detokenizer)
     detokenizer = Detokenizer(tokenizer, Sender(context, addresses.tokenizer), Sender(context, addresses.scheduler))
     config_bags.begin_serving()
-    detokenizer.handle(ProcessReady(role="detokenizer", pid=os.getpid(), config_hash=config_bags.config_hash()))
+    detokenizer.handle(
+        ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
+                     role_check=config_bags.ROLE_CHECK_MODE.value)
+    )
     while True:
         inbox.poll(-1)
         for message in inbox.drain():

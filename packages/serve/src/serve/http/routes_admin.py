@@ -61,6 +61,7 @@ async def server_info(request: Request) -> dict[str, Any]:
     pids = {"main": request.app.state.pid, **manager.process_pids}
     # A child is keyed by the role it published and reported in its ProcessReady.
     roles = {"main": published_role(), **{role: role for role in manager.process_hashes}}
+    role_checks = {"main": config_bags.ROLE_CHECK_MODE.value, **manager.process_role_checks}
     worker_pid = _worker(request).pid
     return {
         "config": resolved.dump(),
@@ -69,7 +70,9 @@ async def server_info(request: Request) -> dict[str, Any]:
         "overrides": msgspec.to_builtins(overrides_log()),
         "config_hashes": hashes,
         "pids": {**pids, **({} if worker_pid is None else {"tokenizer_worker": worker_pid})},
-        "processes": {name: {"role": roles[name], "pid": pids.get(name), "config_hash": hashes[name]} for name in hashes},
+        "processes": {
+            name: {"role": roles[name], "pid": pids.get(name), "config_hash": hashes[name], "role_check": role_checks.get(name)} for name in hashes
+        },
         "pool_and_queue": _pool_and_queue(manager),
         "model": {"name": served_model_name(), **msgspec.to_builtins(manager.model_info)},
     }

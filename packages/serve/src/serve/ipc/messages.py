@@ -69,11 +69,13 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """A child finished constructing; the scheduler also reports the model's limits."""
+    """A child finished constructing: the role it published, how its role checks run
+    (`config_bags.ROLE_CHECK_MODE`), its hash; the scheduler also reports the model's limits."""
 
     role: str
     pid: int
     config_hash: str
+    role_check: str
     model: ModelInfo | None = None
 
 

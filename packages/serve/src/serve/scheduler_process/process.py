@@ -43,5 +43,8 @@ def run_scheduler(handover: Handover, addresses: Addresses) -> None:
     config_bags.begin_serving()
     model = ModelInfo(context_length=runner.context_length, max_total_tokens=runner.pool.num_slots, vocab_size=runner.arch.vocab_size)
     logger.info("model loaded: %s", model)
-    to_detokenizer.send(ProcessReady(role="scheduler", pid=os.getpid(), config_hash=config_bags.config_hash(), model=model))
+    to_detokenizer.send(
+        ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
+                     role_check=config_bags.ROLE_CHECK_MODE.value, model=model)
+    )
     SchedulerLoop(scheduler, inbox, to_detokenizer).run_forever()

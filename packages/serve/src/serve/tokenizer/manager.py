@@ -58,6 +58,7 @@ class TokenizerManager:
         self._requests: dict[str, RequestState] = {}
         self.process_hashes: dict[str, str] = {}
         self.process_pids: dict[str, int] = {}
+        self.process_role_checks: dict[str, str] = {}
         self._model_info: ModelInfo | None = None
         self.all_ready = asyncio.Event()
         self.fault: str | None = None
@@ -98,6 +99,7 @@ class TokenizerManager:
         elif isinstance(message, ProcessReady):
             self.process_hashes[message.role] = message.config_hash
             self.process_pids[message.role] = message.pid
+            self.process_role_checks[message.role] = message.role_check
             if message.model is not None:
                 self._model_info = message.model
             logger.info("%s ready (pid %d, config hash %s)", message.role, message.pid, message.config_hash)
