@@ -2,14 +2,15 @@
 256-token context, n up to 4, a 1 MiB body limit) takes every case of a table of bad inputs over
 every endpoint and answers each with a 4xx in OpenAI's error shape naming what was wrong; after
 the battery it is healthy, serves a greedy request exactly as before, has the same config hash
-and scheduler pid, and counts no failed request. Also here: oversize bodies refused before they
+and scheduler pid, and counts no failed request. The battery includes request fields the server
+does not act on (OpenAI's tools, logit_bias, images, misspellings...), each refused with its path
+as the param; the no-op values clients send for them are served exactly as without. Also here: oversize bodies refused before they
 are read, /health answering while a prompt just under the limit is tokenized, and /server_info
 telling the live config after a PATCH."""
 
 from __future__ import annotations
 
 import json
-import re
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
@@ -54,10 +56,7 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
 
 
 def metric(http: httpx.Client, name: str) -> float:
-    text = http.get("/metrics").text
-    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-    assert match, f"{name} not in /metrics:\n{text}"
-    return float(match.group(1))
+    return metric_value(http.get("/metrics").text, name)
 
 
 GREEDY = {"model": MODEL, "prompt": "The quick brown fox", "max_tokens": 8, "temperature": 0, "ignore_eos": True}
@@ -94,6 +93,7 @@ class Case:
     names: str  # must appear in the error's message or be its param
     status: int = 400
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
+    param: str | None = None  # when given, the error's param must be exactly this
 
 
 def completion(**fields: Any) -> dict[str, Any]:
@@ -106,6 +106,18 @@ def chat(**fields: Any) -> dict[str, Any]:
 
 def generate(**sampling: Any) -> dict[str, Any]:
     return {"text": "Hello", "sampling_params": {"max_new_tokens": 4, **sampling}}
+
+
+def user_parts(part: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}
+
+
+USER = {"role": "user", "content": "Hello"}
+TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+CALLING = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]}
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+FILE = {"type": "file", "file": {"file_id": "file-1"}}
 
 
 CASES: dict[str, Case] = {
@@ -171,7 +183,7 @@ CASES: dict[str, Case] = {
     "generate seed above 64 bits": Case("POST", "/generate", generate(seed=BIG), "seed"),
     "generate stop token id above 64 bits": Case("POST", "/generate", generate(stop_token_ids=[BIG]), "stop_token_ids"),
     "generate max_new_tokens beyond the context": Case("POST", "/generate", generate(max_new_tokens=CONTEXT), "max_new_tokens"),
-    "generate unknown field": Case("POST", "/generate", {"text": "Hi", "bogus": 1}, "bogus"),
+    "generate unknown field": Case("POST", "/generate", {"text": "Hi", "bogus": 1}, "unknown field", param="bogus"),
     "top_logprobs_num above 20": Case("POST", "/generate", {"text": "Hi", "top_logprobs_num": 21}, "top_logprobs_num"),
     # /tokenize and /detokenize
     "tokenize nothing": Case("POST", "/tokenize", {}, "prompt"),
@@ -182,6 +194,38 @@ CASES: dict[str, Case] = {
     "detokenize id above 64 bits": Case("POST", "/detokenize", {"tokens": [BIG]}, "tokens"),
     "detokenize no tokens": Case("POST", "/detokenize", {}, "tokens"),
     "detokenize a string": Case("POST", "/detokenize", {"tokens": "abc"}, "tokens"),
+    # fields the server does not act on: refused when set, named by their path
+    "logit_bias set": Case("POST", "/v1/completions", completion(logit_bias={"5": 100}), "not supported here", param="logit_bias"),
+    "best_of above n": Case("POST", "/v1/completions", completion(best_of=3), "equal to n (1)", param="best_of"),
+    "echo the prompt": Case("POST", "/v1/completions", completion(echo=True), "not supported here", param="echo"),
+    "suffix set": Case("POST", "/v1/completions", completion(suffix=" world"), "not supported here", param="suffix"),
+    "misspelt temperature": Case("POST", "/v1/completions", completion(temprature=0.2), "did you mean temperature", param="temprature"),
+    "tools set": Case("POST", "/v1/chat/completions", chat(tools=[TOOL]), "call tools", param="tools"),
+    "tool_choice required": Case("POST", "/v1/chat/completions", chat(tool_choice="required"), "not supported here", param="tool_choice"),
+    "functions set": Case("POST", "/v1/chat/completions", chat(functions=[TOOL["function"]]), "not supported here", param="functions"),
+    "function_call auto": Case("POST", "/v1/chat/completions", chat(function_call="auto"), "not supported here", param="function_call"),
+    "response_format json": Case("POST", "/v1/chat/completions", chat(response_format={"type": "json_object"}), "JSON", param="response_format"),
+    "audio answer": Case("POST", "/v1/chat/completions", chat(modalities=["text", "audio"], audio={"voice": "alloy"}), "not supported", param="modalities"),
+    "predicted output": Case("POST", "/v1/chat/completions", chat(prediction={"type": "content", "content": "Hi"}), "not supported", param="prediction"),
+    "web search": Case("POST", "/v1/chat/completions", chat(web_search_options={}), "search the web", param="web_search_options"),
+    "reasoning_effort set": Case("POST", "/v1/chat/completions", chat(reasoning_effort="high"), "not supported here", param="reasoning_effort"),
+    "store true": Case("POST", "/v1/chat/completions", chat(store=True), "not supported here", param="store"),
+    "service_tier priority": Case("POST", "/v1/chat/completions", chat(service_tier="priority"), "not supported here", param="service_tier"),
+    "misspelt max_tokens": Case("POST", "/v1/chat/completions", chat(max_token=4), "did you mean max_tokens", param="max_token"),
+    "top_logprobs without logprobs": Case("POST", "/v1/chat/completions", chat(top_logprobs=2), "logprobs: true", param="top_logprobs"),
+    "usage chunk without a stream": Case("POST", "/v1/completions", completion(stream_options={"include_usage": True}), "not streamed", param="stream_options"),
+    "assistant tool_calls": Case("POST", "/v1/chat/completions", chat(messages=[USER, CALLING, USER]), "tool calls", param="messages.1.tool_calls"),
+    "message name": Case("POST", "/v1/chat/completions", chat(messages=[{**USER, "name": "bob"}]), "name", param="messages.0.name"),
+    "tool message": Case("POST", "/v1/chat/completions", chat(messages=[USER, {"role": "tool", "tool_call_id": "c1", "content": "4"}]), "role 'tool'", param="messages.1.role"),
+    "image part": Case("POST", "/v1/chat/completions", chat(messages=[user_parts(IMAGE)]), "text-only model", param="messages.0.content.1.type"),
+    "audio part": Case("POST", "/v1/chat/completions", chat(messages=[user_parts(AUDIO)]), "text-only model", param="messages.0.content.1.type"),
+    "file part": Case("POST", "/v1/chat/completions", chat(messages=[user_parts(FILE)]), "text-only model", param="messages.0.content.1.type"),
+    "generate logit_bias": Case("POST", "/generate", generate(logit_bias={"5": 1}), "not supported here", param="sampling_params.logit_bias"),
+    "generate misspelt field": Case("POST", "/generate", generate(max_new_token=4), "did you mean max_new_tokens", param="sampling_params.max_new_token"),
+    "generate image_data": Case("POST", "/generate", {"text": "Hi", "image_data": "cat.png"}, "text-only model", param="image_data"),
+    "tokenize an image part": Case("POST", "/tokenize", {"messages": [user_parts(IMAGE)]}, "text-only model", param="messages.0.content.1.type"),
+    "tokenize unknown field": Case("POST", "/tokenize", {"prompt": "Hi", "add_bos": True}, "unknown field", param="add_bos"),
+    "detokenize unknown field": Case("POST", "/detokenize", {"tokens": [5], "skip_special_tokens": False}, "unknown field", param="skip_special_tokens"),
     # PATCH /v1/runtime_config
     "override above 64 bits": Case("PATCH", "/v1/runtime_config", {"max_running_requests": 10**30}, "max_running_requests"),
     "override an array": Case("PATCH", "/v1/runtime_config", [1, 2], "body"),
@@ -219,13 +263,68 @@ def test_bad_input_is_a_4xx_naming_what_was_wrong(http: httpx.Client, before: Sn
     vocabulary check at admission), the three "top_k above 64 bits" cases answered 500 (the
     sampler's int64 overflow, or the IPC encode's for 2**64); without the body-limit middleware,
     "body over the limit" was tokenized into 1,048,576 tokens and answered 400 for the context
-    length instead of 413."""
+    length instead of 413; with `RequestObject` ignoring undeclared fields (`extra="ignore"`, as
+    the sampling fields did before), "logit_bias set", "misspelt temperature", "tools set",
+    "message name" and "generate logit_bias" were served (200), "tool message" was refused by the
+    role literal without saying why, and the content-part cases by pydantic's union without
+    naming the part's type."""
     case = CASES[name]
     response = sent(http, case)
     assert response.status_code == case.status, response.text
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert case.names in error["message"] or error["param"] == case.names, error
+    assert case.param is None or (error["param"] == case.param and error["message"].startswith(f"{case.param}: ")), error
+
+
+# The no-op values SDKs and clients send for fields the server does not act on.
+NO_OPS: dict[str, Any] = {
+    "logit_bias": None, "tools": [], "tool_choice": "none", "functions": None, "user": "x", "metadata": {"run": "7"},
+    "stream_options": None, "best_of": 1, "echo": False, "response_format": {"type": "text"}, "parallel_tool_calls": True,
+    "store": False, "service_tier": "auto", "reasoning_effort": None,
+}  # fmt: skip
+
+
+def test_the_no_op_values_clients_send_are_served_as_without(http: httpx.Client, before: Snapshot) -> None:
+    """Completions, chat (with empty tool calls and no names on its messages), /generate and
+    /tokenize answer with the no-op values exactly as without them, and a developer message is
+    rendered as the system message.
+
+    Reverse-verified: with `Refused.is_no_op` answering False, the completion with the no-op
+    values answered 400 at logit_bias."""
+    noisy = http.post("/v1/completions", json={**GREEDY, **NO_OPS, "suffix": ""})
+    assert noisy.status_code == 200, noisy.text
+    assert [c["text"] for c in noisy.json()["choices"]] == before.greedy
+
+    def chat_text(body: dict[str, Any]) -> str:
+        response = http.post("/v1/chat/completions", json={"model": MODEL, "max_tokens": 6, "temperature": 0, "ignore_eos": True, **body})
+        assert response.status_code == 200, response.text
+        text: str = response.json()["choices"][0]["message"]["content"]
+        return text
+
+    conversation = [USER, {"role": "assistant", "content": "Hi"}, USER]
+    quiet = [{**USER, "name": None}, {"role": "assistant", "content": "Hi", "tool_calls": [], "refusal": None}, USER]
+    assert chat_text({"messages": quiet, **NO_OPS, "add_generation_prompt": True}) == chat_text({"messages": conversation})
+
+    def generated(body: dict[str, Any]) -> list[int]:
+        response = http.post("/generate", json=body)
+        assert response.status_code == 200, response.text
+        ids: list[int] = response.json()["output_ids"]
+        return ids
+
+    sampling = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
+    plain = generated({"text": "Hello", "sampling_params": sampling})
+    assert generated({"text": "Hello", "image_data": None, "sampling_params": {**sampling, "logit_bias": {}, "min_new_tokens": 0}}) == plain
+
+    def tokens(messages: list[dict[str, Any]], **fields: Any) -> list[int]:
+        response = http.post("/tokenize", json={"messages": messages, **fields})
+        assert response.status_code == 200, response.text
+        ids: list[int] = response.json()["tokens"]
+        return ids
+
+    system = [{"role": "system", "content": "Be brief."}, USER]
+    assert tokens(system, add_generation_prompt=True, tools=[]) == tokens(system)
+    assert tokens([{"role": "developer", "content": "Be brief."}, USER]) == tokens(system)
 
 
 def raw_response(port: int, head: bytes, body_chunks: Iterator[bytes] = iter(())) -> tuple[int, dict[str, Any]]:

@@ -4,7 +4,6 @@ official `openai` client and plain httpx. One server for the module."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
@@ -60,10 +60,7 @@ def greedy_ids(http: httpx.Client, prompt: str, n: int) -> list[int]:
 
 
 def metric(http: httpx.Client, name: str) -> float:
-    text = http.get("/metrics").text
-    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-    assert match, f"{name} not in /metrics:\n{text}"
-    return float(match.group(1))
+    return metric_value(http.get("/metrics").text, name)
 
 
 def test_greedy_tokens_equal_transformers_generate(http: httpx.Client, model_dir: Path) -> None:

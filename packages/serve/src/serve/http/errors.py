@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException
 
 from serve.tokenizer.worker import TokenizerWorkerDiedError
@@ -15,6 +16,7 @@ from serve.tokenizer.worker import TokenizerWorkerDiedError
 logger = logging.getLogger(__name__)
 
 _MOST_PARTS = 5  # validation errors named in one message
+_REFUSED_FIELD = "refused_field"  # the pydantic error type of `refused_field`
 
 
 class APIError(Exception):
@@ -53,11 +55,23 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def refused_field(field: str, message: str) -> PydanticCustomError:
+    """A validation error refusing `field` (a dotted path below the object being validated),
+    raised by a model's validator: answered as a 400 whose param is the field's whole path and
+    whose message is that path, then `message`."""
+    return PydanticCustomError(_REFUSED_FIELD, "{message}", {"field": field, "message": message})
+
+
 def _validation_message(err: RequestValidationError, content_type: str | None) -> tuple[str, str | None]:
     parts: list[str] = []
     param: str | None = None
     for detail in err.errors():
         loc = [str(p) for p in detail.get("loc", ()) if p != "body"]
+        if detail.get("type") == _REFUSED_FIELD:
+            where = ".".join([*loc, detail["ctx"]["field"]])
+            param = param or where
+            parts.append(f"{where}: {detail['msg']}")
+            continue
         where = ".".join(loc) or "body"
         param = param or (loc[0] if loc else None)
         if not loc and isinstance(detail.get("input"), bytes):  # FastAPI parses JSON only when the content type says so

@@ -3,14 +3,31 @@
 Field constraints here produce the 400s for wrong types and out-of-range values: every integer
 fits a signed 64-bit int (what msgpack carries to the scheduler and a torch tensor holds) and
 every float is finite. Limits that depend on the server (the vocabulary, the context length,
-serving.max_n) are checked at admission (`serve.http.admission`).
+serving.max_n) are checked at admission (`serve.http.admission`). Every model is a
+`RequestObject`: a field it does not declare is refused unless the table of
+`serve.http.unserved_fields` accepts its value as one that changes nothing.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from serve.http.errors import refused_field, shown
+from serve.http.unserved_fields import (
+    CHAT_FIELDS,
+    COMPLETION_FIELDS,
+    GENERATE_FIELDS,
+    MESSAGE_FIELDS,
+    NO_FIELDS,
+    SAMPLING_FIELDS,
+    STREAM_OPTION_FIELDS,
+    TOKENIZE_FIELDS,
+    Decision,
+    served_fields,
+)
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -23,16 +40,43 @@ Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
 
 
-class StreamOptions(BaseModel):
+class RequestObject(BaseModel):
+    """A JSON object of a request whose every field the server acts on: a field the model does
+    not declare is refused with a 400 naming it, unless the model's `unserved` table accepts its
+    value (one that changes nothing, or metadata); those are dropped before validation."""
+
+    model_config = ConfigDict(extra="forbid")
+    unserved: ClassVar[Mapping[str, Decision]] = NO_FIELDS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_served_fields(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        # OpenAI's API reads null as "the default" for a field that has one, and clients send it
+        # for the fields they leave unset.
+        return {k: v for k, v in cls.served(data).items() if v is not None or cls.model_fields[k].default is None}
+
+    @classmethod
+    def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        """`data` with the fields the server does not act on dropped, or refused (`refused_field`,
+        the field's path being `prefix` + its name)."""
+        return served_fields(data, tuple(cls.model_fields), cls.unserved, prefix)
+
+
+class StreamOptions(RequestObject):
     """OpenAI's stream_options: whether a final chunk reports usage."""
+
+    unserved = STREAM_OPTION_FIELDS
 
     include_usage: bool = False
 
 
-class SamplingFields(BaseModel):
-    """Sampling and stopping fields shared by completions and chat completions."""
+class SamplingFields(RequestObject):
+    """Sampling and stopping fields: /generate's sampling_params, and shared by completions and
+    chat completions."""
 
-    model_config = ConfigDict(extra="ignore")
+    unserved = SAMPLING_FIELDS
 
     model: str | None = None
     max_tokens: Count | None = None
@@ -42,8 +86,6 @@ class SamplingFields(BaseModel):
     top_k: Annotated[int, Field(ge=-1, le=INT64_MAX)] = -1
     min_p: Probability = 0.0
     n: Count = 1
-    stream: bool = False
-    stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
     seed: Int64 | None = None
@@ -65,27 +107,80 @@ class SamplingFields(BaseModel):
         return {name: value for name, value in given.items() if value is not None}
 
 
-class CompletionRequest(SamplingFields):
+class OpenAIRequest(SamplingFields):
+    """The fields completions and chat completions share beyond sampling: streaming."""
+
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    @model_validator(mode="after")
+    def _usage_chunk_needs_a_stream(self) -> Self:
+        if not self.stream and self.stream_options is not None and self.stream_options.include_usage:
+            raise refused_field(
+                "stream_options",
+                "include_usage adds a usage chunk to a stream, and this request is not streamed (its answer carries usage "
+                "anyway); send stream: true, or no stream_options",
+            )
+        return self
+
+
+class CompletionRequest(OpenAIRequest):
     """POST /v1/completions."""
+
+    unserved = COMPLETION_FIELDS
 
     prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
     logprobs: TopLogprobs | None = None
 
 
-class TextPart(BaseModel):
+class TextPart(RequestObject):
     """A text part of a message's content."""
 
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(BaseModel):
-    """One message of a conversation."""
+def _text_part(part: Any, prefix: str) -> Any:
+    """A content part, checked as a text part: another part type is refused by its name (a
+    text-only model), an undeclared field of a text part by the table."""
+    if not isinstance(part, Mapping):
+        return part
+    kind = part.get("type")
+    if isinstance(kind, str) and kind != "text":
+        raise refused_field(
+            f"{prefix}type",
+            f"content part type {shown(kind)} is not supported here: this server serves a text-only model; "
+            "send the content as a string or as parts of type 'text'",
+        )
+    return TextPart.served(part, prefix)
 
-    model_config = ConfigDict(extra="allow")
 
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+class ChatMessage(RequestObject):
+    """One message of a conversation, as the chat template is given it: a role and a text.
+
+    A `developer` message (OpenAI's newer name for a system message) is rendered as `system`,
+    the role the templates of the served models know. Refused: the `tool` role (this server
+    makes no tool calls, so a tool result answers none, and the templates that render one need
+    the call it answers) and content parts other than text (a text-only model)."""
+
+    unserved = MESSAGE_FIELDS
+
+    role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart] | None = None
+
+    @classmethod
+    def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        """`data` after the role and content-part refusals, then the table's."""
+        if data.get("role") == "tool":
+            raise refused_field(
+                f"{prefix}role",
+                "role 'tool' is not supported here: this server makes no tool calls (tools and tool_calls are refused), "
+                "so no tool result answers one; send the text as a user message",
+            )
+        content = data.get("content")
+        if isinstance(content, list):
+            data = {**data, "content": [_text_part(part, f"{prefix}content.{i}.") for i, part in enumerate(content)]}
+        return super().served(data, prefix)
 
     def text(self) -> str:
         """The message's content as one string."""
@@ -95,14 +190,29 @@ class ChatMessage(BaseModel):
             return self.content
         return "".join(part.text for part in self.content)
 
+    def template_message(self) -> dict[str, str]:
+        """The message as the chat template is given it."""
+        return {"role": "system" if self.role == "developer" else self.role, "content": self.text()}
 
-class ChatCompletionRequest(SamplingFields):
+
+class ChatCompletionRequest(OpenAIRequest):
     """POST /v1/chat/completions."""
+
+    unserved = CHAT_FIELDS
 
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     max_completion_tokens: Count | None = None
     logprobs: bool = False
     top_logprobs: TopLogprobs | None = None
+
+    @model_validator(mode="after")
+    def _top_logprobs_needs_logprobs(self) -> Self:
+        if self.top_logprobs and not self.logprobs:
+            raise refused_field(
+                "top_logprobs",
+                f"top_logprobs={self.top_logprobs} returns nothing without logprobs: true; send logprobs: true, or top_logprobs 0 or null",
+            )
+        return self
 
     def length_fields(self) -> dict[str, int]:
         """The completion-length fields the client sent (max_completion_tokens is OpenAI's
@@ -113,10 +223,10 @@ class ChatCompletionRequest(SamplingFields):
         return given
 
 
-class GenerateBody(BaseModel):
+class GenerateBody(RequestObject):
     """POST /generate (native): text or token ids, and sampling parameters in one object."""
 
-    model_config = ConfigDict(extra="forbid")
+    unserved = GENERATE_FIELDS
 
     text: str | None = None
     input_ids: list[TokenId] | None = None
@@ -126,16 +236,28 @@ class GenerateBody(BaseModel):
     top_logprobs_num: TopLogprobs = 0
 
 
-class TokenizeBody(BaseModel):
+class TokenizeBody(RequestObject):
     """POST /tokenize: a prompt, or chat messages rendered through the chat template."""
+
+    unserved = TOKENIZE_FIELDS
 
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
     add_special_tokens: bool = True
 
+    @model_validator(mode="after")
+    def _messages_add_no_special_tokens(self) -> Self:
+        if self.messages is not None and self.add_special_tokens and "add_special_tokens" in self.model_fields_set:
+            raise refused_field(
+                "add_special_tokens",
+                "true is not supported with messages: the chat template writes its special tokens itself and its text is "
+                "encoded without added ones; send false, or leave it out",
+            )
+        return self
 
-class DetokenizeBody(BaseModel):
+
+class DetokenizeBody(RequestObject):
     """POST /detokenize."""
 
     model: str | None = None

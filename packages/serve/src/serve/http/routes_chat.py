@@ -30,7 +30,7 @@ async def rendered_prompt(worker: TokenizerWorker, messages: Sequence[ChatMessag
     """The conversation's prompt ids, rendered in the tokenizer worker; a missing chat template,
     or one that refuses the conversation (many raise on roles out of order), is the client's 400."""
     try:
-        return await worker.chat_prompt([{"role": m.role, "content": m.text()} for m in messages])
+        return await worker.chat_prompt([m.template_message() for m in messages])
     except NoChatTemplateError as err:
         raise bad_request(str(err), param="messages") from None
     except TemplateError as err:
