@@ -32,7 +32,7 @@ def valid_bags(draw: st.DrawFn) -> Bags:
         if draw(st.booleans()):
             leaves[name] = draw(_valid_value(spec))
     try:
-        return config_bags.with_leaves(Bags(), leaves)
+        return config_bags.with_leaves(Bags(), leaves, rules=config_bags.INVARIANTS)
     except config_bags.LeafValueError:
         return Bags()
 

@@ -128,7 +128,7 @@ def test_overriding_restores_on_exit_even_after_an_error(published: Bags) -> Non
 
 
 def test_with_leaves_is_pure(published: Bags) -> None:
-    new = config_bags.with_leaves(published, {"page_size": 64})
+    new = config_bags.with_leaves(published, {"page_size": 64}, rules=config_bags.INVARIANTS)
     assert new.schedule.page_size == 64
     assert config_bags.get_schedule().page_size == 1
     assert config_bags.leaf_value("page_size") == 1

@@ -21,6 +21,7 @@ from serve.detokenizer.request_text import RequestText
 from serve.http.streams import fault_error
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import GenerateRequest, Message, TextBatch, TextOutput, TokenDelta
+from serve.tokenizer.eos import eos_token_ids
 from serve.tokenizer.loading import load_tokenizer
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.request_state import RequestFailedError, ServerFaultError
@@ -62,7 +63,7 @@ class ManagerRig:
 
     def __init__(self, tokenizer: Any) -> None:
         addresses = Addresses.fresh()
-        self.manager = TokenizerManager(tokenizer, addresses)
+        self.manager = TokenizerManager(eos_token_ids(tokenizer), addresses)
         self.context: zmq.Context[Any] = zmq.Context()
         self.scheduler_end = Receiver(self.context, addresses.scheduler)
         self.to_manager = Sender(self.context, addresses.tokenizer)

@@ -11,11 +11,12 @@ import pytest
 from config_bags import Bags, ColdLeafError, LeafValueError, UnknownLeafError
 from serve.config_override import apply_override, check_runtime_override, hot_leaf_names
 from serve.ipc.messages import OverrideRequest
+from serve.launch_rules import launch_rules
 
 
 @pytest.fixture
 def serving() -> Iterator[None]:
-    config_bags.publish(Bags(), role="launcher")
+    config_bags.publish(Bags(), role="launcher", rules=launch_rules(4096))
     config_bags.begin_serving()
     yield
     config_bags.unpublish()
@@ -29,6 +30,10 @@ def serving() -> Iterator[None]:
         ({"max_m": 2}, UnknownLeafError, "did you mean max_n"),
         ({"chunked_prefill_size": 0}, LeafValueError, "chunked_prefill_size"),
         ({}, LeafValueError, "no leaves"),
+        # Hot, but its feature is absent: the front end checks the published rules, as every
+        # process's override() does. Reverse-verified: with check_runtime_override checking only
+        # config-bags' invariants, this passed the front end and each process then refused it.
+        ({"mm_max_items_per_request": 2}, config_bags.RuleBrokenError, "this build has no multimodal model"),
     ],
 )
 def test_refusals_change_nothing(serving: None, leaves: dict[str, Any], error: type[Exception], needle: str) -> None:

@@ -13,7 +13,6 @@ import msgspec
 from config_bags.bags import Bags
 from config_bags.bags.base import Bag
 from config_bags.errors import ColdLeafError, LeafValueError
-from config_bags.invariants import INVARIANTS
 from config_bags.publish import published_bags
 from config_bags.rules import Rule, check_rules
 from config_bags.schema import LeafSpec, leaf_spec
@@ -30,9 +29,11 @@ def checked_value(spec: LeafSpec, value: Any) -> Any:
         raise LeafValueError(f"{spec.name}: {err} (got {value!r}); accepted: {spec.accepts()}") from None
 
 
-def with_leaves(bags: Bags, leaves: Mapping[str, Any], rules: Iterable[Rule] = INVARIANTS) -> Bags:
+def with_leaves(bags: Bags, leaves: Mapping[str, Any], *, rules: Iterable[Rule]) -> Bags:
     """New bags equal to `bags` with `leaves` replaced, after checking each leaf, each touched
-    bag's cross-leaf check, and `rules` over the result.
+    bag's cross-leaf check, and `rules` over the result (`published_rules()` for what an override
+    of this process would be checked against; there is no default, so no caller forgets the
+    stack's rules).
 
     Pure: nothing is published. Raises UnknownLeafError or LeafValueError (RuleBrokenError for a
     broken rule) and returns nothing when any leaf is refused.
@@ -69,8 +70,8 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
 
     Every leaf is checked first (it exists, its type, its constraints, each touched bag's
     cross-leaf checks, the published rules over the new bags, and after `begin_serving()` that it
-    is hot). Only then are the new frozen
-    bags installed, the change appended to `overrides_log()` and the subscribers called.
+    is hot). Only then are the new frozen bags installed, the change appended to
+    `overrides_log()` and the subscribers called.
     A refused override raises and changes nothing.
     """
     if not source:
@@ -82,7 +83,7 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
         leaf_spec(name)
     if PROCESS.serving:
         _refuse_cold(list(leaves))
-    new = with_leaves(current, leaves, PROCESS.rules)
+    new = with_leaves(current, leaves, rules=PROCESS.rules)
     changes = tuple(
         LeafChange(leaf=name, old=leaf_value_of(current, name), new=leaf_value_of(new, name)) for name in leaves
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-
 from collections.abc import Sequence
 
 from config_bags.bags import Bags

@@ -7,15 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import config_bags
-from config_bags import ColdLeafError, leaf_spec, published_bags, with_leaves
+from config_bags import ColdLeafError, leaf_spec, published_bags, published_rules, with_leaves
 
 from serve.ipc.messages import OverrideAck, OverrideRequest
 
 
 def check_runtime_override(leaves: Mapping[str, Any]) -> None:
     """Refuse, before any process changes, what `override` would refuse while serving: an empty
-    change, unknown leaves, cold leaves, values of the wrong type or outside constraints, and
-    combinations a bag's cross-leaf check rejects. Raises a config_bags error naming the problem."""
+    change, unknown leaves, cold leaves, values of the wrong type or outside constraints,
+    combinations a bag's cross-leaf check rejects, and bags that break a published rule (a hot
+    leaf of an absent feature among them). Raises a config_bags error naming the problem."""
     if not leaves:
         raise config_bags.LeafValueError("no leaves given; send an object of {leaf: value} with at least one hot leaf")
     cold = [leaf_spec(name) for name in leaves if not leaf_spec(name).hot]
@@ -23,7 +24,7 @@ def check_runtime_override(leaves: Mapping[str, Any]) -> None:
         which = ", ".join(f"{spec.name} ({spec.namespace})" for spec in cold)
         hot = ", ".join(hot_leaf_names())
         raise ColdLeafError(f"cold leaf cannot change while serving: {which}; hot leaves are: {hot}")
-    with_leaves(published_bags(), leaves)
+    with_leaves(published_bags(), leaves, rules=published_rules())
 
 
 def hot_leaf_names() -> list[str]:

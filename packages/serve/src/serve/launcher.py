@@ -27,6 +27,7 @@ from serve.ipc.channels import Addresses
 from serve.launch_rules import launch_rules
 from serve.resolved_view import ResolvedConfig
 from serve.scheduler_process.process import run_scheduler
+from serve.tokenizer.eos import eos_token_ids
 from serve.tokenizer.loading import load_tokenizer
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.worker import TokenizerWorker
@@ -83,7 +84,7 @@ class _Watch:
 
 
 async def _serve(resolved: ResolvedConfig, addresses: Addresses, children: dict[str, BaseProcess]) -> int:
-    manager = TokenizerManager(load_tokenizer(), addresses)
+    manager = TokenizerManager(eos_token_ids(load_tokenizer()), addresses)
     worker = TokenizerWorker()  # loads its tokenizer while the scheduler loads the model
     receiving = asyncio.create_task(manager.receive_forever())
     loop = asyncio.get_running_loop()

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
-from jinja2 import TemplateError
 from fastapi.responses import StreamingResponse
+from jinja2 import TemplateError
 
 from serve.http.admission import generate_requests, new_rid
 from serve.http.errors import bad_request

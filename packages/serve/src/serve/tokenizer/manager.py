@@ -32,7 +32,6 @@ from serve.ipc.messages import (
     TextOutput,
 )
 from serve.metrics.server_metrics import ServerMetrics
-from serve.tokenizer.eos import eos_token_ids
 from serve.tokenizer.request_state import RequestFailedError, RequestRefusedError, RequestState, ServerFaultError
 
 logger = logging.getLogger(__name__)
@@ -48,9 +47,8 @@ class OverrideFailedError(RuntimeError):
 class TokenizerManager:
     """Sends requests to the scheduler and routes every message coming back."""
 
-    def __init__(self, tokenizer: Any, addresses: Addresses) -> None:
-        self.tokenizer = tokenizer
-        self.eos_token_ids = eos_token_ids(tokenizer)
+    def __init__(self, eos_token_ids: tuple[int, ...], addresses: Addresses) -> None:
+        self.eos_token_ids = eos_token_ids  # the served tokenizer's and generation config's, fixed by the checkpoint
         self._context = zmq.asyncio.Context()
         self._to_scheduler = AsyncSender(self._context, addresses.scheduler)
         self._inbox = AsyncReceiver(self._context, addresses.tokenizer)
