@@ -235,6 +235,8 @@ CASES: dict[str, Case] = {
     "override a cold leaf": Case("PATCH", "/v1/runtime_config", {"page_size": 16}, "page_size"),
     "override a cold leaf beside a hot one": Case("PATCH", "/v1/runtime_config", {"max_n": 3, "page_size": 2}, "page_size"),
     "override an unknown leaf": Case("PATCH", "/v1/runtime_config", {"max_runing_requests": 4}, "max_runing_requests"),
+    "override a hot leaf of an absent feature": Case("PATCH", "/v1/runtime_config", {"mm_max_items_per_request": 2}, "mm_max_items_per_request"),
+    "override a chunk over the pool": Case("PATCH", "/v1/runtime_config", {"chunked_prefill_size": 10**6}, "chunked_prefill_size"),
     "override a bad value": Case("PATCH", "/v1/runtime_config", {"max_n": 0}, "max_n"),
     "override the body limit to zero": Case("PATCH", "/v1/runtime_config", {"max_request_body_mb": 0}, "max_request_body_mb"),
     "override nothing": Case("PATCH", "/v1/runtime_config", {}, "no leaves"),
