@@ -18,10 +18,10 @@ from config_bags import (
 @pytest.mark.parametrize(
     ("kernel", "pair"),
     [
-        (KernelBag(), ("torch_native", "torch_native")),
+        (KernelBag(), ("auto", "auto")),
         (KernelBag(attention_backend="triton"), ("triton", "triton")),
-        (KernelBag(prefill_attention_backend="flashinfer"), ("flashinfer", "torch_native")),
-        (KernelBag(decode_attention_backend="triton"), ("torch_native", "triton")),
+        (KernelBag(prefill_attention_backend="flashinfer"), ("flashinfer", "auto")),
+        (KernelBag(decode_attention_backend="triton"), ("auto", "triton")),
         (KernelBag(attention_backend="triton", prefill_attention_backend="flashinfer"), ("flashinfer", "triton")),
     ],
 )
@@ -30,11 +30,12 @@ def test_attention_backends_apply_the_base_field_fallback(kernel: KernelBag, pai
 
 
 def test_a_split_only_launch_never_answers_from_the_unset_base_field(published: Bags) -> None:
-    """The base field is None here; every consumer asks the pair, which carries the split choice."""
+    """The base field keeps its default (auto) here; every consumer asks the pair, which carries
+    the split choice."""
     config_bags.override("startup", prefill_attention_backend="triton")
-    assert config_bags.get_exec().kernel.attention_backend is None
+    assert config_bags.get_exec().kernel.attention_backend == "auto"
     assert config_bags.attention_backends().prefill == "triton"
-    assert config_bags.attention_backends().decode == "torch_native"
+    assert config_bags.attention_backends().decode == "auto"
 
 
 def test_linear_attn_backends_explicit_flag_wins_over_a_runner_default() -> None:

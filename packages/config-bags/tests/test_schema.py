@@ -54,7 +54,8 @@ def test_constraints_and_choices_are_declared_on_the_leaf() -> None:
     assert config_bags.leaf_spec("page_size").accepts() == "int >= 1 and <= 2^63-1"
     assert config_bags.leaf_spec("port").accepts() == "int >= 1 and <= 65535"
     assert config_bags.leaf_spec("schedule_policy").choices == ("fcfs", "lpm")
-    assert config_bags.leaf_spec("attention_backend").accepts() == "one of torch_native, triton, flashinfer, or unset"
+    assert config_bags.leaf_spec("attention_backend").accepts() == "one of auto, torch_native, cpu_paged, triton, flashinfer, intel_amx"
+    assert config_bags.leaf_spec("decode_attention_backend").accepts().endswith("intel_amx, or unset")
     assert config_bags.leaf_spec("max_queued_requests").optional
 
 

@@ -8,6 +8,15 @@ moment of use through accessors, and overridable after publish with validation a
     override("admin", page_size=16)   # checked first; logged; subscribers notified
 """
 
+from config_bags.attention_dispatch import (
+    KERNEL_NAMES,
+    AttentionHalf,
+    AttentionStamp,
+    ForwardMode,
+    dispatched_half,
+    dispatched_half_of,
+    serving_attention_backend,
+)
 from config_bags.bags import (
     Bags,
     DeviceBag,
@@ -27,6 +36,7 @@ from config_bags.bags import (
     ServingBag,
     SpecBag,
 )
+from config_bags.bags.attention_names import AttentionBackendName, AttentionKernelName
 from config_bags.derived import (
     AttentionBackends,
     LinearAttnBackends,
@@ -110,6 +120,15 @@ from config_bags.wire import decode, encode
 
 __all__ = [
     "INVARIANTS",
+    "KERNEL_NAMES",
+    "AttentionBackendName",
+    "AttentionHalf",
+    "AttentionKernelName",
+    "AttentionStamp",
+    "ForwardMode",
+    "dispatched_half",
+    "dispatched_half_of",
+    "serving_attention_backend",
     "ROLE_CHECK_MODE",
     "ROLE_READS",
     "AttentionBackends",

@@ -13,7 +13,6 @@ from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBac
 from config_bags.errors import LeafValueError
 from config_bags.state import get_exec, get_parallel, get_schedule, get_spec
 
-DEFAULT_ATTENTION_BACKEND: AttentionBackendName = "torch_native"
 DEFAULT_LINEAR_ATTN_BACKEND: LinearAttnBackendName = "triton"
 
 
@@ -33,11 +32,11 @@ class LinearAttnBackends(NamedTuple):
 
 
 def attention_backends_of(kernel: KernelBag) -> AttentionBackends:
-    """(prefill, decode): each split field if set, else the base field, else torch_native."""
-    base = kernel.attention_backend or DEFAULT_ATTENTION_BACKEND
+    """(prefill, decode) as configured: each split field if set, else the base field (default
+    auto, which the attention factory resolves per host and per half)."""
     return AttentionBackends(
-        prefill=kernel.prefill_attention_backend or base,
-        decode=kernel.decode_attention_backend or base,
+        prefill=kernel.prefill_attention_backend or kernel.attention_backend,
+        decode=kernel.decode_attention_backend or kernel.attention_backend,
     )
 
 

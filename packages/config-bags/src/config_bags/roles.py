@@ -33,7 +33,8 @@ ROLE_READS: Mapping[Role, frozenset[str]] = MappingProxyType(
         "http": frozenset({"serving", "model", "observability"}),
         "tokenizer": frozenset({"model", "serving", "mm", "observability"}),
         # The scheduler and the runner it drives in the same process.
-        "scheduler": frozenset({"schedule", "memory", "model", "exec", "device", "observability"}),
+        # spec: the hybrid attention container picks a target verify's half by speculative_attention_mode.
+        "scheduler": frozenset({"schedule", "memory", "model", "spec", "exec", "device", "observability"}),
         "runner": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
         "detokenizer": frozenset({"model", "serving", "observability"}),
     }

@@ -20,8 +20,8 @@ class KernelBag(Bag, frozen=True, kw_only=True):
     """Attention kernels. The split fields win over the base field for their half."""
 
     attention_backend: Annotated[
-        AttentionBackendName | None, leaf("Attention backend for both prefill and decode (unset: torch_native).", hot=False)
-    ] = None
+        AttentionBackendName, leaf("Attention backend for both prefill and decode (auto: the factory picks per host and per half).", hot=False)
+    ] = "auto"
     prefill_attention_backend: Annotated[
         AttentionBackendName | None, leaf("Attention backend for prefill/extend (unset: attention_backend).", hot=False)
     ] = None
