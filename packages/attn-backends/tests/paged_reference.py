@@ -19,6 +19,7 @@ class Metadata:
     num_tokens: int
     max_extend_len: int
     max_seq_len: int
+    forward_mode: str = "extend"
 
 
 def scenario(prefix: list[int], extend: list[int], page_size: int, seed: int) -> tuple[Metadata, list[list[int]]]:
@@ -33,7 +34,8 @@ def scenario(prefix: list[int], extend: list[int], page_size: int, seed: int) ->
         at += n
     width = max(need)
     table = torch.tensor([t + [0] * (width - len(t)) for t in tables])
-    meta = Metadata(page_size, table, torch.tensor(prefix), torch.tensor(extend), torch.tensor(seqs), sum(extend), max(extend), max(seqs))
+    mode = "decode" if max(extend) == 1 else "extend" if min(extend) > 1 else "mixed"
+    meta = Metadata(page_size, table, torch.tensor(prefix), torch.tensor(extend), torch.tensor(seqs), sum(extend), max(extend), max(seqs), mode)
     slots = [[t[pos // page_size] * page_size + pos % page_size for pos in range(s)] for t, s in zip(tables, seqs, strict=True)]
     return meta, slots
 

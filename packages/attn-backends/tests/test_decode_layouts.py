@@ -1,5 +1,5 @@
 """Decodes grouped in the padded and the chunked layout (torch_native's decode path off the CPU, and
-on it with cpu_kernel=False) equal per-request softmax attention, at page sizes 1 and 16,
+on it) equal per-request softmax attention, at page sizes 1 and 16,
 alone and in mixed batches; the plan picks the layout the lengths call for."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_backend_mixed_batch_with_spread_decodes(page_size: int) -> None:
     decode_rows = torch.tensor([*range(6), *range(8, 18)])
     assert decode_group(page_size, meta.page_table.index_select(0, decode_rows), SPREAD, None).grid is not None
     q, k_cache, v_cache = paged_tensors(meta, heads=6, kv_heads=3, dim=8, dtype=torch.float64, seed=2)
-    backend = TorchNativeBackend(cpu_kernel=False)
+    backend = TorchNativeBackend()
     backend.plan(meta)
     got = backend.attend(q, k_cache, v_cache, scale=0.3)
     torch.testing.assert_close(got, reference(q, k_cache, v_cache, meta, slots, 0.3))
@@ -94,7 +94,7 @@ def test_one_backend_across_forwards_of_growing_and_shrinking_size() -> None:
     """The kept gather buffer is regrown for a larger forward and reused for a smaller one.
 
     Reverse-verified: handing out the first buffer without growing it fails the second forward."""
-    backend = TorchNativeBackend(cpu_kernel=False)
+    backend = TorchNativeBackend()
     for seq in (SPREAD[:4], SPREAD, SPREAD[:2], RAGGED):
         meta, slots = scenario([n - 1 for n in seq], [1] * len(seq), 16, seed=len(seq))
         q, k_cache, v_cache = paged_tensors(meta, heads=4, kv_heads=2, dim=8, dtype=torch.float64, seed=len(seq))

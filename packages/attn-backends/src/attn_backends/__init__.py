@@ -1,28 +1,50 @@
-"""attn_backends: the attention-backend registry, its stamping factory, and the torch_native backend.
+"""attn_backends: attention kernels, the stamping factory, and the pair a runner serves with.
 
-    name, backend = build_attention_backend("torch_native")
-    backend.stamp(name)              # the runner that built it stamps it
-    backend.plan(metadata)           # once per forward
+    stamp, backend = build_attention_pair("auto", "auto", device_type="cpu")
+    stamp                            # AttentionStamp(prefill='torch_native', decode='cpu_paged', ...)
+    backend.plan(metadata)           # once per forward (a hybrid container selects its half here)
     out = backend.attend(q, k_cache, v_cache, scale=...)   # once per layer
+
+Kernels: torch_native (pure torch, any device), cpu_paged (the C++ paged kernel, CPU), triton
+(CUDA; on a CPU only under TRITON_INTERPRET=1) and flashinfer (the optional extra, CUDA).
+`auto` and the deprecated alias `intel_amx` build one of them; only a kernel name is a stamp.
 """
 
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
-from attn_backends.metadata import AttentionMetadataView
-from attn_backends.registry import (
+from attn_backends.cpu_paged import CpuPagedBackend
+from attn_backends.effective_names import (
+    DEPRECATED_ALIASES,
     UnknownAttentionBackendError,
-    build_attention_backend,
-    register_attention_backend,
+    auto_kernel_of,
+    effective_backend_name,
     registered_attention_backends,
 )
+from attn_backends.host_support import refusal_on
+from attn_backends.hybrid import HybridAttentionBackend
+from attn_backends.metadata import AttentionMetadataView
+from attn_backends.pair import build_attention_pair
+from attn_backends.registry import REGISTRY, AttentionBackendUnavailableError, build_attention_backend
+from attn_backends.stamping import stamp_built
 from attn_backends.torch_native import TorchNativeBackend
+from attn_backends.wrapper import WrapperBackend
 
 __all__ = [
+    "DEPRECATED_ALIASES",
+    "REGISTRY",
     "AttentionBackend",
+    "AttentionBackendUnavailableError",
     "AttentionMetadataView",
+    "CpuPagedBackend",
+    "HybridAttentionBackend",
     "TorchNativeBackend",
     "UnknownAttentionBackendError",
     "UnstampedBackendError",
+    "WrapperBackend",
+    "auto_kernel_of",
     "build_attention_backend",
-    "register_attention_backend",
+    "build_attention_pair",
+    "effective_backend_name",
+    "refusal_on",
     "registered_attention_backends",
+    "stamp_built",
 ]

@@ -9,11 +9,14 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
+from config_bags import ForwardMode
 
 
 class AttentionMetadataView(Protocol):
     """The shape of one forward's attention: per request, its cached prefix and new tokens."""
 
+    @property
+    def forward_mode(self) -> ForwardMode: ...  # what the forward computes (a hybrid container selects its half by it)
     @property
     def page_size(self) -> int: ...  # tokens per KV page
     @property

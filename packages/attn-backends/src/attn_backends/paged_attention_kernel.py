@@ -2,8 +2,8 @@
 
 Each query row attends to the first `seq_len` keys of its request (a decode: all of them; the
 i-th new token of a prompt with `prefix` cached: prefix + i + 1, which is causal attention), read
-where they lie in the pool rather than gathered into a copy first. torch_native sends its decodes
-on CPU pools through it (docs/benchmarks.md, decode attention). The C++ source ships with the
+where they lie in the pool rather than gathered into a copy first. It is the cpu_paged backend
+(docs/benchmarks.md, decode attention). The C++ source ships with the
 package and is compiled on first use with the system's C++ compiler (native_build, as
 torch.compile's CPU backend does), into ~/.cache/attn-backends keyed by the source, the flags and
 the CPU, so later processes load it at once.
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from native_build import load_library
 
-WHAT = "torch_native's CPU paged-attention kernel"
+WHAT = "the cpu_paged attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
 _ENTRY_OF_DTYPE = {torch.bfloat16: "paged_attention_bfloat16", torch.float16: "paged_attention_float16",

@@ -1,42 +1,86 @@
-"""The attention-backend registry and the factory that answers (effective_name, backend)."""
+"""The attention-backend registry and the factory that answers (effective_name, backend).
+
+Every entry answers the kernel it actually built: a kernel entry its own name, the deprecated
+alias its target's (with a warning), `auto` the kernel it picked for the host and the half. The
+factory refuses an answer that is not a kernel name, and refuses a kernel that cannot run on the
+host with the reason and the alternatives. triton and flashinfer are imported only when built.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
+from config_bags import KERNEL_NAMES, AttentionHalf, AttentionKernelName
+
 from attn_backends.backend import AttentionBackend
+from attn_backends.cpu_paged import CpuPagedBackend
+from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name
+from attn_backends.host_support import refusal_on
 from attn_backends.torch_native import TorchNativeBackend
 
-BackendBuilder = Callable[[], AttentionBackend]
+Entry = Callable[[AttentionHalf, str], tuple[str, AttentionBackend]]
 
 
-class UnknownAttentionBackendError(ValueError):
-    """An attention backend name that nothing is registered under."""
+class AttentionBackendUnavailableError(RuntimeError):
+    """A registered attention backend that cannot run on this host (the message says why and what can)."""
 
 
-_REGISTRY: dict[str, BackendBuilder] = {"torch_native": TorchNativeBackend}
+def _torch_native(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+    return "torch_native", TorchNativeBackend()
 
 
-def register_attention_backend(name: str, builder: BackendBuilder) -> None:
-    """Register `builder` under `name`; a name registered twice is refused."""
-    if name in _REGISTRY:
-        raise ValueError(f"attention backend {name!r} is already registered; registered: {', '.join(registered_attention_backends())}")
-    _REGISTRY[name] = builder
+def _cpu_paged(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+    return "cpu_paged", CpuPagedBackend()
 
 
-def registered_attention_backends() -> tuple[str, ...]:
-    """The names the factory can build, sorted."""
-    return tuple(sorted(_REGISTRY))
+def _triton(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+    from attn_backends.triton_backend import TritonBackend
+
+    return "triton", TritonBackend()
 
 
-def build_attention_backend(name: str) -> tuple[str, AttentionBackend]:
-    """Build the backend registered under `name`; answers (effective_name, backend).
+def _flashinfer(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+    from attn_backends.flashinfer_backend import FlashInferBackend
 
-    The caller stamps the backend with the effective name (`backend.stamp(name)`).
-    """
-    builder = _REGISTRY.get(name)
-    if builder is None:
-        raise UnknownAttentionBackendError(
-            f"attention backend {name!r} is not registered; registered: {', '.join(registered_attention_backends())}"
-        )
-    return name, builder()
+    return "flashinfer", FlashInferBackend()
+
+
+_KERNEL_ENTRIES: dict[str, Entry] = {
+    "torch_native": _torch_native, "cpu_paged": _cpu_paged, "triton": _triton, "flashinfer": _flashinfer,
+}
+
+
+def _auto(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+    return _KERNEL_ENTRIES[effective_backend_name(AUTO, half=half, device_type=device_type)](half, device_type)
+
+
+def _deprecated_alias(alias: str) -> Entry:
+    """The entry of another stack's name: builds its target, warning with the real name."""
+
+    def entry(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+        target = DEPRECATED_ALIASES[alias]
+        warnings.warn(f"attention backend {alias!r} is a deprecated alias of {target!r}; it builds {target!r}: name {target!r} instead",
+                      FutureWarning, stacklevel=3)
+        return _KERNEL_ENTRIES[target](half, device_type)
+
+    return entry
+
+
+REGISTRY: dict[str, Entry] = {**_KERNEL_ENTRIES, **{alias: _deprecated_alias(alias) for alias in DEPRECATED_ALIASES}, AUTO: _auto}
+
+
+def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str) -> tuple[AttentionKernelName, AttentionBackend]:
+    """Build what `name` names for `half` on a `device_type` host; answers (effective_name, backend).
+
+    The caller stamps the backend with the effective name (`build_attention_pair` does)."""
+    kernel = effective_backend_name(name, half=half, device_type=device_type)
+    reason = refusal_on(kernel, device_type)
+    if reason is not None:
+        shown = name if name == kernel else f"{name} (builds {kernel})"
+        raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot run here: {reason}")
+    effective, backend = REGISTRY[name](half, device_type)
+    for known in KERNEL_NAMES:
+        if effective == known:
+            return known, backend
+    raise AssertionError(f"registry entry {name!r} answered {effective!r}, which is no kernel; an entry answers what it built")

@@ -1,19 +1,18 @@
-"""torch_native: attention over each request's pages in torch ops, with a kernel for decodes on a CPU.
+"""torch_native: attention over each request's pages in torch ops, on any device.
 
 A batch is split by what each request computes. Requests with one new token (decodes, wherever
-they sit in the batch) run together: on a CPU through one call of the paged-attention kernel
-(paged_attention_kernel), which reads their keys and values where they lie in the pool; elsewhere
-(or with cpu_kernel=False) as two batched matmuls over their keys gathered a page at a time, in
-chunks sized to each request's own length when lengths are spread (decode_plan). Requests
-with several new tokens (extends) run one SDPA call each over their own keys, causal by SDPA's own
-flag when nothing is cached before them, else under a mask that keeps a query at position p to keys
-0..p. Outputs go back in batch order.
+they sit in the batch) run together as two batched matmuls over their keys gathered a page at a
+time, in chunks sized to each request's own length when lengths are spread (decode_plan).
+Requests with several new tokens (extends) run one SDPA call each over their own keys, causal by
+SDPA's own flag when nothing is cached before them, else under a mask that keeps a query at
+position p to keys 0..p. Outputs go back in batch order.
 
-Prompt tokens stay on SDPA even on a CPU, though the kernel can attend them causally: measured,
-a prompt's attention ran 1.5-1.9x faster but a mixed step only about 5% faster, and its rounding
-(fp32 throughout) differs from the SDPA rounding transformers shares. On the README's question that
-is enough to change the answer: the default model's likeliest first token leads the next by one
-bf16 step (25.625 to 25.5) with SDPA and ties it, and loses, with the kernel.
+Prompt tokens on SDPA are why `auto` builds torch_native for a CPU's prefill half, though the
+C++ kernel (cpu_paged) can attend them causally: measured, a prompt's attention ran 1.5-1.9x
+faster there but a mixed step only about 5% faster, and its rounding (fp32 throughout) differs
+from the SDPA rounding transformers shares. On the README's question that is enough to change the
+answer: the default model's likeliest first token leads the next by one bf16 step (25.625 to
+25.5) with SDPA and ties it, and loses, with the kernel.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from attn_backends.decode_attention import decode_attention
 from attn_backends.decode_plan import DecodeGroup, decode_group
 from attn_backends.gather_workspace import GatherWorkspace
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.paged_attention_kernel import PagedQueries, paged_attention, paged_queries
 
 
 @dataclass(frozen=True)
@@ -46,21 +44,16 @@ class GatherPlan:
     """Index tensors of one forward, shared by every layer."""
 
     num_tokens: int
-    cpu_decode: PagedQueries | None  # the decodes on a CPU (the kernel)
-    decode: DecodeGroup | None  # the decodes elsewhere (gathered)
+    decode: DecodeGroup | None  # the decodes, gathered together
     extends: tuple[ExtendRequest, ...]
 
 
 class TorchNativeBackend(AttentionBackend):
-    """Attention over the pool's pages: decodes together (through the kernel on a CPU), each extend
-    causal over its own keys."""
+    """Attention over the pool's pages: decodes gathered together, each extend causal over its own keys."""
 
-    def __init__(self, *, cpu_kernel: bool = True) -> None:
-        """cpu_kernel=False runs a CPU batch's decodes through the gathered torch path, as on other
-        devices (tools/bench_attention.py compares the two)."""
+    def __init__(self) -> None:
         self._plan: GatherPlan | None = None
         self._workspace = GatherWorkspace()
-        self._cpu_kernel = cpu_kernel
 
     def plan(self, metadata: AttentionMetadataView) -> None:
         """Compute the key slots, masks and batch rows of this forward."""
@@ -74,11 +67,8 @@ class TorchNativeBackend(AttentionBackend):
             starts.append(at)
             at += length
         decodes = [r for r, length in enumerate(extend_lens) if length == 1]
-        cpu_decode, decode = None, None
-        if decodes and device.type == "cpu" and self._cpu_kernel:
-            cpu_decode = paged_queries(decodes, [starts[r] for r in decodes], [prefix_lens[r] + 1 for r in decodes],
-                                       page_table=page_table, page_size=page_size, num_tokens=metadata.num_tokens)
-        elif decodes:
+        decode = None
+        if decodes:
             everything = len(decodes) == len(extend_lens)
             table = page_table if everything else page_table.index_select(0, torch.tensor(decodes, device=device))
             rows = None if everything else torch.tensor([starts[r] for r in decodes], device=device)
@@ -97,23 +87,19 @@ class TorchNativeBackend(AttentionBackend):
                 key_pos = torch.arange(seq, device=device)
                 mask = key_pos[None, :] <= key_pos[prefix:, None]
             extends.append(ExtendRequest(starts[r], length, slots, mask))
-        self._plan = GatherPlan(metadata.num_tokens, cpu_decode, decode, tuple(extends))
+        self._plan = GatherPlan(metadata.num_tokens, decode, tuple(extends))
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """Attention of the planned forward for one layer."""
         plan = self._plan
         if plan is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
-        if plan.cpu_decode is not None and not plan.extends:
-            return paged_attention(q, k_cache, v_cache, plan.cpu_decode, scale)
         decode = plan.decode
         if decode is not None and decode.token_rows is None:
             return decode_attention(q, k_cache, v_cache, decode, scale, self._workspace)
-        if decode is None and plan.cpu_decode is None and len(plan.extends) == 1:
+        if decode is None and len(plan.extends) == 1:
             return _extend_attention(q, k_cache, v_cache, plan.extends[0], scale)
         out = q.new_empty(plan.num_tokens, q.shape[1], q.shape[2])
-        if plan.cpu_decode is not None:
-            out.index_copy_(0, plan.cpu_decode.q_rows, paged_attention(q, k_cache, v_cache, plan.cpu_decode, scale))
         if decode is not None and decode.token_rows is not None:
             decoded = decode_attention(q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale, self._workspace)
             out.index_copy_(0, decode.token_rows, decoded)
