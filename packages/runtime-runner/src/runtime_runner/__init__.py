@@ -1,15 +1,17 @@
 """runtime_runner: Llama-family decoders over a paged KV pool, `forward(batch)`, and the sampler.
 
-    runner = ModelRunner(attention_backend_factory)   # serve wires attn_backends' factory in
+    runner = ModelRunner(attention_pair_factory)   # serve wires attn_backends.build_attention_pair in
     output = runner.forward(batch)                    # any object fitting ForwardBatchView
 
 Every setting is read from the published bags at use; a runner built with nothing published
 publishes the defaults first. `ensure_default_model()` converts the bundled SmolLM2 once.
 """
 
+from config_bags import ForwardMode
+
 from runtime_runner.arch_config import ArchConfig, read_arch_config
-from runtime_runner.attention_seam import AttentionBackend, AttentionBackendFactory, AttentionMetadata
-from runtime_runner.batch import ForwardBatchView, ForwardMode, RequestView, SamplingView
+from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
+from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView
 from runtime_runner.default_model import ensure_default_model
 from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
 from runtime_runner.kv_pool import kv_bytes_per_token
@@ -20,7 +22,7 @@ from runtime_runner.runner import ModelRunner
 __all__ = [
     "ArchConfig",
     "AttentionBackend",
-    "AttentionBackendFactory",
+    "AttentionPairFactory",
     "AttentionMetadata",
     "BatchError",
     "CheckpointError",

@@ -1,7 +1,7 @@
-"""What the runner needs from an attention backend, declared as protocols, and the metadata it hands one.
+"""What the runner needs from attention, declared as protocols, and the metadata it hands a backend.
 
-`serve` (and the cross-package tests) wire `attn_backends.build_attention_backend` in as the factory;
-the runner never imports attn_backends.
+`serve` (and the cross-package tests) wire `attn_backends.build_attention_pair` in as the pair
+factory; the runner never imports attn_backends.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+from config_bags import AttentionStamp, ForwardMode
 
 
 @dataclass(frozen=True)
 class AttentionMetadata:
     """One forward's attention shape (fits attn_backends.AttentionMetadataView)."""
 
+    forward_mode: ForwardMode
     page_size: int
     page_table: torch.Tensor  # [requests, pages] int64, padded with page 0
     prefix_lens: torch.Tensor
@@ -39,7 +41,9 @@ class AttentionBackend(Protocol):
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor: ...
 
 
-class AttentionBackendFactory(Protocol):
-    """Builds the backend registered under a name; answers (effective_name, backend)."""
+class AttentionPairFactory(Protocol):
+    """Builds the configured (prefill, decode) pair for a device type; answers the runner's stamp
+    (each half's effective kernel) and the backend to drive, stamped."""
 
-    def __call__(self, name: str, /) -> tuple[str, AttentionBackend]: ...
+    def __call__(self, prefill: str, decode: str, /, *, device_type: str,
+                 is_draft_override: bool = False) -> tuple[AttentionStamp, AttentionBackend]: ...

@@ -7,9 +7,13 @@ Read-only properties are used so that plain attributes, frozen structs and prope
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
-ForwardMode = Literal["extend", "decode", "mixed"]
+from config_bags import ForwardMode
+
+# The modes a plain runner computes; target_verify and draft_extend are speculative decoding's
+# (issue 15) and idle a data-parallel rank's empty step, which this build does not run.
+SERVED_FORWARD_MODES: tuple[ForwardMode, ...] = ("extend", "decode", "mixed")
 
 
 class SamplingView(Protocol):

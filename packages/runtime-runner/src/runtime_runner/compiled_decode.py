@@ -15,10 +15,26 @@ import time
 from collections.abc import Iterable
 
 import torch
+from config_bags import AttentionStamp
 
 from runtime_runner.decoder import DecoderForCausalLM, LayerAttention
+from runtime_runner.errors import UnsupportedConfigError
 
 logger = logging.getLogger(__name__)
+
+# The kernels whose decode attention torch.compile traces: torch_native's torch ops and cpu_paged's
+# custom op (attn_backends::paged_attention). triton and flashinfer launch outside a graph.
+TRACEABLE_DECODE_KERNELS = ("torch_native", "cpu_paged")
+
+
+
+def check_compiled_decode_traceable(stamp: AttentionStamp) -> None:
+    """The compiled step is a decode step, so it asks the decode half of the runner's stamp:
+    refused (UnsupportedConfigError) when torch.compile cannot trace that kernel."""
+    if stamp.decode not in TRACEABLE_DECODE_KERNELS:
+        raise UnsupportedConfigError(f"enable_torch_compile compiles the decode step, but its decode half runs {stamp.decode}, "
+                                     f"which torch.compile cannot trace; accepted decode halves: {', '.join(TRACEABLE_DECODE_KERNELS)}")
+
 
 # Iterations per thread below which inductor keeps a loop on one thread (its default is 512).
 MIN_CHUNK_ROWS = 64

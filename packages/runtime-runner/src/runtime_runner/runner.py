@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 from config_bags import (
+    AttentionStamp,
     Bags,
     attention_backends,
     context_length_of,
@@ -25,9 +26,9 @@ from config_bags import (
 
 from runtime_runner.arch_config import ArchConfig, read_arch_config
 from runtime_runner.architectures import model_class_for
-from runtime_runner.attention_seam import AttentionBackend, AttentionBackendFactory, AttentionMetadata
-from runtime_runner.batch import ForwardBatchView
-from runtime_runner.compiled_decode import CompiledDecode
+from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
+from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
+from runtime_runner.compiled_decode import CompiledDecode, check_compiled_decode_traceable
 from runtime_runner.decoder import DecoderForCausalLM
 from runtime_runner.default_model import ensure_default_model
 from runtime_runner.device_faults import marked_device_faults
@@ -49,17 +50,10 @@ class BatchTensors:
     metadata: AttentionMetadata
 
 
-def built_backend(factory: AttentionBackendFactory, name: str) -> AttentionBackend:
-    """Build the backend registered under `name` and stamp it with the effective name the factory answers."""
-    effective, backend = factory(name)
-    backend.stamp(effective)
-    return backend
-
-
 class ModelRunner:
     """One model on one device with its paged KV cache."""
 
-    def __init__(self, attention_backend_factory: AttentionBackendFactory) -> None:
+    def __init__(self, attention_pair_factory: AttentionPairFactory) -> None:
         if not is_published():
             publish(Bags(), role="standalone")
         threads = get_device().cpu_threads
@@ -76,9 +70,12 @@ class ModelRunner:
             dtype=kv_dtype_of(get_memory(), dtype), device=device,
         )
         self._generator = torch.Generator().manual_seed(get_device().random_seed)
+        # The stamp first: every decision below that depends on a kernel asks it for its half.
         prefill, decode = attention_backends()
-        self._prefill_backend = built_backend(attention_backend_factory, prefill)
-        self._decode_backend = built_backend(attention_backend_factory, decode)
+        self.attention_stamp: AttentionStamp
+        self.attention_stamp, self._attention = attention_pair_factory(prefill, decode, device_type=device.type)
+        if get_exec().graph.enable_torch_compile:
+            check_compiled_decode_traceable(self.attention_stamp)
         self._compiled_decode: CompiledDecode | None = None
         self._warm_up()
 
@@ -92,16 +89,6 @@ class ModelRunner:
         """Longest sequence served: model.context_length, capped by the model's maximum."""
         return context_length_of(get_model(), self.model.cfg.max_position_embeddings)
 
-    @property
-    def prefill_attention_backend_name(self) -> str:
-        """The stamped effective name of the backend running extend and mixed batches."""
-        return self._prefill_backend.effective_name
-
-    @property
-    def decode_attention_backend_name(self) -> str:
-        """The stamped effective name of the backend running decode batches."""
-        return self._decode_backend.effective_name
-
     def forward(self, batch: ForwardBatchView) -> ForwardOutput:
         """Compute every request's new tokens, write their K/V into the pool, and sample the next token.
 
@@ -110,7 +97,7 @@ class ModelRunner:
         lets end the process; any other exception fails the batch."""
         with torch.inference_mode(), marked_device_faults():
             tensors = self._checked(batch)
-            backend = self._decode_backend if batch.forward_mode == "decode" else self._prefill_backend
+            backend = self._attention
             backend.plan(tensors.metadata)
             pool, scale, loc = self.pool, self.model.attention_scale, tensors.out_cache_loc
 
@@ -142,10 +129,10 @@ class ModelRunner:
         return self._compiled_decode
 
     def _warm_up(self) -> None:
-        """Pay the one-time costs at startup rather than on the first request (the attention
-        backends' first-use setup, such as torch_native building its CPU kernel; the compiled decode
-        graph when exec.graph.enable_torch_compile is on): prefill two tokens into free pages,
-        decode one, give the pages back."""
+        """Pay the one-time costs at startup rather than on the first request (each attention
+        half's first-use setup, such as cpu_paged building its C++ kernel; the compiled decode
+        graph when exec.graph.enable_torch_compile is on): prefill two tokens into free pages (the
+        prefill half), decode one (the decode half), give the pages back."""
         driver = StandaloneDriver(self)
         seq = driver.add([0, 0])
         driver.step()
@@ -155,6 +142,9 @@ class ModelRunner:
     def _checked(self, batch: ForwardBatchView) -> BatchTensors:
         """The batch as device tensors, refused with BatchError (before any pool write) when inconsistent."""
         requests = batch.requests
+        if batch.forward_mode not in SERVED_FORWARD_MODES:
+            raise BatchError(f"forward mode {batch.forward_mode!r} is not served by this build (target_verify and "
+                             f"draft_extend arrive with speculative decoding); accepted: {', '.join(SERVED_FORWARD_MODES)}")
         if not requests:
             raise BatchError("batch has no requests; accepted: at least one request")
         prefix = [r.prefix_len for r in requests]
@@ -195,7 +185,7 @@ class ModelRunner:
             raise BatchError("out_cache_loc must be the page-table slot of each token's position; "
                              f"got {loc.tolist()[:16]}, expected {expected_loc.tolist()[:16]}")
         metadata = AttentionMetadata(
-            page_size=page_size, page_table=page_table.to(device), prefix_lens=prefix_t.to(device),
+            forward_mode=batch.forward_mode, page_size=page_size, page_table=page_table.to(device), prefix_lens=prefix_t.to(device),
             extend_lens=extend_t.to(device), seq_lens=(prefix_t + extend_t).to(device), num_tokens=tokens,
             max_extend_len=max(extend), max_seq_len=max(seq),
         )

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from config_bags import get_schedule
+from config_bags import ForwardMode, get_schedule
 
-from runtime_runner.batch import ForwardMode
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.output import ForwardOutput

@@ -11,14 +11,11 @@ ints, never back at themselves, and thousands are made per second.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import msgspec
+from config_bags import ForwardMode
 
 from runtime_scheduler.request import SamplingParams
-
-ForwardMode = Literal["extend", "decode", "mixed"]
-
 
 class BatchRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One request's part of a step: `extend_len` tokens after `prefix_len` already in the pool."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
+from config_bags import ForwardMode
+
+from runtime_scheduler.batch import BatchRequest, ForwardBatch
 from runtime_scheduler.request_state import RequestState
 
 Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
