@@ -4,12 +4,16 @@ Test modules do not import conftest: they ask for these fixtures by name. Nothin
 so the other tests of this folder run as before. (serve.testing's tiny checkpoint is a Llama with a
 trained tokenizer at fixed sizes for the end-to-end server; these tests need Llama, Qwen2 and Qwen3
 at their own sizes and no tokenizer, so they build their own.)
+
+Without a GPU the triton attention kernels run in Triton's interpreter, chosen when `@triton.jit`
+is applied: TRITON_INTERPRET is set here, before anything imports them.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +21,14 @@ from typing import Any
 import msgspec
 import pytest
 import torch
-from attn_backends import build_attention_backend
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from attn_backends import build_attention_pair  # noqa: E402
 from config_bags import Bags, ExecBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 
-from runtime_runner.attention_seam import AttentionBackendFactory
+from runtime_runner.attention_seam import AttentionPairFactory
 from runtime_runner.runner import ModelRunner
 
 # The sizes every tiny checkpoint starts from; a test overrides what it needs.
@@ -78,13 +86,13 @@ def unpublished() -> Iterator[None]:
 
 @pytest.fixture
 def standalone_runner(unpublished: None) -> Callable[..., ModelRunner]:
-    """`build(model_dir, *, factory=build_attention_backend, context_length=None, schedule=None,
+    """`build(model_dir, *, factory=build_attention_pair, context_length=None, schedule=None,
     memory=None, exec=None)`: publish (role standalone) fp32 bags serving `model_dir`, with the
     bags given (the defaults where None), then build a ModelRunner through `factory`. A small
     pool gets prefill budgets that fit it (the `chunk_fits_pool` and `prefill_budget_fits_pool`
     rules), as serve's resolution declares them. Unpublished at teardown."""
 
-    def build(model_dir: Path, *, factory: AttentionBackendFactory = build_attention_backend,
+    def build(model_dir: Path, *, factory: AttentionPairFactory = build_attention_pair,
               context_length: int | None = None, schedule: ScheduleBag | None = None,
               memory: MemoryBag | None = None, exec: ExecBag | None = None) -> ModelRunner:
         memory = memory or MemoryBag()

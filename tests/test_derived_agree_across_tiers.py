@@ -55,7 +55,7 @@ DERIVED: dict[str, tuple[Callable[[ServerArgs], Any], Callable[[], Any], list[di
         lambda a: a.attention_backends,
         attention_backends,
         matrix(
-            attention_backend=(None, "torch_native", "triton", "flashinfer"),
+            attention_backend=("auto", "torch_native", "cpu_paged", "triton", "flashinfer"),
             prefill_attention_backend=(None, "triton", "flashinfer"),
             decode_attention_backend=(None, "torch_native", "flashinfer"),
         ),

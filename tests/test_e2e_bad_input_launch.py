@@ -61,8 +61,13 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
     ("cuda graphs", ["--disable-cuda-graph"], ["disable_cuda_graph = True: this build has no CUDA-graph capture"]),
     ("two-batch overlap", ["--enable-two-batch-overlap", "true"], ["enable_two_batch_overlap = True: this build has no two-batch overlap"]),
     ("multimodal", ["--mm-max-items-per-request", "2"], ["mm_max_items_per_request = 2: this build has no multimodal model"]),
-    ("triton", ["--attention-backend", "triton"], ["attention_backend = triton: this build has no triton attention backend; accepted: torch_native"]),
-    ("flashinfer decode", ["--decode-attention-backend", "flashinfer"], ["decode_attention_backend = flashinfer", "accepted: torch_native"]),
+    ("flashinfer decode", ["--decode-attention-backend", "flashinfer", "--device", "cpu"],
+     ["decode_attention_backend = flashinfer: flashinfer runs on CUDA devices only, not on cpu", "use torch_native, cpu_paged or auto"]),
+    ("unknown attention backend", ["--attention-backend", "fa3"],
+     ["attention_backend", "accepted: one of auto, torch_native, cpu_paged, triton, flashinfer, intel_amx"]),
+    # TRITON_INTERPRET=1 in tests, so triton builds here; the compiled step still refuses it.
+    ("compiled decode over triton", ["--enable-torch-compile", "--decode-attention-backend", "triton"],
+     ["enable_torch_compile = True compiles the decode step", "got decode_attention_backend = triton"]),
     ("context above the model", ["--context-length", "100000"], ["context_length = 100000 requires context_length <= the model's maximum", "4096"]),
     ("pool under a page", ["--max-total-tokens", "8", "--page-size", "16"], ["max_total_tokens = 8 requires max_total_tokens >= page_size"]),
     ("chunk over the pool", ["--max-total-tokens", "1024", "--chunked-prefill-size", "2048"], ["chunked_prefill_size = 2048 requires one chunk to fit the KV pool"]),
@@ -81,6 +86,18 @@ def test_a_bad_flag_exits_2_with_one_line_naming_it(argv: list[str], needles: li
     assert captured.out == "" and len(lines) == 1 and lines[0].startswith("serve: error: "), captured.err
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def test_triton_on_a_cpu_without_its_interpreter_is_refused_naming_the_alternatives(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reverse-verified: with the attention_backends_run_here rule answering nothing, this launch
+    resolved and printed its config (exit 0)."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert main(["--model-path", str(model_dir), "--prefill-attention-backend", "triton", "--device", "cpu", "--dump-config"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "prefill_attention_backend = triton: triton runs on a CPU only under TRITON_INTERPRET=1" in lines[0], lines
+    assert "use torch_native, cpu_paged or auto" in lines[0]
 
 
 def test_a_missing_model_directory_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,6 +34,9 @@ READ_YET_REFUSED = {
         "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
         "speculative_ngram_min_match_window", "speculative_ngram_max_match_window",
     )
+} | {
+    "speculative_attention_mode": "the hybrid attention container picks a target verify's half by it, and no target "
+                                  "verify runs until speculative decoding is wired in",
 }
 
 

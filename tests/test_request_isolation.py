@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from attn_backends import build_attention_backend
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
+from attn_backends import build_attention_pair
+from config_bags import AttentionStamp, Bags, MemoryBag, ModelBag, ScheduleBag, publish
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata
 from runtime_runner.device_faults import DeviceFaultError
 from runtime_runner.output import ForwardOutput
@@ -209,9 +209,9 @@ def trapped(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> 
     """A runner whose attention backends raise the trap's error (set after warm-up)."""
     trap = Trap()
 
-    def factory(name: str) -> tuple[str, AttentionBackend]:
-        effective, backend = build_attention_backend(name)
-        return effective, TrappedBackend(backend, trap)
+    def factory(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+        stamp, backend = build_attention_pair(prefill, decode, device_type=device_type, is_draft_override=is_draft_override)
+        return stamp, TrappedBackend(backend, trap)
 
     return standalone_runner(checkpoint, factory=factory, schedule=SCHEDULE, memory=MEMORY), trap
 

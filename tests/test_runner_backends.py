@@ -1,21 +1,25 @@
-"""The runner builds its (prefill, decode) attention backends through the factory it is handed, from
-`attention_backends()` at build time, and stamps each with the effective name the factory answers;
-nothing is written back into the published config."""
+"""The runner builds its attention pair through the pair factory it is handed, from
+`attention_backends()` at build time, and stamps what the factory answers before anything reads
+it; nothing is written back into the published config. Forward modes it cannot run, and a compiled
+decode step over an untraceable decode half, are refused with what is accepted."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from attn_backends import AttentionBackend, UnknownAttentionBackendError, build_attention_backend
-from config_bags import ExecBag, KernelBag, MemoryBag, attention_backends
+from attn_backends import AttentionBackendUnavailableError, build_attention_pair
+from config_bags import AttentionStamp, ExecBag, GraphBag, KernelBag, MemoryBag, attention_backends, published_bags
 
-from runtime_runner.attention_seam import AttentionBackendFactory
+from runtime_runner.attention_seam import AttentionBackend, AttentionPairFactory
+from runtime_runner.errors import BatchError, UnsupportedConfigError
+from runtime_runner.output import ForwardOutput
 from runtime_runner.runner import ModelRunner
-from runtime_runner.standalone import StandaloneDriver
+from runtime_runner.standalone import Batch, StandaloneDriver
 
-Runner = Callable[[KernelBag, AttentionBackendFactory], ModelRunner]
+Runner = Callable[..., ModelRunner]
 
 
 @pytest.fixture(scope="module")
@@ -25,35 +29,71 @@ def checkpoint(tiny_checkpoint: Callable[..., Path]) -> Path:
 
 @pytest.fixture
 def runner(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> Runner:
-    """A runner over a 256-slot pool whose attention backends are built by `factory` under `kernel`."""
-    return lambda kernel, factory: standalone_runner(checkpoint, factory=factory, memory=MemoryBag(max_total_tokens=256),
-                                                     exec=ExecBag(kernel=kernel))
+    """A runner over a 256-slot pool whose pair is built by `factory` under `kernel` (and `graph`)."""
+    def build(kernel: KernelBag, factory: AttentionPairFactory = build_attention_pair, graph: GraphBag | None = None) -> ModelRunner:
+        return standalone_runner(checkpoint, factory=factory, memory=MemoryBag(max_total_tokens=256),
+                                 exec=ExecBag(kernel=kernel, graph=graph or GraphBag()))
+    return build
 
 
-def test_runner_stamps_the_names_the_factory_answers(runner: Runner) -> None:
-    built = runner(KernelBag(prefill_attention_backend="torch_native"), build_attention_backend)
-    assert (built.prefill_attention_backend_name, built.decode_attention_backend_name) == ("torch_native", "torch_native")
+def test_runner_stamps_each_halfs_effective_kernel(runner: Runner) -> None:
+    """auto on a CPU is torch_native for prompts and cpu_paged for decodes; a split field names
+    its own half only, and the other half keeps the base field's auto."""
+    assert runner(KernelBag()).attention_stamp == AttentionStamp("torch_native", "cpu_paged", False)
+    assert runner(KernelBag(decode_attention_backend="torch_native")).attention_stamp == AttentionStamp("torch_native", "torch_native", False)
+    assert runner(KernelBag(prefill_attention_backend="cpu_paged")).attention_stamp == AttentionStamp("cpu_paged", "cpu_paged", False)
 
 
-def test_stamp_is_the_effective_name_and_never_recorded(runner: Runner) -> None:
-    """A factory that falls back (asked for flashinfer, builds torch_native) answers the name it
-    built; the runner reports that name while the published config still says what the operator asked.
+def test_stamp_is_what_the_factory_answers_and_never_recorded(runner: Runner) -> None:
+    """A factory that builds something other than what was asked answers what it built; the runner
+    carries that stamp while the published config still says what the operator asked.
 
-    Reverse-verified: stamping the requested name instead of the answered one fails this test."""
-    asked: list[str] = []
+    Reverse-verified: a runner that stamped `attention_backends()` instead of the factory's answer
+    failed this test."""
+    asked: list[tuple[str, str]] = []
 
-    def falling_back(name: str) -> tuple[str, AttentionBackend]:
-        asked.append(name)
-        return build_attention_backend("torch_native")
+    def falling_back(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+        asked.append((prefill, decode))
+        return build_attention_pair("torch_native", "torch_native", device_type=device_type)
 
-    built = runner(KernelBag(attention_backend="torch_native", decode_attention_backend="flashinfer"), falling_back)
-    assert asked == ["torch_native", "flashinfer"]
-    assert built.decode_attention_backend_name == "torch_native"
-    assert attention_backends() == ("torch_native", "flashinfer")
+    built = runner(KernelBag(attention_backend="cpu_paged", prefill_attention_backend="auto"), falling_back)
+    assert asked == [("auto", "cpu_paged")]
+    assert built.attention_stamp == AttentionStamp("torch_native", "torch_native", False)
+    assert attention_backends() == ("auto", "cpu_paged")
+    assert published_bags().exec.kernel == KernelBag(attention_backend="cpu_paged", prefill_attention_backend="auto")
     assert StandaloneDriver(built).generate([[1, 2, 3]], 2)[0][0] >= 0
 
 
-def test_unregistered_backend_lists_the_registered_ones(runner: Runner) -> None:
-    kernel = KernelBag(attention_backend="triton")
-    with pytest.raises(UnknownAttentionBackendError, match="'triton' is not registered; registered: torch_native"):
-        runner(kernel, build_attention_backend)
+def test_a_kernel_that_cannot_run_here_is_refused_in_one_line(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(AttentionBackendUnavailableError, match="triton for the decode half cannot run here: triton runs on a CPU only under TRITON_INTERPRET=1"):
+        runner(KernelBag(decode_attention_backend="triton"))
+    with pytest.raises(AttentionBackendUnavailableError, match="flashinfer for the prefill half cannot run here: flashinfer runs on CUDA devices only"):
+        runner(KernelBag(attention_backend="flashinfer"))
+
+
+@pytest.mark.parametrize("mode", ["target_verify", "draft_extend", "idle"])
+def test_forward_modes_of_absent_features_are_refused(runner: Runner, mode: str) -> None:
+    """The modes exist in the vocabulary (speculative decoding uses them); this build's runner
+    refuses their batches, naming the modes it runs."""
+    built = runner(KernelBag())
+
+    class Moded:
+        """The runner, handed each batch under `mode`."""
+
+        pool = built.pool
+
+        def forward(self, batch: Batch) -> ForwardOutput:
+            return built.forward(dataclasses.replace(batch, forward_mode=mode))  # type: ignore[arg-type]
+
+    driver = StandaloneDriver(Moded())
+    driver.add([1, 2, 3])
+    with pytest.raises(BatchError, match=f"forward mode '{mode}' is not served by this build.*accepted: extend, decode, mixed"):
+        driver.step()
+
+
+def test_a_compiled_decode_step_needs_a_traceable_decode_half(runner: Runner) -> None:
+    """The compiled step asks the decode half, not the base field: a prefill-only triton is fine
+    for it, a decode half of triton is refused. (TRITON_INTERPRET=1 in tests lets triton build on a CPU.)"""
+    with pytest.raises(UnsupportedConfigError, match="its decode half runs triton, which torch.compile cannot trace"):
+        runner(KernelBag(decode_attention_backend="triton"), graph=GraphBag(enable_torch_compile=True))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from attn_backends import build_attention_backend
+from attn_backends import build_attention_pair
 from config_bags import Bags, MemoryBag, ScheduleBag
 
 from runtime_runner.default_model import CACHE_ENV, DEFAULT_MODEL_NAME, ensure_default_model, is_converted, model_cache_dir
@@ -154,7 +154,7 @@ def test_a_standalone_runner_publishes_defaults_and_serves_the_default_model(smo
 
     from runtime_runner.kv_pool import kv_bytes_per_token
 
-    runner = ModelRunner(build_attention_backend)
+    runner = ModelRunner(build_attention_pair)
     assert published_role() == "standalone" and published_bags() == Bags()
     assert runner.arch.architecture == "LlamaForCausalLM" and runner.model.dtype == torch.bfloat16
     per_token = kv_bytes_per_token(30, 3, 64, torch.bfloat16)

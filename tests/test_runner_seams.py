@@ -1,5 +1,5 @@
 """The seams between runner and attention backends fit structurally, as mypy sees them: attn_backends'
-factory is a runtime_runner AttentionBackendFactory, and the runner's attention metadata is an
+pair factory is a runtime_runner AttentionPairFactory, and the runner's attention metadata is an
 attn_backends AttentionMetadataView, without either package importing the other."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = '''
-from attn_backends import AttentionMetadataView, build_attention_backend
-from runtime_runner.attention_seam import AttentionBackendFactory, AttentionMetadata
+from attn_backends import AttentionMetadataView, build_attention_pair
+from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import ForwardBatchView
 from runtime_runner.standalone import Batch
 
 
 def wire(metadata: AttentionMetadata, batch: Batch) -> None:
-    factory: AttentionBackendFactory = build_attention_backend
+    factory: AttentionPairFactory = build_attention_pair
     view: AttentionMetadataView = metadata
     forwarded: ForwardBatchView = batch
 '''

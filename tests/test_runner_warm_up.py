@@ -1,5 +1,5 @@
 """A runner pays its one-time costs while it is built, not on the first request: on a CPU,
-torch_native's paged-attention kernel and the runner's fused ops are loaded (built first, on a
+cpu_paged's paged-attention kernel (the default pair's decode half) and the runner's fused ops are loaded (built first, on a
 machine that never had them) before the runner answers anything."""
 
 from __future__ import annotations
@@ -21,6 +21,6 @@ def test_building_a_cpu_runner_loads_the_attention_kernel_and_the_fused_ops(
     paged_attention_kernel._library.cache_clear()
     cpu_fused_ops._library.cache_clear()
     runner = standalone_runner(model_dir)
-    assert runner.decode_attention_backend_name == "torch_native"
+    assert runner.attention_stamp.decode == "cpu_paged"
     assert paged_attention_kernel._library.cache_info().currsize == 1
     assert cpu_fused_ops._library.cache_info().currsize == 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from attn_backends import build_attention_backend
+from attn_backends import build_attention_pair
 from config_bags import Bags, DeviceBag, ExecBag, GraphBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 
 from runtime_runner.default_model import ensure_default_model
@@ -142,7 +142,7 @@ def main() -> None:
                      device=DeviceBag(device="cpu", cpu_threads=args.threads),
                      exec=ExecBag(graph=GraphBag(enable_torch_compile=args.torch_compile))), role="standalone")
         built = time.perf_counter()
-        runner = ModelRunner(build_attention_backend)
+        runner = ModelRunner(build_attention_pair)
         print(f"{dtype}: runner built in {time.perf_counter() - built:.1f} s (torch.compile {'on' if args.torch_compile else 'off'})", flush=True)
         reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()  # type: ignore[no-untyped-call]
         warm = prompts_of(tokenizer, 2, 16)

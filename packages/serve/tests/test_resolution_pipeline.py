@@ -4,6 +4,8 @@ dump and explain outputs, and provenance that follows a post-publish override.""
 
 from __future__ import annotations
 
+import re
+
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +33,7 @@ def resolved(model: Path, **leaves: object) -> ResolvedArgs:
 
 def test_handlers_are_named_and_ordered() -> None:
     names = handler_names()
-    assert names[:3] == ("absent_features", "attention_backends_registered", "default_model")
+    assert names[:4] == ("absent_features", "attention_backends_run_here", "compiled_decode_traceable", "default_model")
     assert names.index("context_length") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
     assert names.index("max_total_tokens") < names.index("max_prefill_tokens") < names.index("max_running_requests")
 
@@ -115,21 +117,35 @@ def test_a_cpu_step_prefills_at_most_512_prompt_tokens(tiny_model: Path) -> None
     assert (mine.max_prefill_tokens, mine.provenance_of("max_prefill_tokens")) == (4096, "cli")
 
 
+REFUSALS_ON_A_CPU = {
+    "triton": "triton runs on a CPU only under TRITON_INTERPRET=1 (its interpreter, for tests); on a CPU use torch_native, cpu_paged or auto",
+    "flashinfer": "flashinfer runs on CUDA devices only, not on cpu; here use torch_native, cpu_paged or auto",
+}
+
+
 @pytest.mark.parametrize("leaf", ["attention_backend", "prefill_attention_backend", "decode_attention_backend"])
 @pytest.mark.parametrize("backend", ["triton", "flashinfer"])
-def test_an_attention_backend_this_build_cannot_build_is_refused_naming_those_it_can(tiny_model: Path, leaf: str, backend: str) -> None:
-    """Reverse-verified: without the attention_backends_registered handler and the final rules
+def test_an_attention_backend_that_cannot_run_here_is_refused_naming_those_that_can(
+    tiny_model: Path, leaf: str, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reverse-verified: without the attention_backends_run_here handler and the final rules
     check, `--attention-backend triton` resolved and the scheduler process then died with
-    UnknownAttentionBackendError."""
-    with pytest.raises(ResolutionError, match=rf"^{leaf} = {backend}: this build has no {backend} attention backend; accepted: torch_native, or unset "
-                       r"\(rule registered_attention_backends; from assigned"):
-        resolved(tiny_model, **{leaf: backend})
+    AttentionBackendUnavailableError."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ResolutionError, match=rf"^{leaf} = {backend}: {re.escape(REFUSALS_ON_A_CPU[backend])} "
+                       r"\(rule attention_backends_run_here; from assigned"):
+        resolved(tiny_model, device="cpu", **{leaf: backend})
+
+
+def test_auto_and_the_alias_resolve_on_a_cpu(tiny_model: Path) -> None:
+    for name in ("auto", "intel_amx", "cpu_paged", "torch_native"):
+        assert resolved(tiny_model, device="cpu", attention_backend=name).server_args.attention_backend == name
 
 
 def test_the_split_pair_is_never_filled_from_the_base_field(tiny_model: Path) -> None:
-    args = resolved(tiny_model, attention_backend="torch_native").server_args
+    args = resolved(tiny_model, attention_backend="cpu_paged").server_args
     assert (args.prefill_attention_backend, args.decode_attention_backend) == (None, None)
-    assert args.attention_backends == ("torch_native", "torch_native")
+    assert args.attention_backends == ("cpu_paged", "cpu_paged")
 
 
 def test_every_absent_feature_is_refused_when_set_off_its_default(tiny_model: Path) -> None:
@@ -197,7 +213,7 @@ def test_dump_config_prints_every_leaf_with_provenance(tiny_model: Path, capsys:
     assert dump["leaves"]["page_size"] == {"bag": "schedule", "value": 4, "provenance": "cli", "origin": "--page-size 4"}
     assert dump["leaves"]["context_length"]["provenance"] == "resolved:context_length"
     assert dump["leaves"]["port"]["provenance"] == "default"
-    assert dump["derived"]["attention_backends"] == {"prefill": "torch_native", "decode": "torch_native"}
+    assert dump["derived"]["attention_backends"] == {"prefill": "auto", "decode": "auto"}
     assert any(d["handler"] == "max_total_tokens" and d["applied"] for d in dump["resolution"])
 
 

@@ -1,30 +1,68 @@
 """The rules serve publishes with its bags in every process, on top of config-bags' invariants:
-no absent feature configured, only attention backends this build can build, and a context length
-the served model can hold. Resolution checks the same rules, so each exists once."""
+no absent feature configured, attention kernels that run on this host, a decode half torch.compile
+can trace when it compiles, and a context length the served model can hold. Resolution checks the
+same rules, so each exists once."""
 
 from __future__ import annotations
 
-from attn_backends import registered_attention_backends
-from config_bags import Bags, Rule, context_length_within_model
+from attn_backends import effective_backend_name, refusal_on
+from config_bags import AttentionHalf, Bags, Rule, context_length_within_model
+from runtime_runner import device_of
+from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
 
 from serve.absent_features import absent_feature_rules
 
 ATTENTION_BACKEND_LEAVES = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
-def _unbuildable_backend(bags: Bags) -> str | None:
-    registered = registered_attention_backends()
+def _half_leaf(bags: Bags, half: AttentionHalf) -> tuple[str, str]:
+    """(the leaf that names `half`'s backend, its value): the split field when set, else the base field."""
     kernel = bags.exec.kernel
-    for leaf in ATTENTION_BACKEND_LEAVES:
-        name = getattr(kernel, leaf)
-        if name is not None and name not in registered:
-            return f"{leaf} = {name}: this build has no {name} attention backend; accepted: {', '.join(registered)}, or unset"
+    split = kernel.prefill_attention_backend if half == "prefill" else kernel.decode_attention_backend
+    return (f"{half}_attention_backend", split) if split is not None else ("attention_backend", kernel.attention_backend)
+
+
+def _device_type(bags: Bags) -> str:
+    return device_of(bags.device).type
+
+
+def _unrunnable_backend(bags: Bags) -> str | None:
+    try:
+        device_type = _device_type(bags)
+    except RuntimeError:
+        return None  # a device torch cannot see: the pool's handler names it, before any kernel matters
+    for half in ("prefill", "decode"):
+        leaf, name = _half_leaf(bags, half)
+        kernel = effective_backend_name(name, half=half, device_type=device_type)
+        reason = refusal_on(kernel, device_type)
+        if reason is not None:
+            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
+            return f"{leaf} = {name}{built}: {reason}"
     return None
 
 
-REGISTERED_ATTENTION_BACKENDS = Rule("registered_attention_backends", ATTENTION_BACKEND_LEAVES, _unbuildable_backend)
+def _untraceable_compiled_decode(bags: Bags) -> str | None:
+    if not bags.exec.graph.enable_torch_compile:
+        return None
+    try:
+        device_type = _device_type(bags)
+    except RuntimeError:
+        return None  # a device torch cannot see: the pool's handler names it
+    leaf, name = _half_leaf(bags, "decode")
+    kernel = effective_backend_name(name, half="decode", device_type=device_type)
+    if kernel in TRACEABLE_DECODE_KERNELS:
+        return None
+    return (f"enable_torch_compile = True compiles the decode step, which needs a decode half torch.compile can trace "
+            f"({', '.join(TRACEABLE_DECODE_KERNELS)}); got {leaf} = {name}, building {kernel}")
+
+
+ATTENTION_BACKENDS_RUN_HERE = Rule("attention_backends_run_here", (*ATTENTION_BACKEND_LEAVES, "device"), _unrunnable_backend)
+COMPILED_DECODE_TRACEABLE = Rule(
+    "compiled_decode_traceable", ("enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"), _untraceable_compiled_decode
+)
 
 
 def launch_rules(model_max_length: int) -> tuple[Rule, ...]:
     """Every rule of a launch serving a model of `model_max_length` positions."""
-    return (*absent_feature_rules(), REGISTERED_ATTENTION_BACKENDS, context_length_within_model(model_max_length))
+    return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE,
+            context_length_within_model(model_max_length))

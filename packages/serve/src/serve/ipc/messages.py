@@ -60,12 +60,23 @@ class OverrideAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     error: str | None = None
 
 
+class RunnerStamp(msgspec.Struct, frozen=True, kw_only=True):
+    """The attention kernels one runner stamped: each half's effective name, and whether they are
+    a draft runner's own override."""
+
+    prefill: str
+    decode: str
+    is_draft_override: bool
+
+
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """The served model's limits, as the scheduler's runner measured them."""
+    """The served model as the scheduler's runners built it: its limits, and each runner's
+    attention stamp (keyed by runner: "target"; a draft runner joins with speculative decoding)."""
 
     context_length: int  # longest prompt plus completion, tokens
     max_total_tokens: int  # KV-cache token slots
     vocab_size: int
+    runners: dict[str, RunnerStamp]
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):

@@ -20,7 +20,8 @@ Handler = Callable[[Resolution], None]
 # cannot run is refused first, before the model's config.json is read.
 HANDLERS: tuple[Handler, ...] = (
     this_build.absent_features,
-    this_build.attention_backends_registered,
+    this_build.attention_backends_run_here,
+    this_build.compiled_decode_traceable,
     model.default_model,
     model.tokenizer_path,
     model.served_model_name,

@@ -86,11 +86,11 @@ class ServerArgs:
     speculative_ngram_min_match_window: int
     speculative_ngram_max_match_window: int
     speculative_attention_mode: Literal["prefill", "decode"]
-    speculative_draft_attention_backend: Literal["torch_native", "triton", "flashinfer"] | None
+    speculative_draft_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     # exec.kernel
-    attention_backend: Literal["torch_native", "triton", "flashinfer"] | None
-    prefill_attention_backend: Literal["torch_native", "triton", "flashinfer"] | None
-    decode_attention_backend: Literal["torch_native", "triton", "flashinfer"] | None
+    attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"]
+    prefill_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
+    decode_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     linear_attn_backend: Literal["torch_native", "triton", "flashinfer"] | None
     linear_attn_prefill_backend: Literal["torch_native", "triton", "flashinfer"] | None
     linear_attn_decode_backend: Literal["torch_native", "triton", "flashinfer"] | None

@@ -9,13 +9,13 @@ from typing import Any
 
 import config_bags
 import zmq
-from attn_backends import build_attention_backend
+from attn_backends import build_attention_pair
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ModelExecutor, Scheduler
 
 from serve.child_process import Handover, die_with_parent, publish_received
 from serve.ipc.channels import Addresses, Receiver, Sender
-from serve.ipc.messages import ModelInfo, ProcessReady
+from serve.ipc.messages import ModelInfo, ProcessReady, RunnerStamp
 from serve.scheduler_process.loop import SchedulerLoop
 
 logger = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def build_scheduler(executor_of: Callable[[ModelRunner], ModelExecutor] = lambda
     """The runner (given attn_backends' factory) and the scheduler driving it as its executor,
     from the published bags. `executor_of` may wrap the runner (tools/bench_serving.py times its
     forwards that way); the server drives the runner itself."""
-    runner = ModelRunner(build_attention_backend)
+    runner = ModelRunner(build_attention_pair)
     scheduler = Scheduler(executor_of(runner), model_max_length=runner.arch.max_position_embeddings,
                           max_total_tokens=runner.pool.num_slots)
     return scheduler, runner
@@ -41,7 +41,9 @@ def run_scheduler(handover: Handover, addresses: Addresses) -> None:
     logger.info("loading the model")
     scheduler, runner = build_scheduler()
     config_bags.begin_serving()
-    model = ModelInfo(context_length=runner.context_length, max_total_tokens=runner.pool.num_slots, vocab_size=runner.arch.vocab_size)
+    stamp = runner.attention_stamp
+    model = ModelInfo(context_length=runner.context_length, max_total_tokens=runner.pool.num_slots, vocab_size=runner.arch.vocab_size,
+                      runners={"target": RunnerStamp(prefill=stamp.prefill, decode=stamp.decode, is_draft_override=stamp.is_draft_override)})
     logger.info("model loaded: %s", model)
     to_detokenizer.send(
         ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
