@@ -10,9 +10,11 @@ position p to keys 0..p. Outputs go back in batch order.
 Prompt tokens on SDPA are why `auto` builds torch_native for a CPU's prefill half, though the
 C++ kernel (cpu_paged) can attend them causally: measured, a prompt's attention ran 1.5-1.9x
 faster there but a mixed step only about 5% faster, and its rounding (fp32 throughout) differs
-from the SDPA rounding transformers shares. On the README's question that is enough to change the
-answer: the default model's likeliest first token leads the next by one bf16 step (25.625 to
-25.5) with SDPA and ties it, and loses, with the kernel.
+from the SDPA rounding transformers shares. On the README's question, measured on an
+AVX512-BF16 machine, that was enough to change the answer: the default model's likeliest first
+token led the next by one bf16 step (25.625 to 25.5) with SDPA and tied it, and lost, with the
+kernel. (On an AVX2 machine, whose kernel path rounds otherwise, both answer the same; there the
+kernel is also half as fast as SDPA on prompts, docs/benchmarks.md.)
 """
 
 from __future__ import annotations
