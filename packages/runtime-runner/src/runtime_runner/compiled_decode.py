@@ -27,7 +27,6 @@ logger = logging.getLogger(__name__)
 TRACEABLE_DECODE_KERNELS = ("torch_native", "cpu_paged")
 
 
-
 def check_compiled_decode_traceable(stamp: AttentionStamp) -> None:
     """The compiled step is a decode step, so it asks the decode half of the runner's stamp:
     refused (UnsupportedConfigError) when torch.compile cannot trace that kernel."""
