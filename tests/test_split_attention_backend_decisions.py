@@ -4,9 +4,9 @@ A launch that names only one split field (`--prefill-attention-backend` or
 `--decode-attention-backend`) leaves the base field at its default, `auto`; a decision that read
 the base field would answer from a value the operator never gave. The callable decisions are
 called here under such split-only publishes and must answer from the right half. The rest are
-pinned statically: the only code that reads the base field is the fallback itself and the
-"split field, else base field" helpers listed in BASE_FIELD_READERS, each with why; any other read
-fails `test_no_other_code_reads_the_base_field`.
+pinned statically: the only code that reads the base field is the fallback itself
+(`attention_leaf_of`) and the rules that list the leaves they read, in BASE_FIELD_READERS with
+why; any other read fails `test_no_other_code_reads_the_base_field`.
 
 The decisions, and the half each asks:
 - resolution and every publish: `attention_backends_run_here` (each half's kernel runs on this
@@ -52,11 +52,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Code that reads the base field `attention_backend`, and why it may.
 BASE_FIELD_READERS = {
-    "packages/config-bags/src/config_bags/derived.py": "attention_backends_of is the fallback itself: split field, else base",
-    "packages/config-bags/src/config_bags/invariants.py":
-        "_backend_leaves names each half's leaf (split, else base) for the page-size rule, and the rule lists its leaves",
-    "packages/serve/src/serve/launch_rules.py":
-        "_half_leaf names each half's leaf (split, else base) for the launch rules, which list their leaves",
+    "packages/config-bags/src/config_bags/derived.py":
+        "attention_leaf_of is the fallback itself (split field, else base); every half's reader goes through it",
+    "packages/config-bags/src/config_bags/invariants.py": "the page-size rule lists the leaves it reads",
+    "packages/serve/src/serve/launch_rules.py": "the launch rules list the leaves they read",
 }
 
 

@@ -30,15 +30,20 @@ def effective_backend_name(name: str, *, half: AttentionHalf, device_type: str) 
     kernel, alias or auto. (Building an alias warns; answering what it builds does not.)"""
     if name == AUTO:
         return auto_kernel_of(half, device_type)
-    target = DEPRECATED_ALIASES.get(name)
+    target = DEPRECATED_ALIASES.get(name) or kernel_named(name)
     if target is not None:
         return target
-    for kernel in KERNEL_NAMES:
-        if kernel == name:
-            return kernel
     raise UnknownAttentionBackendError(
         f"attention backend {name!r} is not registered; registered: {', '.join(registered_attention_backends())}"
     )
+
+
+def kernel_named(name: str) -> AttentionKernelName | None:
+    """`name` as a kernel name, or None when it names no kernel (auto, an alias, anything else)."""
+    for kernel in KERNEL_NAMES:
+        if kernel == name:
+            return kernel
+    return None
 
 
 def registered_attention_backends() -> tuple[str, ...]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
-from config_bags import KERNEL_NAMES, AttentionHalf, AttentionKernelName
+from config_bags import AttentionHalf, AttentionKernelName
 
 from attn_backends.backend import AttentionBackend
 from attn_backends.cpu_paged import CpuPagedBackend
-from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name
+from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
 from attn_backends.host_support import refusal_on
 from attn_backends.torch_native import TorchNativeBackend
 
@@ -80,7 +80,7 @@ def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str)
         shown = name if name == kernel else f"{name} (builds {kernel})"
         raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot run here: {reason}")
     effective, backend = REGISTRY[name](half, device_type)
-    for known in KERNEL_NAMES:
-        if effective == known:
-            return known, backend
+    built = kernel_named(effective)
+    if built is not None:
+        return built, backend
     raise AssertionError(f"registry entry {name!r} answered {effective!r}, which is no kernel; an entry answers what it built")

@@ -10,7 +10,6 @@ moment of use through accessors, and overridable after publish with validation a
 
 from config_bags.attention_dispatch import (
     KERNEL_NAMES,
-    AttentionHalf,
     AttentionStamp,
     ForwardMode,
     dispatched_half,
@@ -36,12 +35,13 @@ from config_bags.bags import (
     ServingBag,
     SpecBag,
 )
-from config_bags.bags.attention_names import AttentionBackendName, AttentionKernelName
+from config_bags.bags.attention_names import AttentionBackendName, AttentionHalf, AttentionKernelName
 from config_bags.derived import (
     AttentionBackends,
     LinearAttnBackends,
     attention_backends,
     attention_backends_of,
+    attention_leaf_of,
     chunk_size,
     chunk_size_of,
     context_length_of,
@@ -169,6 +169,7 @@ __all__ = [
     "all_leaves",
     "attention_backends",
     "attention_backends_of",
+    "attention_leaf_of",
     "begin_serving",
     "broken_rule",
     "check_rules",

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple, get_args
 
-from config_bags.bags.attention_names import AttentionKernelName
+from config_bags.bags.attention_names import AttentionHalf, AttentionKernelName
 from config_bags.bags.spec import SpeculativeAttentionMode
 from config_bags.derived import attention_backends
 from config_bags.state import get_spec
 
 ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
-AttentionHalf = Literal["prefill", "decode"]
 KERNEL_NAMES: tuple[AttentionKernelName, ...] = get_args(AttentionKernelName)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from config_bags.bags import GraphBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
-from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBackendName
+from config_bags.bags.attention_names import AttentionBackendName, AttentionHalf, LinearAttnBackendName
 from config_bags.errors import LeafValueError
 from config_bags.state import get_exec, get_parallel, get_schedule, get_spec
 
@@ -31,13 +31,16 @@ class LinearAttnBackends(NamedTuple):
     verify: LinearAttnBackendName
 
 
+def attention_leaf_of(kernel: KernelBag, half: AttentionHalf) -> tuple[str, AttentionBackendName]:
+    """(the leaf that names `half`'s backend, its value): the split field when set, else the base
+    field (default auto, which the attention factory resolves per host and per half)."""
+    split = kernel.prefill_attention_backend if half == "prefill" else kernel.decode_attention_backend
+    return (f"{half}_attention_backend", split) if split is not None else ("attention_backend", kernel.attention_backend)
+
+
 def attention_backends_of(kernel: KernelBag) -> AttentionBackends:
-    """(prefill, decode) as configured: each split field if set, else the base field (default
-    auto, which the attention factory resolves per host and per half)."""
-    return AttentionBackends(
-        prefill=kernel.prefill_attention_backend or kernel.attention_backend,
-        decode=kernel.decode_attention_backend or kernel.attention_backend,
-    )
+    """(prefill, decode) as configured: `attention_leaf_of` each half."""
+    return AttentionBackends(prefill=attention_leaf_of(kernel, "prefill")[1], decode=attention_leaf_of(kernel, "decode")[1])
 
 
 def attention_backends() -> AttentionBackends:

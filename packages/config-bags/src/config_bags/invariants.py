@@ -14,21 +14,14 @@
 from __future__ import annotations
 
 from config_bags.bags import Bags
-from config_bags.derived import chunk_size_of, context_length_refusal
+from config_bags.derived import attention_leaf_of, chunk_size_of, context_length_refusal
 from config_bags.rules import Rule
 
 
 def _backend_leaves(bags: Bags) -> list[tuple[str, str]]:
     """(leaf that named it, backend) for each attention backend that will run: each half's split
     field when set, else the base field; and the draft runner's when set."""
-    kernel = bags.exec.kernel
-    named: list[tuple[str, str]] = []
-    for split in ("prefill_attention_backend", "decode_attention_backend"):
-        value = getattr(kernel, split)
-        if value is not None:
-            named.append((split, value))
-        elif kernel.attention_backend is not None:
-            named.append(("attention_backend", kernel.attention_backend))
+    named: list[tuple[str, str]] = [attention_leaf_of(bags.exec.kernel, half) for half in ("prefill", "decode")]
     if bags.spec.speculative_draft_attention_backend is not None:
         named.append(("speculative_draft_attention_backend", bags.spec.speculative_draft_attention_backend))
     return named

@@ -6,20 +6,13 @@ same rules, so each exists once."""
 from __future__ import annotations
 
 from attn_backends import effective_backend_name, refusal_on
-from config_bags import AttentionHalf, Bags, Rule, context_length_within_model
+from config_bags import Bags, Rule, attention_leaf_of, context_length_within_model
 from runtime_runner import device_of
 from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
 
 from serve.absent_features import absent_feature_rules
 
 ATTENTION_BACKEND_LEAVES = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
-
-
-def _half_leaf(bags: Bags, half: AttentionHalf) -> tuple[str, str]:
-    """(the leaf that names `half`'s backend, its value): the split field when set, else the base field."""
-    kernel = bags.exec.kernel
-    split = kernel.prefill_attention_backend if half == "prefill" else kernel.decode_attention_backend
-    return (f"{half}_attention_backend", split) if split is not None else ("attention_backend", kernel.attention_backend)
 
 
 def _device_type(bags: Bags) -> str:
@@ -32,7 +25,7 @@ def _unrunnable_backend(bags: Bags) -> str | None:
     except RuntimeError:
         return None  # a device torch cannot see: the pool's handler names it, before any kernel matters
     for half in ("prefill", "decode"):
-        leaf, name = _half_leaf(bags, half)
+        leaf, name = attention_leaf_of(bags.exec.kernel, half)
         kernel = effective_backend_name(name, half=half, device_type=device_type)
         reason = refusal_on(kernel, device_type)
         if reason is not None:
@@ -48,7 +41,7 @@ def _untraceable_compiled_decode(bags: Bags) -> str | None:
         device_type = _device_type(bags)
     except RuntimeError:
         return None  # a device torch cannot see: the pool's handler names it
-    leaf, name = _half_leaf(bags, "decode")
+    leaf, name = attention_leaf_of(bags.exec.kernel, "decode")
     kernel = effective_backend_name(name, half="decode", device_type=device_type)
     if kernel in TRACEABLE_DECODE_KERNELS:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+AttentionHalf = Literal["prefill", "decode"]
 AttentionKernelName = Literal["torch_native", "cpu_paged", "triton", "flashinfer"]
 AttentionBackendName = Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"]
 LinearAttnBackendName = Literal["torch_native", "triton", "flashinfer"]
