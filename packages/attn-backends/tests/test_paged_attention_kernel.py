@@ -72,8 +72,8 @@ def test_kernel_matches_per_request_softmax(dtype: torch.dtype, heads: int, kv_h
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_lone_long_request_split_across_threads_gives_the_same_answer(threads: int) -> None:
-    """One request of 2,000 keys and one KV head: the kernel splits its keys into ranges for the
-    threads (2 to 7 ranges here) and merges them.
+    """One request of 2,000 keys and one KV head: the kernel splits its keys into eight ranges of
+    256 positions, spread over the threads, and merges them.
 
     Reverse-verified by hand: merging the ranges without reweighting each by exp(its max - the
     overall max) fails every thread count."""

@@ -9,6 +9,12 @@
 // (flash-decoding) in fp32 (fp64 for fp64 pools). A long request is split into key ranges whose
 // partial results are merged, so that a small batch still keeps every thread busy.
 //
+// Batch invariance: a row's output is a function of its query, its keys and values and its key
+// count alone. Key ranges are fixed by position (keys [r * kSplitKeys, (r + 1) * kSplitKeys)),
+// never sized by the batch or the thread count; blocks of kBlock keys start at multiples of kBlock;
+// the ranges are merged in position order. So a token's attention is bitwise the same alone or in
+// any batch, and whether it is a decode row, a prompt row, or a prompt row after a prefix-cache hit.
+//
 // Built and loaded by paged_attention_kernel.py; its OpenMP is torch's own runtime (same soname).
 
 #include <algorithm>
@@ -27,8 +33,10 @@ namespace {
 using bf16_t = uint16_t;  // bfloat16 bits
 
 constexpr int64_t kBlock = 32;  // keys scored before their values are summed
-constexpr int64_t kItemsPerThread = 4;  // work items wanted per thread, for dynamic scheduling to even out lengths
-constexpr int64_t kMinKeysPerSplit = 256;  // below this, splitting a request costs more in merging than it spreads
+// Keys per range: one range per 256 positions is few enough merges to cost nothing measurable
+// and, for a long request, enough ranges to keep every thread busy at batch 1.
+constexpr int64_t kSplitKeys = 256;
+static_assert(kSplitKeys % kBlock == 0, "a range holds whole blocks, so block boundaries stay fixed by position");
 
 // Scores and sums are kept in fp32, or fp64 for fp64 pools.
 template <typename T> struct Accumulator { using type = float; };
@@ -312,46 +320,41 @@ void attend_range_of_dim(const T* q, const T* k_pool, const T* v_pool, const int
   }
 }
 
-// Every (query row, KV head, key range) in parallel, then each (row, KV head)'s ranges merged. A
-// small batch splits its rows' keys into ranges, so that every thread has work.
+// Every (query row, KV head, key range) in parallel, then each (row, KV head)'s ranges merged in
+// position order. Row i's ranges are items first_item[i] .. first_item[i + 1] - 1 of each KV head.
 template <typename T>
 void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int64_t* page_table,
                   const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,
                   int64_t rows, int64_t threads, const Shape& s, T* out) {
   using A = typename Accumulator<T>::type;
   const int64_t group = s.heads / s.kv_heads, d = s.head_dim;
-  const int64_t pairs = rows * s.kv_heads, longest = *std::max_element(seq_len_of, seq_len_of + rows);
-  const int64_t splits = std::max<int64_t>(
-      1, std::min((kItemsPerThread * threads + pairs - 1) / pairs, longest / kMinKeysPerSplit));
+  std::vector<int64_t> first_range(rows + 1, 0);
+  for (int64_t i = 0; i < rows; ++i) first_range[i + 1] = first_range[i] + (seq_len_of[i] + kSplitKeys - 1) / kSplitKeys;
+  const int64_t ranges = first_range[rows];
   const int64_t partial_size = group * d + 2 * group;
-  const int64_t items = rows * s.kv_heads * splits;
-  std::vector<A> partials(items * partial_size);
+  const int64_t items = ranges * s.kv_heads;
+  std::vector<int64_t> row_of_range(ranges);
+  for (int64_t i = 0; i < rows; ++i) std::fill(row_of_range.begin() + first_range[i], row_of_range.begin() + first_range[i + 1], i);
+  std::vector<A> partials(items * partial_size);  // item (range, kv_head) at range * kv_heads + kv_head
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t item = 0; item < items; ++item) {
-    const int64_t split = item % splits, kv_head = (item / splits) % s.kv_heads, i = item / splits / s.kv_heads;
-    const int64_t len = seq_len_of[i], per_split = (len + splits - 1) / splits;
-    const int64_t begin = std::min(len, split * per_split), end = std::min(len, begin + per_split);
-    A* partial = partials.data() + item * partial_size;
-    if (begin == end) {  // an empty range: its -inf maximum makes the merge skip it
-      std::fill(partial + group * d, partial + group * d + group, A(-INFINITY));
-      continue;
-    }
+    const int64_t range = item / s.kv_heads, kv_head = item % s.kv_heads, i = row_of_range[range];
+    const int64_t begin = (range - first_range[i]) * kSplitKeys, end = std::min(seq_len_of[i], begin + kSplitKeys);
     attend_range_of_dim(q + q_row_of[i] * s.q_row_stride, k_pool, v_pool, page_table + request_of[i] * s.page_table_stride,
-                        kv_head, begin, end, s, partial);
+                        kv_head, begin, end, s, partials.data() + item * partial_size);
   }
 #pragma omp parallel for num_threads(threads)
   for (int64_t pair = 0; pair < rows * s.kv_heads; ++pair) {
     const int64_t kv_head = pair % s.kv_heads, i = pair / s.kv_heads;
     std::vector<A> merged(d);
+    const auto partial_of = [&](int64_t range) { return partials.data() + (range * s.kv_heads + kv_head) * partial_size; };
     for (int64_t g = 0; g < group; ++g) {
       A best = -INFINITY;
-      for (int64_t split = 0; split < splits; ++split)
-        best = std::max(best, partials[(pair * splits + split) * partial_size + group * d + g]);
+      for (int64_t range = first_range[i]; range < first_range[i + 1]; ++range) best = std::max(best, partial_of(range)[group * d + g]);
       A total = 0;
       std::fill(merged.begin(), merged.end(), A(0));
-      for (int64_t split = 0; split < splits; ++split) {
-        const A* partial = partials.data() + (pair * splits + split) * partial_size;
-        if (partial[group * d + g] == A(-INFINITY)) continue;
+      for (int64_t range = first_range[i]; range < first_range[i + 1]; ++range) {
+        const A* partial = partial_of(range);
         const A weight = exp_nonpositive(partial[group * d + g] - best);
         total += weight * partial[group * d + group + g];
         for (int64_t x = 0; x < d; ++x) merged[x] += weight * partial[g * d + x];
