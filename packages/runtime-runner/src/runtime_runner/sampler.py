@@ -101,6 +101,16 @@ def row_argmax(scores: torch.Tensor) -> torch.Tensor:
     return scores.argmax(dim=-1)
 
 
+def _top_logprobs(logprobs: torch.Tensor, most: int) -> tuple[list[list[int]], list[list[float]]]:
+    """Each row's `most` largest logprobs (ids, values), ties in token-id order: a stable sort, so a
+    row's first n alternatives are the same whatever `most` the rest of the batch asks for (topk
+    picks among ties by k)."""
+    if most == 0:
+        return [[] for _ in range(logprobs.shape[0])], [[] for _ in range(logprobs.shape[0])]
+    values, ids = logprobs.sort(dim=-1, descending=True, stable=True)
+    return ids[:, :most].tolist(), values[:, :most].tolist()
+
+
 def sample(logits: torch.Tensor, requests: Sequence[RequestView], generator: torch.Generator) -> Sampled:
     """Choose each sampled request's next token from fp32 `logits` [requests, vocab].
 
@@ -157,9 +167,7 @@ def _sample_batch(logits: torch.Tensor, requests: Sequence[RequestView], generat
         return Sampled(tuple(t if r.sample else -1 for t, r in zip(ids, requests, strict=True)), fine, fine, fine)
     logprobs = torch.log_softmax(logits, dim=-1)
     lps = logprobs.gather(1, chosen[:, None])[:, 0].tolist()
-    most = max(r.sampling.top_logprobs for r in requests)
-    top_values, top_ids = logprobs.topk(most, dim=-1) if most > 0 else (logprobs[:, :0], chosen[:, None][:, :0])
-    tops = (top_ids.tolist(), top_values.tolist())
+    tops = _top_logprobs(logprobs, max(r.sampling.top_logprobs for r in requests))
     token_ids: list[int] = []
     token_lps: list[float | None] = []
     top_lists: list[tuple[tuple[int, float], ...] | None] = []
