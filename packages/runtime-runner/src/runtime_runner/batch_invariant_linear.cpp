@@ -1,0 +1,332 @@
+// y = x @ W.T + b on a CPU whose row i is a function of x[i], W and b alone: bitwise the same
+// whether the row is computed alone or among any number of rows, at any position, on any number
+// of threads. oneDNN / aten pick kernels and blockings by M (and split K when it pays), so a
+// request's logits could change with the batch it happened to share; this kernel cannot.
+//
+// THE RULE (keep it in every path, micro-kernel shape and tail):
+//   Every output element (i, j) is accumulated in fp32 as ONE sequential chain over k = 0..K-1,
+//       acc = fma(x[i,k], w[j,k], acc)        starting from acc = 0, k increasing,
+//   one fused multiply-add per k: never split over k into lanes or partial sums, never
+//   reassociated. Vectorization runs across output columns j (and reuse across rows i), never
+//   across k. Then out = round_to_dtype(acc + bias[j]) with the bias widened to fp32, or
+//   round(acc) without a bias. (The chain starts at +0, so an all-zero chain is +0, never -0.)
+// An fma is correctly rounded, so vfmadd231ps and std::fma give the same bits: every blocking
+// (rows per micro-kernel, panels per micro-kernel, M and N tails), every thread split and the
+// portable path compute the identical chain, and the result cannot depend on M, on the row's
+// position, or on threads. Caching-driven K blocking would be allowed only if it stored the fp32
+// partial and continued the same chain; at the decoder's K (<= a few thousand) none is needed.
+//
+// Layout: the weight [N, K] is prepacked once (in Python, batch_invariant_linear.py) into column
+// panels, panel p = columns 16p..16p+15 as [K][16] in the weight's own dtype, N padded to a
+// multiple of 16 with zero columns. bf16 panels hold each row of 16 columns in the order
+// 0,8,1,9,...,7,15, so that 32-bit lane l of a 256-bit load holds columns l (low half) and l+8
+// (high half): one load, a shift and a mask widen both halves, with no shuffle. x's rows are widened to fp32 once per call (bf16/fp16) or read in place
+// (fp32); the bias comes as fp32 [16 * panels], zero-padded.
+//
+// Micro-kernels are MR rows x NP panels, each panel two 8-float accumulators: 6x1 (12
+// accumulators, 2 weight, 1 broadcast register) for the bulk of M, and for fewer rows wider
+// ones (1x6, 2x3, 3x2, 4x1, 5x1) so that 8-12 independent FMA chains hide the FMA latency at
+// decode batch sizes. Work is split over OpenMP threads by (panel group x row block); inside a
+// task 6-row blocks run over the group's panels, so the group's weights stay in L2 while each
+// block of x sits in L1.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define BIL_AVX2 1
+#else
+#define BIL_AVX2 0
+#endif
+
+namespace {
+
+constexpr int64_t kPanel = 16;  // output columns per panel
+constexpr int kMaxRows = 6;     // rows of the widest micro-kernel
+
+struct bf16 {
+    uint16_t bits;
+};
+
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) {
+    uint32_t u = static_cast<uint32_t>(x.bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+inline float widen(_Float16 x) { return static_cast<float>(x); }
+
+template <typename T> T narrow(float x);
+template <> inline float narrow<float>(float x) { return x; }
+template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
+// Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
+template <> inline bf16 narrow<bf16>(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    uint16_t rounded = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    return bf16{std::isnan(x) ? static_cast<uint16_t>((u >> 16) | 0x40u) : rounded};
+}
+
+// Panel row position of column c (0..15): bf16 rows are interleaved (see the header), others not.
+template <typename W> constexpr int slot_of(int c) { return c; }
+template <> constexpr int slot_of<bf16>(int c) { return c < 8 ? 2 * c : 2 * (c - 8) + 1; }
+
+// Where one call's operands are: x rows (fp32, widened), panels, bias, output.
+template <typename W> struct Operands {
+    const float* x;      // [M][ldx], fp32
+    int64_t ldx;
+    const W* panels;     // [P][K][16]
+    const float* bias;   // [16 P] or null
+    W* out;              // [M][N], in the weight's (= x's) dtype
+    int64_t M, K, N, P;
+};
+
+#if BIL_AVX2
+
+// One panel row of 16 weights as two vectors of columns 0..7 and 8..15.
+inline void load_row(const float* w, __m256& lo, __m256& hi) {
+    lo = _mm256_loadu_ps(w);
+    hi = _mm256_loadu_ps(w + 8);
+}
+inline void load_row(const bf16* w, __m256& lo, __m256& hi) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    hi = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+inline void load_row(const _Float16* w, __m256& lo, __m256& hi) {
+    lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8)));
+}
+
+// 8 bf16 bit patterns (in the low halves of 32-bit lanes) of v, rounded as narrow<bf16>.
+inline __m256i bf16_bits(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
+// 16 results (columns 0..7 in lo, 8..15 in hi) stored as the output dtype, the first `cols` of them.
+inline void store_row(float* out, __m256 lo, __m256 hi, int64_t cols) {
+    if (cols == kPanel) {
+        _mm256_storeu_ps(out, lo);
+        _mm256_storeu_ps(out + 8, hi);
+        return;
+    }
+    alignas(32) float row[kPanel];
+    _mm256_store_ps(row, lo);
+    _mm256_store_ps(row + 8, hi);
+    std::memcpy(out, row, cols * sizeof(float));
+}
+inline void store_row(bf16* out, __m256 lo, __m256 hi, int64_t cols) {
+    // packus works within 128-bit lanes: [lo0-3 hi0-3 | lo4-7 hi4-7]; the permute restores column order.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi)), 0xD8);
+    if (cols == kPanel) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
+        return;
+    }
+    alignas(32) uint16_t row[kPanel];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(row), packed);
+    std::memcpy(out, row, cols * sizeof(uint16_t));
+}
+inline void store_row(_Float16* out, __m256 lo, __m256 hi, int64_t cols) {
+    const __m128i l = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (cols == kPanel) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), l);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), h);
+        return;
+    }
+    alignas(16) uint16_t row[kPanel];
+    _mm_store_si128(reinterpret_cast<__m128i*>(row), l);
+    _mm_store_si128(reinterpret_cast<__m128i*>(row + 8), h);
+    std::memcpy(out, row, cols * sizeof(uint16_t));
+}
+
+// Rows r0..r0+MR-1 x panels p0..p0+NP-1: 2 * MR * NP chains, each the rule's one fma per k.
+template <int MR, int NP, typename W>
+inline void block(const Operands<W>& o, int64_t r0, int64_t p0) {
+    // Everything the k loop reads is a local, so that nothing is reloaded after the barrier below.
+    const int64_t K = o.K, panel_size = K * kPanel;
+    const float* xr[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) xr[r] = o.x + (r0 + r) * o.ldx;
+    const W* w = o.panels + p0 * panel_size;
+    // Every loop over r and p is unrolled, so that acc lives in registers, not on the stack.
+    __m256 acc[MR][NP][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; ++k, w += kPanel) {
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p) {
+            // With several rows and panels, broadcasting x again per panel (loads are cheap) keeps
+            // the kernel within 16 registers; the barrier stops the compiler reusing the broadcasts
+            // and spilling accumulators instead.
+            if constexpr (MR > 1 && NP > 1) asm volatile("" ::: "memory");
+            __m256 lo, hi;
+            load_row(w + p * panel_size, lo, hi);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; ++r) {
+                const __m256 xs = _mm256_broadcast_ss(xr[r] + k);
+                acc[r][p][0] = _mm256_fmadd_ps(xs, lo, acc[r][p][0]);
+                acc[r][p][1] = _mm256_fmadd_ps(xs, hi, acc[r][p][1]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) {
+        const int64_t col = (p0 + p) * kPanel, cols = o.N - col < kPanel ? o.N - col : kPanel;
+        __m256 b_lo = _mm256_setzero_ps(), b_hi = _mm256_setzero_ps();
+        if (o.bias != nullptr) {
+            b_lo = _mm256_loadu_ps(o.bias + col);
+            b_hi = _mm256_loadu_ps(o.bias + col + 8);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            __m256 lo = acc[r][p][0], hi = acc[r][p][1];
+            if (o.bias != nullptr) {
+                lo = _mm256_add_ps(lo, b_lo);
+                hi = _mm256_add_ps(hi, b_hi);
+            }
+            store_row(o.out + (r0 + r) * o.N + col, lo, hi, cols);
+        }
+    }
+}
+
+#else  // the portable path: the same chains with std::fma, one column at a time
+
+template <int MR, int NP, typename W>
+inline void block(const Operands<W>& o, int64_t r0, int64_t p0) {
+    const int64_t K = o.K, panel_size = K * kPanel;
+    float acc[MR][NP][kPanel] = {};
+    for (int64_t k = 0; k < K; ++k)
+        for (int p = 0; p < NP; ++p) {
+            const W* row = o.panels + (p0 + p) * panel_size + k * kPanel;
+            for (int r = 0; r < MR; ++r) {
+                const float xs = o.x[(r0 + r) * o.ldx + k];
+                for (int c = 0; c < kPanel; ++c) acc[r][p][c] = std::fma(xs, widen(row[slot_of<W>(c)]), acc[r][p][c]);
+            }
+        }
+    for (int p = 0; p < NP; ++p) {
+        const int64_t col = (p0 + p) * kPanel, cols = o.N - col < kPanel ? o.N - col : kPanel;
+        for (int r = 0; r < MR; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+                o.out[(r0 + r) * o.N + col + c] = narrow<W>(o.bias != nullptr ? acc[r][p][c] + o.bias[col + c] : acc[r][p][c]);
+    }
+}
+
+#endif
+
+// MR rows over panels [p0, p1): NP panels at a time, the remainder by narrower kernels.
+template <int MR, int NP, typename W>
+inline void sweep(const Operands<W>& o, int64_t r0, int64_t p0, int64_t p1) {
+    for (; p0 + NP <= p1; p0 += NP) block<MR, NP>(o, r0, p0);
+    if constexpr (NP > 1) sweep<MR, NP - 1>(o, r0, p0, p1);
+}
+
+// `rows` (1..6) rows from r0 over panels [p0, p1), with the widest kernel that fits the registers.
+template <typename W>
+void rows_over(const Operands<W>& o, int64_t r0, int rows, int64_t p0, int64_t p1) {
+    switch (rows) {
+        case 6: sweep<6, 1>(o, r0, p0, p1); break;
+        case 5: sweep<5, 1>(o, r0, p0, p1); break;
+        case 4: sweep<4, 1>(o, r0, p0, p1); break;
+        case 3: sweep<3, 2>(o, r0, p0, p1); break;
+        case 2: sweep<2, 3>(o, r0, p0, p1); break;
+        default: sweep<1, 6>(o, r0, p0, p1); break;
+    }
+}
+
+// Panels per task: a group whose weights fit in (about half of) L2, so that every 6-row block of
+// the task finds them there; a multiple of 6 so the one-row kernel runs at full width.
+template <typename W> int64_t group_panels(int64_t K) {
+    const int64_t bytes = (K > 0 ? K : 1) * kPanel * static_cast<int64_t>(sizeof(W));
+    int64_t group = (256 * 1024) / bytes / 6 * 6;
+    return group < 6 ? 6 : group;
+}
+
+// Below this many multiply-adds per thread the OpenMP hand-off costs more than it saves.
+constexpr int64_t kMinMacsPerThread = 1 << 16;
+// Rows per task at most: a task's weights are read from L2 once per 6 of its rows.
+constexpr int64_t kMaxRowBlock = 96;
+
+template <typename W>
+void linear(const W* x, int64_t ldx, int64_t M, int64_t K, const W* panels, int64_t P, const float* bias, W* out,
+            int64_t N, int64_t threads) {
+    if (M <= 0 || P <= 0) return;
+    // x widened to fp32 once (exactly), unless it already is fp32, into the calling thread's
+    // scratch: kept between calls (it only grows), so that a call maps no fresh pages.
+    thread_local std::vector<float> scratch;
+    float* widened = nullptr;
+    const float* xf;
+    int64_t ldf;
+    if constexpr (std::is_same_v<W, float>) {
+        xf = x;
+        ldf = ldx;
+    } else {
+        if (static_cast<int64_t>(scratch.size()) < M * K) scratch.resize(M * K);
+        widened = scratch.data();
+        xf = widened;
+        ldf = K;
+    }
+    const Operands<W> o{xf, ldf, panels, bias, out, M, K, N, P};
+
+    const int64_t macs = M * K * P * kPanel;
+    const int64_t useful = macs / kMinMacsPerThread;
+    const int64_t most = threads < useful ? threads : useful;
+    const int nt = static_cast<int>(most < 1 ? 1 : most);
+    // Tasks: panel groups x row blocks, panel-group major so that threads split the weights. The
+    // groups are as many as L2 asks, rounded up so that every thread gets as many tasks.
+    int64_t row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
+    const int64_t row_block = row_blocks == 1 ? M : ((M + row_blocks - 1) / row_blocks + kMaxRows - 1) / kMaxRows * kMaxRows;
+    row_blocks = (M + row_block - 1) / row_block;
+    int64_t groups = (P + group_panels<W>(K) - 1) / group_panels<W>(K);
+    if (groups * row_blocks % nt != 0) groups = (groups + nt - 1) / nt * nt;
+    const int64_t group = (P + groups - 1) / groups;
+    groups = (P + group - 1) / group;
+    const int64_t tasks = groups * row_blocks;
+
+#pragma omp parallel num_threads(nt)
+    {
+        if constexpr (!std::is_same_v<W, float>) {
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t k = 0; k < K; ++k) widened[i * K + k] = widen(x[i * ldx + k]);
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tasks; ++t) {
+            const int64_t g = t / row_blocks, rb = t % row_blocks;
+            const int64_t p0 = g * group, p1 = p0 + group < P ? p0 + group : P;
+            const int64_t i1 = (rb + 1) * row_block < M ? (rb + 1) * row_block : M;
+            for (int64_t i = rb * row_block; i < i1; i += kMaxRows) {
+                const int rows = static_cast<int>(i1 - i < kMaxRows ? i1 - i : kMaxRows);
+                rows_over(o, i, rows, p0, p1);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" int batch_invariant_linear_has_avx2() { return BIL_AVX2; }
+
+#define BATCH_INVARIANT_LINEAR(SUFFIX, T)                                                                           \
+    extern "C" void batch_invariant_linear_##SUFFIX(const void* x, int64_t ldx, int64_t rows, int64_t k,           \
+                                                    const void* panels, int64_t n_panels, const float* bias,       \
+                                                    void* out, int64_t n, int64_t threads) {                        \
+        linear<T>(static_cast<const T*>(x), ldx, rows, k, static_cast<const T*>(panels), n_panels, bias,             \
+                  static_cast<T*>(out), n, threads);                                                                \
+    }
+
+BATCH_INVARIANT_LINEAR(float32, float)
+BATCH_INVARIANT_LINEAR(bfloat16, bf16)
+BATCH_INVARIANT_LINEAR(float16, _Float16)
