@@ -1,8 +1,9 @@
 """End to end, each attention pair a user can launch on a CPU serves greedy output equal to
-transformers token for token: the default (auto: torch_native prompts, cpu_paged decodes), the two
-split pairs, the deprecated alias, and triton in its interpreter. Several requests run at once, so
-the steps are extends, decodes and mixed batches. /server_info shows the runner's stamp, while the
-published config keeps what the operator asked for."""
+transformers token for token: the default (auto with deterministic inference: cpu_paged for both
+halves), auto without it (torch_native prompts, cpu_paged decodes), the two split pairs, the
+deprecated alias, and triton in its interpreter. Several requests run at once, so the steps are
+extends, decodes and mixed batches. /server_info shows the runner's stamp, while the published
+config keeps what the operator asked for (and what resolution declared)."""
 
 from __future__ import annotations
 
@@ -21,19 +22,25 @@ NEW_TOKENS = 10
 
 # id: (flags, environment, the stamp /server_info must show, the kernel bag as published)
 LAUNCHES: dict[str, tuple[list[str], dict[str, str], dict[str, object], dict[str, object]]] = {
-    "auto (the default)": ([], {}, {"prefill": "torch_native", "decode": "cpu_paged"}, {"attention_backend": "auto"}),
+    "auto (the default)": ([], {}, {"prefill": "cpu_paged", "decode": "cpu_paged", "batch_invariant": True},
+                           {"attention_backend": "auto", "enable_deterministic_inference": True}),
+    "auto without deterministic inference": (
+        ["--enable-deterministic-inference", "false"], {}, {"prefill": "torch_native", "decode": "cpu_paged", "batch_invariant": False},
+        {"attention_backend": "auto", "enable_deterministic_inference": False}),
     "torch_native prefill, cpu_paged decode": (
         ["--prefill-attention-backend", "torch_native", "--decode-attention-backend", "cpu_paged"], {},
-        {"prefill": "torch_native", "decode": "cpu_paged"},
-        {"attention_backend": "auto", "prefill_attention_backend": "torch_native", "decode_attention_backend": "cpu_paged"}),
+        {"prefill": "torch_native", "decode": "cpu_paged", "batch_invariant": False},
+        {"attention_backend": "auto", "prefill_attention_backend": "torch_native", "decode_attention_backend": "cpu_paged",
+         "enable_deterministic_inference": False}),
     "cpu_paged prefill, torch_native decode": (
         ["--prefill-attention-backend", "cpu_paged", "--decode-attention-backend", "torch_native"], {},
-        {"prefill": "cpu_paged", "decode": "torch_native"},
+        {"prefill": "cpu_paged", "decode": "torch_native", "batch_invariant": False},
         {"attention_backend": "auto", "prefill_attention_backend": "cpu_paged", "decode_attention_backend": "torch_native"}),
-    "intel_amx (deprecated alias)": (["--attention-backend", "intel_amx"], {}, {"prefill": "cpu_paged", "decode": "cpu_paged"},
+    "intel_amx (deprecated alias)": (["--attention-backend", "intel_amx"], {},
+                                     {"prefill": "cpu_paged", "decode": "cpu_paged", "batch_invariant": False},
                                      {"attention_backend": "intel_amx"}),
-    "triton (interpreter)": (["--attention-backend", "triton"], {"TRITON_INTERPRET": "1"}, {"prefill": "triton", "decode": "triton"},
-                             {"attention_backend": "triton"}),
+    "triton (interpreter)": (["--attention-backend", "triton"], {"TRITON_INTERPRET": "1"},
+                             {"prefill": "triton", "decode": "triton", "batch_invariant": False}, {"attention_backend": "triton"}),
 }
 
 

@@ -68,6 +68,11 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
     # TRITON_INTERPRET=1 in tests, so triton builds here; the compiled step still refuses it.
     ("compiled decode over triton", ["--enable-torch-compile", "--decode-attention-backend", "triton"],
      ["enable_torch_compile = True compiles the decode step", "got decode_attention_backend = triton"]),
+    ("deterministic with SDPA prompts", ["--enable-deterministic-inference", "true", "--prefill-attention-backend", "torch_native"],
+     ["enable_deterministic_inference = True needs batch-invariant attention, but prefill_attention_backend = torch_native",
+      "torch_native is not batch-invariant", "rule deterministic_kernels"]),
+    ("deterministic and compiled", ["--enable-deterministic-inference", "true", "--enable-torch-compile"],
+     ["enable_deterministic_inference = True runs the decode step eagerly", "enable_torch_compile = True"]),
     ("context above the model", ["--context-length", "100000"], ["context_length = 100000 requires context_length <= the model's maximum", "4096"]),
     ("pool under a page", ["--max-total-tokens", "8", "--page-size", "16"], ["max_total_tokens = 8 requires max_total_tokens >= page_size"]),
     ("chunk over the pool", ["--max-total-tokens", "1024", "--chunked-prefill-size", "2048"], ["chunked_prefill_size = 2048 requires one chunk to fit the KV pool"]),

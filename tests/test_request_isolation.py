@@ -209,8 +209,10 @@ def trapped(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> 
     """A runner whose attention backends raise the trap's error (set after warm-up)."""
     trap = Trap()
 
-    def factory(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
-        stamp, backend = build_attention_pair(prefill, decode, device_type=device_type, is_draft_override=is_draft_override)
+    def factory(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False,
+                     batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+        stamp, backend = build_attention_pair(prefill, decode, device_type=device_type, is_draft_override=is_draft_override,
+                                              batch_invariant=batch_invariant)
         return stamp, TrappedBackend(backend, trap)
 
     return standalone_runner(checkpoint, factory=factory, schedule=SCHEDULE, memory=MEMORY), trap

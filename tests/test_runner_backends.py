@@ -37,11 +37,27 @@ def runner(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> R
 
 
 def test_runner_stamps_each_halfs_effective_kernel(runner: Runner) -> None:
-    """auto on a CPU is torch_native for prompts and cpu_paged for decodes; a split field names
-    its own half only, and the other half keeps the base field's auto."""
-    assert runner(KernelBag()).attention_stamp == AttentionStamp("torch_native", "cpu_paged", False)
-    assert runner(KernelBag(decode_attention_backend="torch_native")).attention_stamp == AttentionStamp("torch_native", "torch_native", False)
+    """auto on a CPU is cpu_paged for both halves under deterministic inference (on by default
+    there), else torch_native for prompts and cpu_paged for decodes; a split field names its own
+    half only, and the other half keeps the base field's auto (a split torch_native turns the
+    unset deterministic leaf off)."""
+    default = runner(KernelBag())
+    assert default.attention_stamp == AttentionStamp("cpu_paged", "cpu_paged", False) and default.batch_invariant
+    fast = runner(KernelBag(enable_deterministic_inference=False))
+    assert fast.attention_stamp == AttentionStamp("torch_native", "cpu_paged", False) and not fast.batch_invariant
+    split = runner(KernelBag(decode_attention_backend="torch_native"))
+    assert split.attention_stamp == AttentionStamp("torch_native", "torch_native", False) and not split.batch_invariant
     assert runner(KernelBag(prefill_attention_backend="cpu_paged")).attention_stamp == AttentionStamp("cpu_paged", "cpu_paged", False)
+
+
+def test_deterministic_inference_refuses_what_is_not_batch_invariant(runner: Runner) -> None:
+    """An operator's True with a half that is not batch-invariant, or with the compiled decode
+    step, is refused naming both; unset, the leaf resolves off instead."""
+    with pytest.raises(AttentionBackendUnavailableError, match="torch_native for the prefill half cannot serve deterministic "
+                       "inference: torch_native is not batch-invariant"):
+        runner(KernelBag(enable_deterministic_inference=True, prefill_attention_backend="torch_native"))
+    with pytest.raises(UnsupportedConfigError, match="enable_torch_compile = True compiles it into a graph that rounds otherwise"):
+        runner(KernelBag(enable_deterministic_inference=True), graph=GraphBag(enable_torch_compile=True))
 
 
 def test_stamp_is_what_the_factory_answers_and_never_recorded(runner: Runner) -> None:
@@ -52,7 +68,8 @@ def test_stamp_is_what_the_factory_answers_and_never_recorded(runner: Runner) ->
     failed this test."""
     asked: list[tuple[str, str]] = []
 
-    def falling_back(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+    def falling_back(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False,
+                     batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
         asked.append((prefill, decode))
         return build_attention_pair("torch_native", "torch_native", device_type=device_type)
 

@@ -117,7 +117,8 @@ def run(half: str, page_size: int, args: argparse.Namespace) -> None:
     meta, layers, scale = work.metadata, range(args.layers), 1 / math.sqrt(HEAD_DIM)
     backends: dict[str, AttentionBackend] = {}
     for kernel in kernels_here(device.type):
-        backends[kernel] = build_attention_backend(kernel, half="decode" if half == "decode" else "prefill", device_type=device.type)[1]
+        backends[kernel] = build_attention_backend(kernel, half="decode" if half == "decode" else "prefill", device_type=device.type,
+                                                  batch_invariant=False)[1]
 
     def step_of(backend: AttentionBackend) -> Callable[[], None]:
         def step() -> None:

@@ -9,7 +9,11 @@ and keeps each engine's best.
     uv run python tools/bench_one_batch.py [--batch-sizes 1 8 32] [--dtypes bfloat16 float32] [--torch-compile]
 
 With --torch-compile the runner runs its one-request decode step through torch.compile (the
-compile happens while the runner is built, before anything is timed).
+compile happens while the runner is built, before anything is timed; deterministic inference is
+then off). `--deterministic both` (the default) measures the runner under each setting of
+exec.kernel.enable_deterministic_inference in the same run, alternating with transformers: the
+batch-invariant kernels (InvariantLinear, cpu_paged for both halves) and the fast path
+(oneDNN/aten matmuls, SDPA prompts).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 import torch
 from attn_backends import build_attention_pair
-from config_bags import Bags, DeviceBag, ExecBag, GraphBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import Bags, DeviceBag, ExecBag, GraphBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 
 from runtime_runner.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
@@ -119,7 +123,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per engine, alternating; the best is reported")
     parser.add_argument("--torch-compile", action="store_true", help="run the runner with exec.graph.enable_torch_compile "
                         "(its one-request decode step compiled; compiling is not timed)")
+    parser.add_argument("--deterministic", choices=["on", "off", "both"], default="both",
+                        help="exec.kernel.enable_deterministic_inference of the runner (both: one runner each, same run)")
     args = parser.parse_args()
+    if args.torch_compile and args.deterministic != "off":
+        parser.error("--torch-compile compiles the decode step, which deterministic inference refuses; add --deterministic off")
+    settings = {"on": [True], "off": [False], "both": [True, False]}[args.deterministic]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -128,47 +137,65 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"model {model_dir.name}, prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, {torch.get_num_threads()} threads")
-    print("| dtype | batch | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |")
-    print("|---|---|---|---|")
-    rates: dict[tuple[str, int], tuple[Rates, Rates]] = {}
+    print("| dtype | batch | deterministic | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |")
+    print("|---|---|---|---|---|")
+    rates: dict[tuple[str, int, bool], tuple[Rates, Rates]] = {}
     floors: dict[str, float] = {}
     for dtype in args.dtypes:
-        unpublish()
         pool = max(args.batch_sizes) * (args.prompt_len + args.new_tokens + 16) * 2
-        # The driver runs whole batches itself; the scheduler's budgets only have to fit the pool.
-        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype),
-                     schedule=ScheduleBag(page_size=16, chunked_prefill_size=-1, max_prefill_tokens=pool),
-                     memory=MemoryBag(max_total_tokens=pool),
-                     device=DeviceBag(device="cpu", cpu_threads=args.threads),
-                     exec=ExecBag(graph=GraphBag(enable_torch_compile=args.torch_compile))), role="standalone")
-        built = time.perf_counter()
-        runner = ModelRunner(build_attention_pair)
-        print(f"{dtype}: runner built in {time.perf_counter() - built:.1f} s (torch.compile {'on' if args.torch_compile else 'off'})", flush=True)
+        runners: dict[bool, ModelRunner] = {}
+        for deterministic in settings:
+            unpublish()
+            # The driver runs whole batches itself; the scheduler's budgets only have to fit the pool.
+            publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype),
+                         schedule=ScheduleBag(page_size=16, chunked_prefill_size=-1, max_prefill_tokens=pool),
+                         memory=MemoryBag(max_total_tokens=pool),
+                         device=DeviceBag(device="cpu", cpu_threads=args.threads),
+                         exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic),
+                                      graph=GraphBag(enable_torch_compile=args.torch_compile))), role="standalone")
+            built = time.perf_counter()
+            runners[deterministic] = ModelRunner(build_attention_pair)
+            print(f"{dtype}: runner (deterministic {'on' if deterministic else 'off'}) built in {time.perf_counter() - built:.1f} s "
+                  f"(torch.compile {'on' if args.torch_compile else 'off'}, attention {runners[deterministic].attention_stamp})", flush=True)
         reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()  # type: ignore[no-untyped-call]
         warm = prompts_of(tokenizer, 2, 16)
-        runner_rates(runner, warm, 2)
+        for runner in runners.values():
+            runner_rates(runner, warm, 2)
         transformers_rates(reference, warm, 2)
         for batch in args.batch_sizes:
             prompts = prompts_of(tokenizer, batch, args.prompt_len)
-            ours_runs, theirs_runs = [], []
+            ours_runs: dict[bool, list[Rates]] = {d: [] for d in runners}
+            theirs_runs = []
             for _ in range(args.repeats):
-                ours_runs.append(runner_rates(runner, prompts, args.new_tokens))
+                for deterministic, runner in runners.items():
+                    ours_runs[deterministic].append(runner_rates(runner, prompts, args.new_tokens))
                 theirs_runs.append(transformers_rates(reference, prompts, args.new_tokens))
-            ours, theirs = best(ours_runs), best(theirs_runs)
-            rates[(dtype, batch)] = (ours, theirs)
-            floors[dtype] = weight_read_floor(runner)
-            print(f"| {dtype} | {batch} | {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
-                  f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |", flush=True)
-        del runner, reference
+            theirs = best(theirs_runs)
+            for deterministic, runs in ours_runs.items():
+                ours = best(runs)
+                rates[(dtype, batch, deterministic)] = (ours, theirs)
+                print(f"| {dtype} | {batch} | {'on' if deterministic else 'off'} "
+                      f"| {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
+                      f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |", flush=True)
+        floors[dtype] = weight_read_floor(next(iter(runners.values())))
+        del runners, reference
     unpublish()
     for dtype in args.dtypes:
-        if (dtype, 1) in rates and (dtype, 32) in rates:
-            one_hf, big = rates[(dtype, 1)][1].decode, rates[(dtype, 32)][0].decode
-            print(f"{dtype}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' batch-1 rate ({one_hf:.1f} tok/s)")
-        if (dtype, 1) in rates:
-            ours_one, theirs_one = rates[(dtype, 1)][0].decode, rates[(dtype, 1)][1].decode
-            print(f"{dtype}: batch-1 weight-read floor {floors[dtype]:.1f} tok/s; runner at {ours_one / floors[dtype]:.0%} of it, "
-                  f"transformers at {theirs_one / floors[dtype]:.0%}")
+        for deterministic in settings:
+            setting = f"deterministic {'on' if deterministic else 'off'}"
+            if (dtype, 1, deterministic) in rates and (dtype, 32, deterministic) in rates:
+                one_hf, big = rates[(dtype, 1, deterministic)][1].decode, rates[(dtype, 32, deterministic)][0].decode
+                print(f"{dtype}, {setting}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' batch-1 rate "
+                      f"({one_hf:.1f} tok/s)")
+            if (dtype, 1, deterministic) in rates:
+                ours_one, theirs_one = rates[(dtype, 1, deterministic)][0].decode, rates[(dtype, 1, deterministic)][1].decode
+                print(f"{dtype}, {setting}: batch-1 weight-read floor {floors[dtype]:.1f} tok/s; runner at "
+                      f"{ours_one / floors[dtype]:.0%} of it, transformers at {theirs_one / floors[dtype]:.0%}")
+        if len(settings) == 2:
+            for batch in args.batch_sizes:
+                on, off = rates[(dtype, batch, True)][0], rates[(dtype, batch, False)][0]
+                print(f"{dtype}, batch {batch}: deterministic on / off = prefill {on.prefill / off.prefill:.2f}x, "
+                      f"decode {on.decode / off.decode:.2f}x")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ of `--concurrency` (left-padded, every request of a batch run to the batch's lon
 the requested tokens counted). With --in-process the same jobs also run straight through the
 server's scheduler and runner in the benchmark's process, with the server's bags: what the HTTP,
 tokenizer, detokenizer and ipc layers cost is the gap between that and the served figure.
+With --compare-flag (and --launch) a second server is launched after the first with those flags
+added, and the same jobs run against it: two settings side by side in one run, e.g.
+`--compare-flag=--enable-deterministic-inference=false`.
 Prints a table, and writes a PNG with the runs when --plot is set.
 """
 
@@ -253,6 +256,8 @@ def main() -> None:
     p.add_argument("--model", help="model name to send (default: the server's first /v1/models entry)")
     p.add_argument("--model-path", help="checkpoint directory (baseline; and --launch)")
     p.add_argument("--serve-flag", action="append", default=[], help="extra flag for the launched server, e.g. --serve-flag=--max-total-tokens=65536")
+    p.add_argument("--compare-flag", action="append", default=[],
+                   help="with --launch: launch again with this flag added and run the same jobs (repeatable)")
     p.add_argument("--num-requests", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--request-rate", type=float, default=float("inf"), help="requests per second (Poisson); inf sends all at once")
@@ -266,33 +271,44 @@ def main() -> None:
     p.add_argument("--plot", type=Path, help="write a PNG here")
     args = p.parse_args()
 
+    if args.compare_flag and not args.launch:
+        p.error("--compare-flag launches a second server: add --launch")
     model_path = args.model_path
-    server = None
-    if args.launch:
-        from serve.testing.server import ServerProcess
+    flags = [f for flag in args.serve_flag for f in flag.split("=", 1)]
+    compared = [f for flag in args.compare_flag for f in flag.split("=", 1)]
+    launches = [flags, flags + compared] if compared else [flags]
+    runs: list[tuple[list[str], list[Timing], float]] = []
+    server_bags = None
+    jobs: list[Job] = []
+    for launch_flags in launches if args.launch else [[]]:
+        server = None
+        if args.launch:
+            from serve.testing.server import ServerProcess
 
-        flags = [f for flag in args.serve_flag for f in flag.split("=", 1)]
-        server = ServerProcess(Path(model_path) if model_path else None, *flags)
-        server.wait_ready(timeout_s=600)
-        url = server.base_url
-    elif args.url:
-        url = args.url
-    else:
-        p.error("give --url of a running server or --launch")
-    try:
-        info = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]
-        model = args.model or info["id"]
-        own = httpx.get(url + "/server_info", timeout=30)  # this project's server says more about itself
-        server_bags = own.json()["bags"] if own.status_code == 200 else None
-        vocab_high = min(20000, own.json()["model"]["vocab_size"]) if own.status_code == 200 else 20000
-        if model_path is None and own.status_code == 200:
-            model_path = own.json()["bags"]["model"]["model_path"]
-        jobs = workload(args.num_requests, args.prompt_len, args.output_len, (min(100, vocab_high // 2), vocab_high), args.seed)
-        asyncio.run(run_server(url, model, jobs[: min(4, len(jobs))], args.concurrency, float("inf"), args.seed))  # warm-up
-        timings, wall = asyncio.run(run_server(url, model, jobs, args.concurrency, args.request_rate, args.seed))
-    finally:
-        if server is not None:
-            server.stop()
+            server = ServerProcess(Path(model_path) if model_path else None, *launch_flags)
+            server.wait_ready(timeout_s=600)
+            url = server.base_url
+        elif args.url:
+            url = args.url
+        else:
+            p.error("give --url of a running server or --launch")
+        try:
+            info = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]
+            model = args.model or info["id"]
+            own = httpx.get(url + "/server_info", timeout=30)  # this project's server says more about itself
+            if server_bags is None:
+                server_bags = own.json()["bags"] if own.status_code == 200 else None
+            vocab_high = min(20000, own.json()["model"]["vocab_size"]) if own.status_code == 200 else 20000
+            if model_path is None and own.status_code == 200:
+                model_path = own.json()["bags"]["model"]["model_path"]
+            jobs = workload(args.num_requests, args.prompt_len, args.output_len, (min(100, vocab_high // 2), vocab_high), args.seed)
+            asyncio.run(run_server(url, model, jobs[: min(4, len(jobs))], args.concurrency, float("inf"), args.seed))  # warm-up
+            timings, wall = asyncio.run(run_server(url, model, jobs, args.concurrency, args.request_rate, args.seed))
+        finally:
+            if server is not None:
+                server.stop()
+        runs.append((launch_flags, timings, wall))
+    _, timings, wall = runs[0]
     summary = server_summary(timings, wall)
     in_process = None
     if args.in_process:
@@ -310,6 +326,14 @@ def main() -> None:
     for name in ("ttft_s", "itl_s"):
         q = summary[name]
         print(f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms")
+    for launch_flags, other_timings, other_wall in runs[1:]:
+        other = server_summary(other_timings, other_wall)
+        print(f"serve {' '.join(launch_flags[len(flags):])}:")
+        print(f"           {other['output_throughput']:8.1f} output tok/s  ({other['output_tokens']} tokens in {other['wall_s']:.1f} s), "
+              f"{summary['output_throughput'] / other['output_throughput']:.2f}x of it without those flags")
+        for name in ("ttft_s", "itl_s"):
+            q = other[name]
+            print(f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms")
     if in_process is not None:
         print(f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in {in_process['wall_s']:.1f} s, "
               "the server's scheduler and runner without HTTP, tokenizer, detokenizer or ipc)")

@@ -60,20 +60,20 @@ def published() -> Iterator[None]:
 def test_each_kernel_entry_answers_its_own_name() -> None:
     for kernel, cls in (("torch_native", TorchNativeBackend), ("cpu_paged", CpuPagedBackend)):
         for half in ("prefill", "decode"):
-            name, backend = build_attention_backend(kernel, half=half, device_type="cpu")
+            name, backend = build_attention_backend(kernel, half=half, device_type="cpu", batch_invariant=False)
             assert name == kernel and isinstance(backend, cls)
 
 
 def test_the_deprecated_alias_builds_its_target_and_warns_with_the_real_name() -> None:
     with pytest.warns(FutureWarning, match="'intel_amx' is a deprecated alias of 'cpu_paged'.*name 'cpu_paged' instead"):
-        name, backend = build_attention_backend("intel_amx", half="decode", device_type="cpu")
+        name, backend = build_attention_backend("intel_amx", half="decode", device_type="cpu", batch_invariant=False)
     assert name == "cpu_paged" and isinstance(backend, CpuPagedBackend)
 
 
 def test_auto_picks_per_host_and_half_and_answers_the_kernel() -> None:
-    assert build_attention_backend("auto", half="prefill", device_type="cpu")[0] == "torch_native"
-    assert build_attention_backend("auto", half="decode", device_type="cpu")[0] == "cpu_paged"
-    assert auto_kernel_of("prefill", "cuda") in ("flashinfer", "triton")
+    assert build_attention_backend("auto", half="prefill", device_type="cpu", batch_invariant=False)[0] == "torch_native"
+    assert build_attention_backend("auto", half="decode", device_type="cpu", batch_invariant=False)[0] == "cpu_paged"
+    assert auto_kernel_of("prefill", "cuda", batch_invariant=False) in ("flashinfer", "triton")
 
 
 def test_no_registry_entry_answers_an_alias_or_auto() -> None:
@@ -92,7 +92,7 @@ def test_no_registry_entry_answers_an_alias_or_auto() -> None:
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
-                effective, _ = entry(half, "cpu")
+                effective, _ = entry(half, "cpu", False)
             assert effective in KERNEL_NAMES, (name, half, effective)
             if name in DEPRECATED_ALIASES:
                 assert effective == DEPRECATED_ALIASES[name]
@@ -109,7 +109,7 @@ def test_no_registry_entry_answers_an_alias_or_auto() -> None:
 
 def test_unknown_name_lists_the_registered_ones() -> None:
     with pytest.raises(UnknownAttentionBackendError, match=r"'fa3' is not registered; registered: auto, cpu_paged, flashinfer, intel_amx, torch_native, triton"):
-        build_attention_backend("fa3", half="prefill", device_type="cpu")
+        build_attention_backend("fa3", half="prefill", device_type="cpu", batch_invariant=False)
 
 
 def test_unstamped_backend_raises_when_asked_for_its_name() -> None:

@@ -5,6 +5,7 @@ import pytest
 import config_bags
 from config_bags import (
     Bags,
+    ExecBag,
     GraphBag,
     KernelBag,
     MemoryBag,
@@ -36,6 +37,26 @@ def test_a_split_only_launch_never_answers_from_the_unset_base_field(published: 
     assert config_bags.get_exec().kernel.attention_backend == "auto"
     assert config_bags.attention_backends().prefill == "triton"
     assert config_bags.attention_backends().decode == "auto"
+
+
+@pytest.mark.parametrize(
+    ("exec", "device_type", "on"),
+    [
+        (ExecBag(), "cpu", True),
+        (ExecBag(), "cuda", False),
+        (ExecBag(kernel=KernelBag(attention_backend="cpu_paged")), "cpu", True),
+        (ExecBag(kernel=KernelBag(prefill_attention_backend="torch_native")), "cpu", False),
+        (ExecBag(kernel=KernelBag(decode_attention_backend="triton")), "cpu", False),
+        (ExecBag(graph=GraphBag(enable_torch_compile=True)), "cpu", False),
+        (ExecBag(kernel=KernelBag(enable_deterministic_inference=False)), "cpu", False),
+        (ExecBag(kernel=KernelBag(enable_deterministic_inference=True, attention_backend="torch_native")), "cuda", True),
+    ],
+)
+def test_deterministic_inference_is_the_leaf_else_on_where_nothing_stands_against_it(exec: ExecBag, device_type: str,
+                                                                                      on: bool) -> None:
+    """Unset: on for a CPU whose halves are auto or cpu_paged and whose decode step is eager. Set:
+    the operator's value (whether it can hold is the launch rule's and the runner's to refuse)."""
+    assert config_bags.deterministic_inference_of(exec, device_type) is on
 
 
 def test_linear_attn_backends_explicit_flag_wins_over_a_runner_default() -> None:

@@ -20,7 +20,7 @@ CheckpointMaker = Callable[..., Path]
 
 def _load(model_dir: Path) -> object:
     cfg = read_arch_config(model_dir)
-    return model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"))
+    return model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"), batch_invariant=False)
 
 
 def test_registry_names_every_supported_architecture() -> None:

@@ -30,7 +30,7 @@ def _dense_causal(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
 
 def _our_logits(model_dir: Path, ids: torch.Tensor) -> torch.Tensor:
     cfg = read_arch_config(model_dir)
-    model = model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"))
+    model = model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"), batch_invariant=False)
     with torch.inference_mode():
         return model.logits(model.hidden_states(ids, torch.arange(ids.shape[0]), _dense_causal))
 

@@ -44,7 +44,7 @@ MESSAGES: list[Message] = [
     OverrideRequest(seq=3, source="http", leaves={"max_running_requests": 4, "schedule_policy": "lpm"}),
     OverrideAck(seq=3, role="scheduler", config_hash="0123456789abcdef", error=None),
     ProcessReady(role="scheduler", pid=42, config_hash="0123456789abcdef", role_check="enforce", model=ModelInfo(context_length=128, max_total_tokens=256, vocab_size=384,
-                                                                                                runners={"target": RunnerStamp(prefill="torch_native", decode="cpu_paged", is_draft_override=False)})),
+                                                                                                runners={"target": RunnerStamp(prefill="torch_native", decode="cpu_paged", is_draft_override=False, batch_invariant=False)})),
     TokenBatch(
         outputs=(
             TokenDelta(rid="a", new_ids=(7,), logprobs=(TokenLogprob(7, -0.5),), top_logprobs=((TokenLogprob(7, -0.5), TokenLogprob(8, -1.0)),)),

@@ -33,7 +33,8 @@ def resolved(model: Path, **leaves: object) -> ResolvedArgs:
 
 def test_handlers_are_named_and_ordered() -> None:
     names = handler_names()
-    assert names[:4] == ("absent_features", "attention_backends_run_here", "compiled_decode_traceable", "default_model")
+    assert names[:5] == ("absent_features", "attention_backends_run_here", "compiled_decode_traceable", "deterministic_inference",
+                         "default_model")
     assert names.index("context_length") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
     assert names.index("max_total_tokens") < names.index("max_prefill_tokens") < names.index("max_running_requests")
 

@@ -8,9 +8,12 @@
 Kernels: torch_native (pure torch, any device), cpu_paged (the C++ paged kernel, CPU), triton
 (CUDA; on a CPU only under TRITON_INTERPRET=1) and flashinfer (the optional extra, CUDA).
 `auto` and the deprecated alias `intel_amx` build one of them; only a kernel name is a stamp.
+A batch-invariant runner (deterministic inference) gets cpu_paged for both halves from `auto`, and
+a refusal for any kernel that is not batch-invariant (`batch_invariance`).
 """
 
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
+from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.cpu_paged import CpuPagedBackend
 from attn_backends.effective_names import (
     DEPRECATED_ALIASES,
@@ -41,6 +44,7 @@ __all__ = [
     "UnstampedBackendError",
     "WrapperBackend",
     "auto_kernel_of",
+    "batch_invariance_refusal",
     "build_attention_backend",
     "build_attention_pair",
     "effective_backend_name",

@@ -16,20 +16,23 @@ DEPRECATED_ALIASES: dict[str, AttentionKernelName] = {"intel_amx": "cpu_paged"}
 AUTO = "auto"
 
 
-def auto_kernel_of(half: AttentionHalf, device_type: str) -> AttentionKernelName:
-    """The kernel `auto` builds. On a CPU: SDPA-based torch_native for prompts (its rounding is the
-    one transformers shares) and the C++ paged kernel for decodes (the fastest decode measured
-    here, docs/benchmarks.md). On CUDA: flashinfer where it is installed, else triton."""
+def auto_kernel_of(half: AttentionHalf, device_type: str, *, batch_invariant: bool) -> AttentionKernelName:
+    """The kernel `auto` builds. On a CPU: the C++ paged kernel for both halves when the runner is
+    batch-invariant (it is the one kernel that is, batch_invariance.py); otherwise SDPA-based
+    torch_native for prompts (its rounding is the one transformers shares) and the paged kernel for
+    decodes (the fastest decode measured here, docs/benchmarks.md). On CUDA: flashinfer where it is
+    installed, else triton (neither is batch-invariant: the factory refuses them then)."""
     if device_type == "cpu":
-        return "torch_native" if half == "prefill" else "cpu_paged"
+        return "torch_native" if half == "prefill" and not batch_invariant else "cpu_paged"
     return "flashinfer" if importlib.util.find_spec("flashinfer") is not None else "triton"
 
 
-def effective_backend_name(name: str, *, half: AttentionHalf, device_type: str) -> AttentionKernelName:
-    """The kernel `name` builds for `half` on a `device_type` host; refuses a name that is none of
-    kernel, alias or auto. (Building an alias warns; answering what it builds does not.)"""
+def effective_backend_name(name: str, *, half: AttentionHalf, device_type: str, batch_invariant: bool) -> AttentionKernelName:
+    """The kernel `name` builds for `half` on a `device_type` host, batch-invariant or not; refuses
+    a name that is none of kernel, alias or auto. (Building an alias warns; answering what it
+    builds does not.)"""
     if name == AUTO:
-        return auto_kernel_of(half, device_type)
+        return auto_kernel_of(half, device_type, batch_invariant=batch_invariant)
     target = DEPRECATED_ALIASES.get(name) or kernel_named(name)
     if target is not None:
         return target

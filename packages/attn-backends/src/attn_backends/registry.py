@@ -14,33 +14,35 @@ from collections.abc import Callable
 from config_bags import AttentionHalf, AttentionKernelName
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.cpu_paged import CpuPagedBackend
 from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
 from attn_backends.host_support import refusal_on
 from attn_backends.torch_native import TorchNativeBackend
 
-Entry = Callable[[AttentionHalf, str], tuple[str, AttentionBackend]]
+# (half, device type, batch_invariant) -> (the kernel it built, the backend)
+Entry = Callable[[AttentionHalf, str, bool], tuple[str, AttentionBackend]]
 
 
 class AttentionBackendUnavailableError(RuntimeError):
     """A registered attention backend that cannot run on this host (the message says why and what can)."""
 
 
-def _torch_native(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+def _torch_native(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
     return "torch_native", TorchNativeBackend()
 
 
-def _cpu_paged(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+def _cpu_paged(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
     return "cpu_paged", CpuPagedBackend()
 
 
-def _triton(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+def _triton(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
     from attn_backends.triton_backend import TritonBackend
 
     return "triton", TritonBackend()
 
 
-def _flashinfer(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+def _flashinfer(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
     from attn_backends.flashinfer_backend import FlashInferBackend
 
     return "flashinfer", FlashInferBackend()
@@ -51,18 +53,19 @@ _KERNEL_ENTRIES: dict[str, Entry] = {
 }
 
 
-def _auto(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
-    return _KERNEL_ENTRIES[effective_backend_name(AUTO, half=half, device_type=device_type)](half, device_type)
+def _auto(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
+    kernel = effective_backend_name(AUTO, half=half, device_type=device_type, batch_invariant=batch_invariant)
+    return _KERNEL_ENTRIES[kernel](half, device_type, batch_invariant)
 
 
 def _deprecated_alias(alias: str) -> Entry:
     """The entry of another stack's name: builds its target, warning with the real name."""
 
-    def entry(half: AttentionHalf, device_type: str) -> tuple[str, AttentionBackend]:
+    def entry(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
         target = DEPRECATED_ALIASES[alias]
         warnings.warn(f"attention backend {alias!r} is a deprecated alias of {target!r}; it builds {target!r}: name {target!r} instead",
                       FutureWarning, stacklevel=3)
-        return _KERNEL_ENTRIES[target](half, device_type)
+        return _KERNEL_ENTRIES[target](half, device_type, batch_invariant)
 
     return entry
 
@@ -70,16 +73,22 @@ def _deprecated_alias(alias: str) -> Entry:
 REGISTRY: dict[str, Entry] = {**_KERNEL_ENTRIES, **{alias: _deprecated_alias(alias) for alias in DEPRECATED_ALIASES}, AUTO: _auto}
 
 
-def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str) -> tuple[AttentionKernelName, AttentionBackend]:
-    """Build what `name` names for `half` on a `device_type` host; answers (effective_name, backend).
+def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str,
+                            batch_invariant: bool) -> tuple[AttentionKernelName, AttentionBackend]:
+    """Build what `name` names for `half` on a `device_type` host, for a batch-invariant runner or
+    not; answers (effective_name, backend).
 
     The caller stamps the backend with the effective name (`build_attention_pair` does)."""
-    kernel = effective_backend_name(name, half=half, device_type=device_type)
+    kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+    shown = name if name == kernel else f"{name} (builds {kernel})"
     reason = refusal_on(kernel, device_type)
     if reason is not None:
-        shown = name if name == kernel else f"{name} (builds {kernel})"
         raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot run here: {reason}")
-    effective, backend = REGISTRY[name](half, device_type)
+    variant = batch_invariance_refusal(kernel) if batch_invariant else None
+    if variant is not None:
+        raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot serve deterministic "
+                                               f"inference: {variant}")
+    effective, backend = REGISTRY[name](half, device_type, batch_invariant)
     built = kernel_named(effective)
     if built is not None:
         return built, backend

@@ -35,8 +35,9 @@ from config_bags.bags import (
     ServingBag,
     SpecBag,
 )
-from config_bags.bags.attention_names import AttentionBackendName, AttentionHalf, AttentionKernelName
+from config_bags.bags.attention_names import BATCH_INVARIANT_KERNELS, AttentionBackendName, AttentionHalf, AttentionKernelName
 from config_bags.derived import (
+    DETERMINISTIC_DEVICE_TYPES,
     AttentionBackends,
     LinearAttnBackends,
     attention_backends,
@@ -48,6 +49,8 @@ from config_bags.derived import (
     context_length_refusal,
     cuda_graph_decode_bs,
     cuda_graph_decode_bs_of,
+    deterministic_inference,
+    deterministic_inference_of,
     linear_attn_backends,
     linear_attn_backends_of,
     max_prefill_buffer_tokens,
@@ -119,6 +122,7 @@ from config_bags.state import (
 from config_bags.wire import decode, encode
 
 __all__ = [
+    "BATCH_INVARIANT_KERNELS",
     "INVARIANTS",
     "KERNEL_NAMES",
     "AttentionBackendName",
@@ -204,6 +208,9 @@ __all__ = [
     "leaf_specs",
     "leaf_value",
     "leaf_value_of",
+    "DETERMINISTIC_DEVICE_TYPES",
+    "deterministic_inference",
+    "deterministic_inference_of",
     "linear_attn_backends",
     "linear_attn_backends_of",
     "max_prefill_buffer_tokens",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from config_bags.bags import GraphBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
-from config_bags.bags.attention_names import AttentionBackendName, AttentionHalf, LinearAttnBackendName
+from config_bags.bags import ExecBag, GraphBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
+from config_bags.bags.attention_names import BATCH_INVARIANT_KERNELS, AttentionBackendName, AttentionHalf, LinearAttnBackendName
 from config_bags.errors import LeafValueError
 from config_bags.state import get_exec, get_parallel, get_schedule, get_spec
 
@@ -46,6 +46,30 @@ def attention_backends_of(kernel: KernelBag) -> AttentionBackends:
 def attention_backends() -> AttentionBackends:
     """`attention_backends_of` over the published exec.kernel bag."""
     return attention_backends_of(get_exec().kernel)
+
+
+# The device types this build has batch-invariant kernels for: attn-backends' cpu_paged attention
+# and runtime-runner's invariant linear (docs/plan.md, "Deterministic inference").
+DETERMINISTIC_DEVICE_TYPES = ("cpu",)
+
+
+def deterministic_inference_of(exec: ExecBag, device_type: str) -> bool:
+    """Whether a runner on a `device_type` host runs batch-invariant kernels. The leaf when set;
+    unset, on exactly where nothing else configured stands against it: a device this build has
+    such kernels for (DETERMINISTIC_DEVICE_TYPES), each attention half `auto` or a batch-invariant
+    kernel (BATCH_INVARIANT_KERNELS), and no compiled decode step (its fused graph rounds
+    otherwise than a batch does)."""
+    chosen = exec.kernel.enable_deterministic_inference
+    if chosen is not None:
+        return chosen
+    halves = attention_backends_of(exec.kernel)
+    return (device_type in DETERMINISTIC_DEVICE_TYPES and not exec.graph.enable_torch_compile
+            and all(name == "auto" or name in BATCH_INVARIANT_KERNELS for name in halves))
+
+
+def deterministic_inference(device_type: str) -> bool:
+    """`deterministic_inference_of` over the published exec bag."""
+    return deterministic_inference_of(get_exec(), device_type)
 
 
 def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:

@@ -42,8 +42,9 @@ class AttentionBackend(Protocol):
 
 
 class AttentionPairFactory(Protocol):
-    """Builds the configured (prefill, decode) pair for a device type; answers the runner's stamp
-    (each half's effective kernel) and the backend to drive, stamped."""
+    """Builds the configured (prefill, decode) pair for a device type, batch-invariant when asked
+    (refused where it cannot be); answers the runner's stamp (each half's effective kernel) and
+    the backend to drive, stamped."""
 
-    def __call__(self, prefill: str, decode: str, /, *, device_type: str,
-                 is_draft_override: bool = False) -> tuple[AttentionStamp, AttentionBackend]: ...
+    def __call__(self, prefill: str, decode: str, /, *, device_type: str, is_draft_override: bool = False,
+                 batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]: ...

@@ -1,7 +1,11 @@
 """The Llama-family decoder forward in plain torch over a paged KV cache.
 
 Attention is handed in as a callable per layer (the runner writes the layer's new K/V into the
-pool and runs its attention backend), so the decoder knows nothing about pages or backends.
+pool and runs its attention backend), so the decoder knows nothing about pages or backends. A
+batch-invariant decoder (deterministic inference) runs its projections through InvariantLinear,
+whose row i depends on input row i alone; the others through PackedLinear (oneDNN where it packs).
+Every other op of the forward is per row already: the fused norms, rotary and SiLU-and-mul
+(cpu_fused_ops) and the embedding gather.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from runtime_runner.arch_config import ArchConfig
+from runtime_runner.batch_invariant_linear import InvariantLinear
 from runtime_runner.checkpoint import CheckpointReader
 from runtime_runner.decoder_weights import DecoderTraits, DecoderWeights, load_decoder_weights
 from runtime_runner.mlp_activation import silu_and_mul
@@ -24,16 +29,18 @@ from runtime_runner.rope import RopeTable, apply_rope
 
 # (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
 LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# rows [T, in] -> rows [T, out]: a PackedLinear or an InvariantLinear
+Projection = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
 class LayerProjections:
     """One layer's four matmuls, ready to run."""
 
-    qkv: PackedLinear
-    o: PackedLinear
-    gate_up: PackedLinear
-    down: PackedLinear
+    qkv: Projection
+    o: Projection
+    gate_up: Projection
+    down: Projection
 
 
 class DecoderForCausalLM:
@@ -41,17 +48,19 @@ class DecoderForCausalLM:
 
     architecture: ClassVar[str] = ""
 
-    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable) -> None:
+    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool) -> None:
         self.cfg = cfg
         self.weights = weights
         self.rope = rope
-        # Packed once here, for every forward (on CPU a second copy of each matrix, in oneDNN's layout).
+        self.batch_invariant = batch_invariant
+        # Packed once here, for every forward (on CPU a second copy of each matrix, in the kernel's layout).
+        linear: Callable[[torch.Tensor, torch.Tensor | None], Projection] = InvariantLinear.of if batch_invariant else PackedLinear.of
         self._projections = tuple(
-            LayerProjections(PackedLinear.of(layer.qkv, layer.qkv_bias), PackedLinear.of(layer.o_proj, layer.o_bias),
-                             PackedLinear.of(layer.gate_up, layer.gate_up_bias), PackedLinear.of(layer.down, layer.down_bias))
+            LayerProjections(linear(layer.qkv, layer.qkv_bias), linear(layer.o_proj, layer.o_bias),
+                             linear(layer.gate_up, layer.gate_up_bias), linear(layer.down, layer.down_bias))
             for layer in weights.layers
         )
-        self._lm_head = PackedLinear.of(weights.lm_head)
+        self._lm_head = linear(weights.lm_head, None)
 
     @classmethod
     def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
@@ -59,11 +68,13 @@ class DecoderForCausalLM:
         return DecoderTraits(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=cfg.mlp_bias, qk_norm=False)
 
     @classmethod
-    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device) -> DecoderForCausalLM:
-        """Load and fuse the checkpoint's weights and build the rotary tables."""
+    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *,
+             batch_invariant: bool) -> DecoderForCausalLM:
+        """Load and fuse the checkpoint's weights and build the rotary tables; `batch_invariant`
+        picks projections whose rows never depend on the batch (a CPU only)."""
         weights = load_decoder_weights(CheckpointReader(model_dir), cfg, cls.traits_of(cfg), dtype, device)
         rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
-        return cls(cfg, weights, rope)
+        return cls(cfg, weights, rope, batch_invariant=batch_invariant)
 
     @property
     def dtype(self) -> torch.dtype:

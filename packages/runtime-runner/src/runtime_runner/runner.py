@@ -31,6 +31,7 @@ from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
 from runtime_runner.compiled_decode import CompiledDecode, check_compiled_decode_traceable
 from runtime_runner.decoder import DecoderForCausalLM
 from runtime_runner.default_model import ensure_default_model
+from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool
@@ -64,7 +65,9 @@ class ModelRunner:
         cfg = read_arch_config(model_dir)
         device = device_of(get_device())
         dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device)
-        self.model: DecoderForCausalLM = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device)
+        batch_invariant = batch_invariance_for(device.type)
+        self.model: DecoderForCausalLM = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device,
+                                                                                batch_invariant=batch_invariant)
         self.pool = KVPool(
             num_layers=cfg.num_layers, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
             dtype=kv_dtype_of(get_memory(), dtype), device=device,
@@ -73,11 +76,18 @@ class ModelRunner:
         # The stamp first: every decision below that depends on a kernel asks it for its half.
         prefill, decode = attention_backends()
         self.attention_stamp: AttentionStamp
-        self.attention_stamp, self._attention = attention_pair_factory(prefill, decode, device_type=device.type)
+        self.attention_stamp, self._attention = attention_pair_factory(prefill, decode, device_type=device.type,
+                                                                       batch_invariant=batch_invariant)
         if get_exec().graph.enable_torch_compile:
             check_compiled_decode_traceable(self.attention_stamp)
         self._compiled_decode: CompiledDecode | None = None
         self._warm_up()
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether this runner was built batch-invariant (exec.kernel.enable_deterministic_inference):
+        its projections and its attention pair give a row the same bits in any batch."""
+        return self.model.batch_invariant
 
     @property
     def arch(self) -> ArchConfig:

@@ -1,12 +1,19 @@
 """The rules serve publishes with its bags in every process, on top of config-bags' invariants:
 no absent feature configured, attention kernels that run on this host, a decode half torch.compile
-can trace when it compiles, and a context length the served model can hold. Resolution checks the
-same rules, so each exists once."""
+can trace when it compiles, batch-invariant kernels when deterministic inference is on, and a
+context length the served model can hold. Resolution checks the same rules, so each exists once."""
 
 from __future__ import annotations
 
-from attn_backends import effective_backend_name, refusal_on
-from config_bags import Bags, Rule, attention_leaf_of, context_length_within_model
+from attn_backends import batch_invariance_refusal, effective_backend_name, refusal_on
+from config_bags import (
+    DETERMINISTIC_DEVICE_TYPES,
+    Bags,
+    Rule,
+    attention_leaf_of,
+    context_length_within_model,
+    deterministic_inference_of,
+)
 from runtime_runner import device_of
 from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
 
@@ -24,9 +31,10 @@ def _unrunnable_backend(bags: Bags) -> str | None:
         device_type = _device_type(bags)
     except RuntimeError:
         return None  # a device torch cannot see: the pool's handler names it, before any kernel matters
+    batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
-        kernel = effective_backend_name(name, half=half, device_type=device_type)
+        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
         reason = refusal_on(kernel, device_type)
         if reason is not None:
             built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
@@ -42,11 +50,37 @@ def _untraceable_compiled_decode(bags: Bags) -> str | None:
     except RuntimeError:
         return None  # a device torch cannot see: the pool's handler names it
     leaf, name = attention_leaf_of(bags.exec.kernel, "decode")
-    kernel = effective_backend_name(name, half="decode", device_type=device_type)
+    kernel = effective_backend_name(name, half="decode", device_type=device_type,
+                                    batch_invariant=deterministic_inference_of(bags.exec, device_type))
     if kernel in TRACEABLE_DECODE_KERNELS:
         return None
     return (f"enable_torch_compile = True compiles the decode step, which needs a decode half torch.compile can trace "
             f"({', '.join(TRACEABLE_DECODE_KERNELS)}); got {leaf} = {name}, building {kernel}")
+
+
+def _nondeterministic_kernels(bags: Bags) -> str | None:
+    """Only an operator's True can break it: unset, the leaf resolves off wherever it would."""
+    try:
+        device_type = _device_type(bags)
+    except RuntimeError:
+        return None  # a device torch cannot see: the pool's handler names it
+    if not deterministic_inference_of(bags.exec, device_type):
+        return None
+    asked = "enable_deterministic_inference = True"
+    if device_type not in DETERMINISTIC_DEVICE_TYPES:
+        return (f"{asked}: this build has batch-invariant kernels for {', '.join(DETERMINISTIC_DEVICE_TYPES)} only, not for "
+                f"{device_type}; accepted on {device_type}: False or unset")
+    if bags.exec.graph.enable_torch_compile:
+        return (f"{asked} runs the decode step eagerly, batch-invariant, but enable_torch_compile = True compiles it into a "
+                "graph that rounds otherwise; accepted: one of the two")
+    for half in ("prefill", "decode"):
+        leaf, name = attention_leaf_of(bags.exec.kernel, half)
+        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=True)
+        reason = batch_invariance_refusal(kernel)
+        if reason is not None:
+            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
+            return f"{asked} needs batch-invariant attention, but {leaf} = {name}{built}: {reason}"
+    return None
 
 
 ATTENTION_BACKENDS_RUN_HERE = Rule("attention_backends_run_here", (*ATTENTION_BACKEND_LEAVES, "device"), _unrunnable_backend)
@@ -54,8 +88,13 @@ COMPILED_DECODE_TRACEABLE = Rule(
     "compiled_decode_traceable", ("enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"), _untraceable_compiled_decode
 )
 
+DETERMINISTIC_KERNELS = Rule(
+    "deterministic_kernels", ("enable_deterministic_inference", "enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"),
+    _nondeterministic_kernels,
+)
+
 
 def launch_rules(model_max_length: int) -> tuple[Rule, ...]:
     """Every rule of a launch serving a model of `model_max_length` positions."""
-    return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE,
+    return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS,
             context_length_within_model(model_max_length))

@@ -17,7 +17,15 @@ MambaSsmDtype = Literal["float32", "bfloat16", "float16"]
 
 
 class KernelBag(Bag, frozen=True, kw_only=True):
-    """Attention kernels. The split fields win over the base field for their half."""
+    """Kernels: attention per half (the split fields win over the base field for their half), and
+    whether every kernel of the forward is batch-invariant."""
+
+    enable_deterministic_inference: Annotated[
+        bool | None,
+        leaf("Batch-invariant kernels: a request's tokens and logprobs are bitwise the same however it is batched, "
+             "chunked or cached (unset: on a CPU with both attention halves auto or cpu_paged and no torch.compile; "
+             "off otherwise).", hot=False),
+    ] = None
 
     attention_backend: Annotated[
         AttentionBackendName, leaf("Attention backend for both prefill and decode (auto: the factory picks per host and per half).", hot=False)

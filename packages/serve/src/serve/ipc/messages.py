@@ -61,12 +61,13 @@ class OverrideAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class RunnerStamp(msgspec.Struct, frozen=True, kw_only=True):
-    """The attention kernels one runner stamped: each half's effective name, and whether they are
-    a draft runner's own override."""
+    """The attention kernels one runner stamped: each half's effective name, whether they are a
+    draft runner's own override, and whether the runner is batch-invariant (deterministic inference)."""
 
     prefill: str
     decode: str
     is_draft_override: bool
+    batch_invariant: bool
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):

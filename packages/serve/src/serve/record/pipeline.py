@@ -22,6 +22,7 @@ HANDLERS: tuple[Handler, ...] = (
     this_build.absent_features,
     this_build.attention_backends_run_here,
     this_build.compiled_decode_traceable,
+    this_build.deterministic_inference,
     model.default_model,
     model.tokenizer_path,
     model.served_model_name,

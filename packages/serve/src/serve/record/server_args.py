@@ -88,6 +88,7 @@ class ServerArgs:
     speculative_attention_mode: Literal["prefill", "decode"]
     speculative_draft_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     # exec.kernel
+    enable_deterministic_inference: bool | None
     attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"]
     prefill_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     decode_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None

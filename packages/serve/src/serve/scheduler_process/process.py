@@ -43,7 +43,8 @@ def run_scheduler(handover: Handover, addresses: Addresses) -> None:
     config_bags.begin_serving()
     stamp = runner.attention_stamp
     model = ModelInfo(context_length=runner.context_length, max_total_tokens=runner.pool.num_slots, vocab_size=runner.arch.vocab_size,
-                      runners={"target": RunnerStamp(prefill=stamp.prefill, decode=stamp.decode, is_draft_override=stamp.is_draft_override)})
+                      runners={"target": RunnerStamp(prefill=stamp.prefill, decode=stamp.decode, is_draft_override=stamp.is_draft_override,
+                                                       batch_invariant=runner.batch_invariant)})
     logger.info("model loaded: %s", model)
     to_detokenizer.send(
         ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),

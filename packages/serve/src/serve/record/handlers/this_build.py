@@ -1,11 +1,14 @@
 """Handlers for what this build can run: no absent feature configured, attention kernels that run
-on this host, and a compiled decode step over a traceable decode half. Each checks a rule serve
-publishes with its bags (serve.launch_rules)."""
+on this host, a compiled decode step over a traceable decode half, and deterministic inference
+where its kernels are. Each checks a rule serve publishes with its bags (serve.launch_rules)."""
 
 from __future__ import annotations
 
+from config_bags import deterministic_inference_of
+from runtime_runner import device_of
+
 from serve.absent_features import absent_feature_rules
-from serve.launch_rules import ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE
+from serve.launch_rules import ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS
 from serve.record.resolution import Resolution
 
 
@@ -28,3 +31,17 @@ def compiled_decode_traceable(res: Resolution) -> None:
     """enable_torch_compile compiles the decode step, so it asks the decode half: that kernel must
     be one torch.compile traces."""
     res.check(COMPILED_DECODE_TRACEABLE)
+
+
+def deterministic_inference(res: Resolution) -> None:
+    """Batch-invariant kernels, so that a request's tokens and logprobs never depend on its batch,
+    its chunks or the prefix cache: on by default where this build has them (a CPU) and nothing
+    configured stands against them (an attention half that is not batch-invariant, a compiled
+    decode step); an operator's True must then hold (the rule deterministic_kernels)."""
+    bags = res.bags()
+    try:
+        device_type = device_of(bags.device).type
+    except RuntimeError:
+        return  # a device torch cannot see: the pool's handler names it
+    res.declare("deterministic_inference", enable_deterministic_inference=deterministic_inference_of(bags.exec, device_type))
+    res.check(DETERMINISTIC_KERNELS)
