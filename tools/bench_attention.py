@@ -15,8 +15,10 @@ Figures: microseconds per attend() call (one layer), plan() per step, and each k
 against torch_native.
 
 --whole-step instead times whole decode steps of the default model through the runner (32 prompts
-of 100-400 random tokens, prefilled, then decoding) under two pairs: the default (auto) and
-torch_native for both halves.
+of 100-400 random tokens, prefilled, then decoding) under three settings: the default (auto,
+deterministic: cpu_paged both halves and the invariant projections), auto with deterministic
+inference off (the decode half is cpu_paged either way; oneDNN/aten projections), and torch_native
+for both halves (deterministic inference then resolves off).
 
     uv run python tools/bench_attention.py [--page-sizes 1 16] [--threads N] [--repeats 5] [--whole-step]
 """
@@ -42,7 +44,8 @@ from runtime_runner.standalone import StandaloneDriver
 from runtime_scheduler.page_allocator import PageAllocator
 
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64
-WHOLE_STEP_PAIRS = {"auto (default)": KernelBag(), "torch_native both": KernelBag(attention_backend="torch_native")}
+WHOLE_STEP_PAIRS = {"auto (default)": KernelBag(), "auto, not deterministic": KernelBag(enable_deterministic_inference=False),
+                    "torch_native both": KernelBag(attention_backend="torch_native")}
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,7 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     first = next(iter(best))
     print(f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, bf16")
     for name, ms in best.items():
-        print(f"  {name:18s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   this / {first} = {ms / best[first]:5.2f}x time")
+        print(f"  {name:24s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   this / {first} = {ms / best[first]:5.2f}x time")
 
 
 def main() -> None:
