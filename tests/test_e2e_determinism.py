@@ -106,7 +106,7 @@ def test_chunked_and_retracted_together_equals_alone(alone_cold: tuple[ServerPro
     server = ServerProcess(None, "--max-total-tokens", "768", "--chunked-prefill-size", "16")
     try:
         server.wait_ready(timeout_s=420)
-        together, cached = _all_together(server)
+        together, _ = _all_together(server)
         retractions = metric_value(httpx.get(server.base_url + "/metrics", timeout=30).text, "serve_retractions_total")
     finally:
         server.stop()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from attn_backends import batch_invariance_refusal, effective_backend_name, refusal_on
 from config_bags import (
-    DETERMINISTIC_DEVICE_TYPES,
     Bags,
     Rule,
     attention_leaf_of,
@@ -16,6 +15,7 @@ from config_bags import (
 )
 from runtime_runner import device_of
 from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
+from runtime_runner.determinism import batch_invariance_refusal_of
 
 from serve.absent_features import absent_feature_rules
 
@@ -66,20 +66,16 @@ def _nondeterministic_kernels(bags: Bags) -> str | None:
         return None  # a device torch cannot see: the pool's handler names it
     if not deterministic_inference_of(bags.exec, device_type):
         return None
-    asked = "enable_deterministic_inference = True"
-    if device_type not in DETERMINISTIC_DEVICE_TYPES:
-        return (f"{asked}: this build has batch-invariant kernels for {', '.join(DETERMINISTIC_DEVICE_TYPES)} only, not for "
-                f"{device_type}; accepted on {device_type}: False or unset")
-    if bags.exec.graph.enable_torch_compile:
-        return (f"{asked} runs the decode step eagerly, batch-invariant, but enable_torch_compile = True compiles it into a "
-                "graph that rounds otherwise; accepted: one of the two")
+    reason = batch_invariance_refusal_of(bags.exec, device_type)
+    if reason is not None:
+        return reason
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
         kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=True)
-        reason = batch_invariance_refusal(kernel)
-        if reason is not None:
+        variant = batch_invariance_refusal(kernel)
+        if variant is not None:
             built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-            return f"{asked} needs batch-invariant attention, but {leaf} = {name}{built}: {reason}"
+            return f"enable_deterministic_inference = True needs batch-invariant attention, but {leaf} = {name}{built}: {variant}"
     return None
 
 
