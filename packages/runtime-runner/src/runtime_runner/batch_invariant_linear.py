@@ -89,8 +89,7 @@ class InvariantLinear:
 
     plain: torch.Tensor  # [out, in] as loaded (shared with the loaded weights, not a copy)
     panels: torch.Tensor  # pack_panels(plain): [ceil(out / 16), in, 16]
-    bias: torch.Tensor | None  # [out] as given
-    bias32: torch.Tensor | None  # bias widened to fp32, zero-padded to 16 * panels
+    bias32: torch.Tensor | None  # the bias widened to fp32, zero-padded to 16 * panels (the kernel's only copy)
 
     @classmethod
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> InvariantLinear:
@@ -110,7 +109,7 @@ class InvariantLinear:
         if bias is not None:
             bias32 = torch.zeros(panels.shape[0] * PANEL, dtype=torch.float32)
             bias32[: weight.shape[0]] = bias.detach().float()
-        return cls(weight, panels, bias, bias32)
+        return cls(weight, panels, bias32)
 
     @property
     def out_features(self) -> int:
