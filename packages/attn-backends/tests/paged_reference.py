@@ -20,6 +20,7 @@ class Metadata:
     max_extend_len: int
     max_seq_len: int
     forward_mode: str = "extend"
+    draft_step: int | None = None
 
 
 def scenario(prefix: list[int], extend: list[int], page_size: int, seed: int) -> tuple[Metadata, list[list[int]]]:

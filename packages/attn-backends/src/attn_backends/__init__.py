@@ -10,11 +10,16 @@ Kernels: torch_native (pure torch, any device), cpu_paged (the C++ paged kernel,
 `auto` and the deprecated alias `intel_amx` build one of them; only a kernel name is a stamp.
 A batch-invariant runner (deterministic inference) gets cpu_paged for both halves from `auto`, and
 a refusal for any kernel that is not batch-invariant (`batch_invariance`).
+A speculative draft runner builds through `DraftBackendFactory`: a `DraftRunnerBackend` of a
+`DraftExtendBackend` (the prefill half) and a `MultiStepDraftBackend` (one decode backend per step).
 """
 
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
 from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.cpu_paged import CpuPagedBackend
+from attn_backends.draft_backend_factory import DraftBackendFactory
+from attn_backends.draft_extend import DraftExtendBackend
+from attn_backends.draft_runner_backend import DraftRunnerBackend
 from attn_backends.effective_names import (
     DEPRECATED_ALIASES,
     UnknownAttentionBackendError,
@@ -25,6 +30,7 @@ from attn_backends.effective_names import (
 from attn_backends.host_support import refusal_on
 from attn_backends.hybrid import HybridAttentionBackend
 from attn_backends.metadata import AttentionMetadataView
+from attn_backends.multi_step_draft import MultiStepDraftBackend
 from attn_backends.pair import build_attention_pair
 from attn_backends.registry import REGISTRY, AttentionBackendUnavailableError, build_attention_backend
 from attn_backends.stamping import stamp_built
@@ -38,7 +44,11 @@ __all__ = [
     "AttentionBackendUnavailableError",
     "AttentionMetadataView",
     "CpuPagedBackend",
+    "DraftBackendFactory",
+    "DraftExtendBackend",
+    "DraftRunnerBackend",
     "HybridAttentionBackend",
+    "MultiStepDraftBackend",
     "TorchNativeBackend",
     "UnknownAttentionBackendError",
     "UnstampedBackendError",
