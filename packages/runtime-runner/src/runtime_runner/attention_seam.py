@@ -26,6 +26,7 @@ class AttentionMetadata:
     num_tokens: int
     max_extend_len: int
     max_seq_len: int
+    draft_step: int | None = None  # which step of a proposal a draft runner's decode is (else None)
 
 
 class AttentionBackend(Protocol):

@@ -11,9 +11,9 @@ from typing import Protocol
 
 from config_bags import ForwardMode
 
-# The modes a plain runner computes; target_verify and draft_extend are speculative decoding's
-# (issue 15) and idle a data-parallel rank's empty step, which this build does not run.
-SERVED_FORWARD_MODES: tuple[ForwardMode, ...] = ("extend", "decode", "mixed")
+# The modes a runner computes: target_verify scores a request's drafts (every position samples),
+# draft_extend is a draft runner's extend; idle, a data-parallel rank's empty step, is not run here.
+SERVED_FORWARD_MODES: tuple[ForwardMode, ...] = ("extend", "decode", "mixed", "target_verify", "draft_extend")
 
 
 class SamplingView(Protocol):
@@ -49,7 +49,7 @@ class RequestView(Protocol):
     @property
     def prefix_len(self) -> int: ...  # tokens whose KV is already in the pool before this step
     @property
-    def extend_len(self) -> int: ...  # tokens computed this step (1 for a decode)
+    def extend_len(self) -> int: ...  # tokens computed this step (1 for a decode; 1 + drafts for a verify)
     @property
     def page_table(self) -> Sequence[int]: ...  # pages holding tokens [0, prefix_len + extend_len)
     @property

@@ -6,14 +6,18 @@ batch-invariant decoder (deterministic inference) runs its projections through I
 whose row i depends on input row i alone; the others through PackedLinear (oneDNN where it packs).
 Every other op of the forward is per row already: the fused norms, rotary and SiLU-and-mul
 (cpu_fused_ops) and the embedding gather.
+
+The forward is shared by every entry class; what differs between them is how the loader lays their
+weights out, which it asks each class through named hooks (runtime_runner.loader_hooks). The target
+families are here; the drafts, which answer the same hooks, are in runtime_runner.draft_models.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +25,9 @@ import torch.nn.functional as F
 from runtime_runner.arch_config import ArchConfig
 from runtime_runner.batch_invariant_linear import InvariantLinear
 from runtime_runner.checkpoint import CheckpointReader
-from runtime_runner.decoder_weights import DecoderTraits, DecoderWeights, load_decoder_weights
+from runtime_runner.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
+from runtime_runner.decoder_weights import DecoderWeights, load_decoder_weights
+from runtime_runner.loader_hooks import FusedProjections, decisions_of
 from runtime_runner.mlp_activation import silu_and_mul
 from runtime_runner.norm import add_rms_norm, rms_norm
 from runtime_runner.packed_linear import PackedLinear
@@ -29,8 +35,31 @@ from runtime_runner.rope import RopeTable, apply_rope
 
 # (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
 LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-# rows [T, in] -> rows [T, out]: a PackedLinear or an InvariantLinear
+# rows [T, in] -> rows [T, out]: a PackedLinear, an InvariantLinear or a ConcatProjection of them
 Projection = Callable[[torch.Tensor], torch.Tensor]
+# (weight [out, in], bias [out] or None) -> its projection, packed once
+LinearOf = Callable[[torch.Tensor, torch.Tensor | None], Projection]
+
+
+@dataclass(frozen=True)
+class ConcatProjection:
+    """An unfused group: one projection per checkpoint matrix, their outputs side by side."""
+
+    parts: tuple[Projection, ...]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """The group's output rows [T, sum of the parts' out]."""
+        return torch.cat([part(x) for part in self.parts], dim=-1)
+
+
+def group_projection(linear: LinearOf, weight: torch.Tensor, bias: torch.Tensor | None, rows: Sequence[int],
+                     fused: bool) -> Projection:
+    """The projection of a concatenated group (`rows` output rows per checkpoint matrix): one matmul
+    over the whole matrix when fused, else one per part over views of it."""
+    if fused:
+        return linear(weight, bias)
+    biases: Sequence[torch.Tensor | None] = [None] * len(rows) if bias is None else torch.split(bias, list(rows))
+    return ConcatProjection(tuple(linear(w, b) for w, b in zip(torch.split(weight, list(rows)), biases, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -44,37 +73,32 @@ class LayerProjections:
 
 
 class DecoderForCausalLM:
-    """A decoder-only causal LM of the Llama family; subclasses set the architecture's traits."""
+    """A decoder-only causal LM of the Llama family: the forward over loaded weights.
+
+    It answers no loader hook (runtime_runner.loader_hooks): the entry classes below it do."""
 
     architecture: ClassVar[str] = ""
 
-    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool) -> None:
+    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool,
+                 fused: FusedProjections, head_projection: Projection | None = None) -> None:
+        """Pack every projection once; `head_projection`, when given, is an LM head already packed
+        over `weights.lm_head` (a draft's target's), used instead of packing another."""
         self.cfg = cfg
         self.weights = weights
         self.rope = rope
         self.batch_invariant = batch_invariant
         # Packed once here, for every forward (on CPU a second copy of each matrix, in the kernel's layout).
-        linear: Callable[[torch.Tensor, torch.Tensor | None], Projection] = InvariantLinear.of if batch_invariant else PackedLinear.of
+        linear: LinearOf = InvariantLinear.of if batch_invariant else PackedLinear.of
+        q_out, kv_out = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        qkv_rows, gate_up_rows = (q_out, kv_out, kv_out), (cfg.intermediate_size, cfg.intermediate_size)
         self._projections = tuple(
-            LayerProjections(linear(layer.qkv, layer.qkv_bias), linear(layer.o_proj, layer.o_bias),
-                             linear(layer.gate_up, layer.gate_up_bias), linear(layer.down, layer.down_bias))
+            LayerProjections(group_projection(linear, layer.qkv, layer.qkv_bias, qkv_rows, fused.qkv),
+                             linear(layer.o_proj, layer.o_bias),
+                             group_projection(linear, layer.gate_up, layer.gate_up_bias, gate_up_rows, fused.gate_up),
+                             linear(layer.down, layer.down_bias))
             for layer in weights.layers
         )
-        self._lm_head = linear(weights.lm_head, None)
-
-    @classmethod
-    def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
-        """The weight-level traits of this architecture under `cfg`."""
-        return DecoderTraits(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=cfg.mlp_bias, qk_norm=False)
-
-    @classmethod
-    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *,
-             batch_invariant: bool) -> DecoderForCausalLM:
-        """Load and fuse the checkpoint's weights and build the rotary tables; `batch_invariant`
-        picks projections whose rows never depend on the batch (a CPU only)."""
-        weights = load_decoder_weights(CheckpointReader(model_dir), cfg, cls.traits_of(cfg), dtype, device)
-        rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
-        return cls(cfg, weights, rope, batch_invariant=batch_invariant)
+        self.head_projection: Projection = head_projection if head_projection is not None else linear(weights.lm_head, None)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -120,30 +144,81 @@ class DecoderForCausalLM:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits [rows, vocab] of the given hidden rows."""
-        return self._lm_head(hidden).float()
+        return self.head_projection(hidden).float()
 
 
-class LlamaForCausalLM(DecoderForCausalLM):
-    """Llama: optional attention and MLP biases from the config."""
+class TargetDecoder(DecoderForCausalLM):
+    """An entry class loaded on its own: the model a runner serves, and the target a draft shares
+    with. It answers no loader hook itself: each family below it answers its own."""
+
+    @classmethod
+    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *,
+             batch_invariant: bool) -> Self:
+        """Load the checkpoint's weights as this class's loader decisions say, pack them and build
+        the rotary tables; `batch_invariant` picks projections whose rows never depend on the batch
+        (a CPU only)."""
+        decisions = decisions_of(cls, cfg)
+        weights = load_decoder_weights(CheckpointReader(model_dir), cfg, decisions, dtype, device)
+        rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
+        return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections)
+
+
+ALL_FUSED = FusedProjections(qkv=True, gate_up=True)
+
+
+class LlamaForCausalLM(TargetDecoder):
+    """Llama: optional attention and MLP biases from the config; it answers every loader hook."""
 
     architecture = "LlamaForCausalLM"
 
+    @classmethod
+    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
+        """The config's attention and MLP biases, no q/k norms."""
+        return WeightLayout(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=cfg.mlp_bias, qk_norm=False)
 
-class Qwen2ForCausalLM(DecoderForCausalLM):
+    @classmethod
+    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
+        """QKV and gate/up each one matmul."""
+        return ALL_FUSED
+
+    @classmethod
+    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
+        """As the config says."""
+        return cfg.tie_word_embeddings
+
+    @classmethod
+    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
+        """Every tensor of its layout, the LM head unless tied."""
+        return layout_tensors(cfg, cls.weight_layout(cfg), cls.tied_embeddings(cfg))
+
+
+class Qwen2ForCausalLM(TargetDecoder):
     """Qwen2: q/k/v projections always carry biases, the output projection never does."""
 
     architecture = "Qwen2ForCausalLM"
 
     @classmethod
-    def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
-        return DecoderTraits(qkv_bias=True, o_bias=False, mlp_bias=False, qk_norm=False)
+    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
+        """q/k/v biases whatever the config says, no other bias, no q/k norms."""
+        return WeightLayout(qkv_bias=True, o_bias=False, mlp_bias=False, qk_norm=False)
+
+    @classmethod
+    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
+        """QKV and gate/up each one matmul."""
+        return ALL_FUSED
 
 
-class Qwen3ForCausalLM(DecoderForCausalLM):
+class Qwen3ForCausalLM(TargetDecoder):
     """Qwen3: per-head RMSNorm on q and k; attention biases as the config says."""
 
     architecture = "Qwen3ForCausalLM"
 
     @classmethod
-    def traits_of(cls, cfg: ArchConfig) -> DecoderTraits:
-        return DecoderTraits(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=False, qk_norm=True)
+    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
+        """q/k norms; attention biases from the config, no MLP bias."""
+        return WeightLayout(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=False, qk_norm=True)
+
+    @classmethod
+    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
+        """QKV and gate/up each one matmul."""
+        return ALL_FUSED

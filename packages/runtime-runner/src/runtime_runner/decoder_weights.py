@@ -1,27 +1,25 @@
-"""A Llama-family decoder's weights, fused at load: one QKV and one gate/up matrix per layer.
+"""A Llama-family decoder's weights, read as the entry class's loader decisions say, each
+projection group concatenated: one QKV and one gate/up matrix per layer.
 
-Fusing turns six projections per layer into three matmuls, which is what a batch-1 decode on a
-CPU pays for (per-op overhead), not the flops.
+Concatenating lets a fused group run six projections per layer as three matmuls, which is what a
+batch-1 decode on a CPU pays for (per-op overhead), not the flops.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import torch
 
 from runtime_runner.arch_config import ArchConfig
 from runtime_runner.checkpoint import CheckpointReader
+from runtime_runner.checkpoint_layout import EMBED, FINAL_NORM, LM_HEAD, layer_prefix, layout_tensors
+from runtime_runner.errors import CheckpointError
+from runtime_runner.loader_hooks import LoaderDecisions
 
-
-@dataclass(frozen=True)
-class DecoderTraits:
-    """What distinguishes one Llama-family architecture from another at the weight level."""
-
-    qkv_bias: bool  # q/k/v projections carry biases
-    o_bias: bool
-    mlp_bias: bool
-    qk_norm: bool  # per-head RMSNorm on q and k before rotary (Qwen3)
+NOTHING_IN_HAND: Mapping[str, torch.Tensor] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -52,42 +50,61 @@ class DecoderWeights:
     lm_head: torch.Tensor
 
 
-def load_decoder_weights(
-    reader: CheckpointReader, cfg: ArchConfig, traits: DecoderTraits, dtype: torch.dtype, device: torch.device
-) -> DecoderWeights:
-    """Read, check and fuse every tensor the decoder needs."""
+def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
 
-    def read(name: str, *shape: int) -> torch.Tensor:
-        return reader.read(name, shape, dtype, device)
 
-    hidden, head_dim = cfg.hidden_size, cfg.head_dim
-    q_out, kv_out, inter = cfg.num_heads * head_dim, cfg.num_kv_heads * head_dim, cfg.intermediate_size
+def load_decoder_weights(reader: CheckpointReader, cfg: ArchConfig, decisions: LoaderDecisions, dtype: torch.dtype,
+                         device: torch.device, *, in_hand: Mapping[str, torch.Tensor] = NOTHING_IN_HAND) -> DecoderWeights:
+    """Check that the checkpoint holds every tensor of `decisions.expected_tensors` (one CheckpointError
+    names each that it lacks), then read, shape-check and concatenate what `decisions.weight_layout`
+    and `decisions.tied_embeddings` say the decoder needs.
+
+    `in_hand` holds tensors already loaded elsewhere (a draft's target's embedding and LM head): one
+    stands in for the checkpoint's tensor of its name when the checkpoint lacks it or holds it
+    bitwise equal, so no second copy is kept."""
+    missing = [spec for spec in decisions.expected_tensors if not reader.has(spec.name) and spec.name not in in_hand]
+    if missing:
+        listed = ", ".join(f"tensor {spec.name!r} (expected shape {list(spec.shape)})" for spec in missing)
+        raise CheckpointError(f"checkpoint {reader.model_dir} lacks {listed}; accepted: a checkpoint holding every tensor "
+                              f"its entry class expects ({len(decisions.expected_tensors)} here)")
+    layout, tied = decisions.weight_layout, decisions.tied_embeddings
+    shapes = {spec.name: spec.shape for spec in layout_tensors(cfg, layout, tied)}
+
+    def read(name: str) -> torch.Tensor:
+        held = in_hand.get(name)
+        if held is not None and not reader.has(name):
+            if tuple(held.shape) != shapes[name]:
+                raise CheckpointError(f"checkpoint {reader.model_dir} lacks tensor {name!r} (expected shape {list(shapes[name])}) "
+                                      f"and the one in hand has shape {list(held.shape)}; accepted: a checkpoint holding it, "
+                                      f"or one in hand of that shape")
+            return held.to(dtype=dtype, device=device)
+        tensor = reader.read(name, shapes[name], dtype, device)
+        return held if held is not None and _bitwise_equal(tensor, held) else tensor
+
+    def cat(*names: str) -> torch.Tensor:
+        return torch.cat([read(name) for name in names])
+
     layers = []
     for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
+        p = layer_prefix(i)
         attn, mlp = p + "self_attn.", p + "mlp."
-        qkv = torch.cat([read(attn + "q_proj.weight", q_out, hidden), read(attn + "k_proj.weight", kv_out, hidden),
-                         read(attn + "v_proj.weight", kv_out, hidden)])
-        qkv_bias = None
-        if traits.qkv_bias:
-            qkv_bias = torch.cat([read(attn + "q_proj.bias", q_out), read(attn + "k_proj.bias", kv_out), read(attn + "v_proj.bias", kv_out)])
-        gate_up = torch.cat([read(mlp + "gate_proj.weight", inter, hidden), read(mlp + "up_proj.weight", inter, hidden)])
         layers.append(
             LayerWeights(
-                input_norm=read(p + "input_layernorm.weight", hidden),
-                qkv=qkv,
-                qkv_bias=qkv_bias,
-                q_norm=read(attn + "q_norm.weight", head_dim) if traits.qk_norm else None,
-                k_norm=read(attn + "k_norm.weight", head_dim) if traits.qk_norm else None,
-                o_proj=read(attn + "o_proj.weight", hidden, q_out),
-                o_bias=read(attn + "o_proj.bias", hidden) if traits.o_bias else None,
-                post_norm=read(p + "post_attention_layernorm.weight", hidden),
-                gate_up=gate_up,
-                gate_up_bias=torch.cat([read(mlp + "gate_proj.bias", inter), read(mlp + "up_proj.bias", inter)]) if traits.mlp_bias else None,
-                down=read(mlp + "down_proj.weight", hidden, inter),
-                down_bias=read(mlp + "down_proj.bias", hidden) if traits.mlp_bias else None,
+                input_norm=read(p + "input_layernorm.weight"),
+                qkv=cat(attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"),
+                qkv_bias=cat(attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias") if layout.qkv_bias else None,
+                q_norm=read(attn + "q_norm.weight") if layout.qk_norm else None,
+                k_norm=read(attn + "k_norm.weight") if layout.qk_norm else None,
+                o_proj=read(attn + "o_proj.weight"),
+                o_bias=read(attn + "o_proj.bias") if layout.o_bias else None,
+                post_norm=read(p + "post_attention_layernorm.weight"),
+                gate_up=cat(mlp + "gate_proj.weight", mlp + "up_proj.weight"),
+                gate_up_bias=cat(mlp + "gate_proj.bias", mlp + "up_proj.bias") if layout.mlp_bias else None,
+                down=read(mlp + "down_proj.weight"),
+                down_bias=read(mlp + "down_proj.bias") if layout.mlp_bias else None,
             )
         )
-    embed = read("model.embed_tokens.weight", cfg.vocab_size, hidden)
-    lm_head = embed if cfg.tie_word_embeddings else read("lm_head.weight", cfg.vocab_size, hidden)
-    return DecoderWeights(embed=embed, layers=tuple(layers), final_norm=read("model.norm.weight", hidden), lm_head=lm_head)
+    embed = read(EMBED)
+    lm_head = embed if tied else read(LM_HEAD)
+    return DecoderWeights(embed=embed, layers=tuple(layers), final_norm=read(FINAL_NORM), lm_head=lm_head)

@@ -1,7 +1,9 @@
 """The model runner: loads the served checkpoint, owns the KV pool, runs `forward(batch)`.
 
 Every setting comes from the published bags at the moment it is needed; a runner built with
-nothing published (a test, the one-batch benchmark) publishes the defaults first.
+nothing published (a test, the one-batch benchmark) publishes the defaults first. A runner built
+with a `target` is that target's speculative draft runner: the draft checkpoint, loaded with its
+draft entry class, over a pool of the target's slots.
 """
 
 from __future__ import annotations
@@ -20,25 +22,27 @@ from config_bags import (
     get_memory,
     get_model,
     get_schedule,
+    get_spec,
     is_published,
     publish,
 )
 
 from runtime_runner.arch_config import ArchConfig, read_arch_config
-from runtime_runner.architectures import model_class_for
+from runtime_runner.architectures import draft_class_for, model_class_for
 from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
 from runtime_runner.compiled_decode import CompiledDecode, check_compiled_decode_traceable
-from runtime_runner.decoder import DecoderForCausalLM
+from runtime_runner.decoder import DecoderForCausalLM, LayerAttention
 from runtime_runner.default_model import ensure_default_model
 from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults
-from runtime_runner.errors import BatchError
+from runtime_runner.errors import BatchError, UnsupportedConfigError
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
 from runtime_runner.sampler import sample
 from runtime_runner.standalone import StandaloneDriver
+from runtime_runner.verify_sampling import sample_verify
 
 
 @dataclass(frozen=True)
@@ -54,23 +58,33 @@ class BatchTensors:
 class ModelRunner:
     """One model on one device with its paged KV cache."""
 
-    def __init__(self, attention_pair_factory: AttentionPairFactory) -> None:
+    def __init__(self, attention_pair_factory: AttentionPairFactory, *, target: ModelRunner | None = None) -> None:
+        """Build the served model's runner; with `target`, that target's draft runner
+        (spec.speculative_draft_model_path; serve hands it attn_backends.DraftBackendFactory)."""
         if not is_published():
             publish(Bags(), role="standalone")
         threads = get_device().cpu_threads
         if threads is not None:
             torch.set_num_threads(threads)
-        configured = get_model().model_path
-        model_dir = Path(configured) if configured is not None else ensure_default_model()
+        model_dir = self._model_dir(target)
         cfg = read_arch_config(model_dir)
         device = device_of(get_device())
         dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device)
         batch_invariant = batch_invariance_for(device.type)
-        self.model: DecoderForCausalLM = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device,
-                                                                                batch_invariant=batch_invariant)
-        self.pool = KVPool(
+        self.is_draft = target is not None
+        self.model: DecoderForCausalLM
+        if target is None:
+            self.model = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
+        else:
+            self.model = draft_class_for(cfg.architecture).load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant,
+                                                                target=target.model)
+            if self.context_length < target.context_length:
+                raise UnsupportedConfigError(
+                    f"the draft checkpoint {model_dir} holds {self.context_length} positions, fewer than the served context length "
+                    f"{target.context_length}; accepted: a draft at least as long, or model.context_length <= {self.context_length}")
+        self.pool: KVPool = KVPool(
             num_layers=cfg.num_layers, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
-            dtype=kv_dtype_of(get_memory(), dtype), device=device,
+            dtype=kv_dtype_of(get_memory(), dtype), device=device, num_slots=None if target is None else target.pool.num_slots,
         )
         self._generator = torch.Generator().manual_seed(get_device().random_seed)
         # The stamp first: every decision below that depends on a kernel asks it for its half.
@@ -82,6 +96,17 @@ class ModelRunner:
             check_compiled_decode_traceable(self.attention_stamp)
         self._compiled_decode: CompiledDecode | None = None
         self._warm_up()
+
+    @staticmethod
+    def _model_dir(target: ModelRunner | None) -> Path:
+        """The target's checkpoint (model.model_path, else the default model), or a draft's."""
+        if target is not None:
+            path = get_spec().speculative_draft_model_path
+            if path is None:
+                raise UnsupportedConfigError("a draft runner needs spec.speculative_draft_model_path (the draft checkpoint), got none")
+            return Path(path)
+        configured = get_model().model_path
+        return Path(configured) if configured is not None else ensure_default_model()
 
     @property
     def batch_invariant(self) -> bool:
@@ -99,31 +124,49 @@ class ModelRunner:
         """Longest sequence served: model.context_length, capped by the model's maximum."""
         return context_length_of(get_model(), self.model.cfg.max_position_embeddings)
 
-    def forward(self, batch: ForwardBatchView) -> ForwardOutput:
-        """Compute every request's new tokens, write their K/V into the pool, and sample the next token.
+    def forward(self, batch: ForwardBatchView, *, draft_step: int | None = None) -> ForwardOutput:
+        """Compute every request's new tokens, write their K/V into the pool, and sample the next
+        token; a target_verify batch samples every position (`ForwardOutput.verified`). On a draft
+        runner a decode is step `draft_step` of a proposal (unnamed: step 0, as when it mirrors a
+        target decode); a target runner takes no draft_step.
 
         A request whose sampling fails alone gets token -1 and its error in `errors`; a device
         fault (out of memory, a CUDA error) is raised as a DeviceFaultError, which the scheduler
         lets end the process; any other exception fails the batch."""
         with torch.inference_mode(), marked_device_faults():
-            tensors = self._checked(batch)
-            backend = self._attention
-            backend.plan(tensors.metadata)
-            pool, scale, loc = self.pool, self.model.attention_scale, tensors.out_cache_loc
-
-            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                pool.write(layer, loc, k, v)
-                return backend.attend(q, pool.k[layer], pool.v[layer], scale=scale).to(q.dtype)
-
+            tensors = self._checked(batch, draft_step)
             compiled = self._compiled_decode_for(batch)
             if compiled is not None:
-                logits = compiled(tensors.input_ids, tensors.positions, attend)
+                logits = compiled(tensors.input_ids, tensors.positions, self._planned_attention(tensors))
             else:
-                hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attend)
+                hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, self._planned_attention(tensors))
+                if batch.forward_mode == "target_verify":
+                    return sample_verify(self.model.logits(hidden), batch, self._generator)
                 last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
                 logits = self.model.logits(hidden.index_select(0, last))
             sampled = sample(logits, batch.requests, self._generator)
         return ForwardOutput(sampled.token_ids, sampled.logprobs, sampled.top_logprobs, sampled.errors, logits)
+
+    def fill_kv(self, batch: ForwardBatchView) -> None:
+        """Write the batch's K/V into the pool and nothing more (no LM head, no sampling): a draft
+        runner mirrors the target's prompt chunks and decodes this way, so that its cache holds
+        what the target's does."""
+        with torch.inference_mode(), marked_device_faults():
+            tensors = self._checked(batch, None)
+            self.model.hidden_states(tensors.input_ids, tensors.positions, self._planned_attention(tensors))
+
+    def _planned_attention(self, tensors: BatchTensors) -> LayerAttention:
+        """Plan the attention backend for this forward; the per-layer callable that writes each
+        layer's new K/V into the pool and attends."""
+        backend = self._attention
+        backend.plan(tensors.metadata)
+        pool, scale, loc = self.pool, self.model.attention_scale, tensors.out_cache_loc
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            pool.write(layer, loc, k, v)
+            return backend.attend(q, pool.k[layer], pool.v[layer], scale=scale).to(q.dtype)
+
+        return attend
 
     @property
     def compiled_decode_steps(self) -> int:
@@ -132,8 +175,8 @@ class ModelRunner:
 
     def _compiled_decode_for(self, batch: ForwardBatchView) -> CompiledDecode | None:
         """The compiled graph when exec.graph.enable_torch_compile is on and `batch` decodes one request."""
-        if batch.forward_mode != "decode" or len(batch.requests) != 1 or not get_exec().graph.enable_torch_compile:
-            return None
+        if batch.forward_mode != "decode" or len(batch.requests) != 1 or not get_exec().graph.enable_torch_compile or self.is_draft:
+            return None  # a draft runner decodes eagerly: its steps plan different backends
         if self._compiled_decode is None:
             self._compiled_decode = CompiledDecode(self.model, (*self.pool.k, *self.pool.v))
         return self._compiled_decode
@@ -149,12 +192,20 @@ class ModelRunner:
         driver.step()
         driver.finish(seq)
 
-    def _checked(self, batch: ForwardBatchView) -> BatchTensors:
+    def _checked(self, batch: ForwardBatchView, draft_step: int | None) -> BatchTensors:
         """The batch as device tensors, refused with BatchError (before any pool write) when inconsistent."""
         requests = batch.requests
         if batch.forward_mode not in SERVED_FORWARD_MODES:
-            raise BatchError(f"forward mode {batch.forward_mode!r} is not served by this build (target_verify and "
-                             f"draft_extend arrive with speculative decoding); accepted: {', '.join(SERVED_FORWARD_MODES)}")
+            raise BatchError(f"forward mode {batch.forward_mode!r} is not served by this build; accepted: {', '.join(SERVED_FORWARD_MODES)}")
+        verify_or_draft = "target_verify" if self.is_draft else "draft_extend"
+        if batch.forward_mode == verify_or_draft:
+            raise BatchError(f"forward mode {verify_or_draft!r} is not a {'draft' if self.is_draft else 'target'} runner's; "
+                             f"a target verifies, a draft runner extends its drafts")
+        if draft_step is not None and (not self.is_draft or batch.forward_mode != "decode" or draft_step < 0):
+            raise BatchError(f"draft_step={draft_step} names a step of a draft runner's decode proposal (an int >= 0); "
+                             f"this is a {'draft' if self.is_draft else 'target'} runner's {batch.forward_mode} forward")
+        if self.is_draft and batch.forward_mode == "decode" and draft_step is None:
+            draft_step = 0
         if not requests:
             raise BatchError("batch has no requests; accepted: at least one request")
         prefix = [r.prefix_len for r in requests]
@@ -197,6 +248,6 @@ class ModelRunner:
         metadata = AttentionMetadata(
             forward_mode=batch.forward_mode, page_size=page_size, page_table=page_table.to(device), prefix_lens=prefix_t.to(device),
             extend_lens=extend_t.to(device), seq_lens=(prefix_t + extend_t).to(device), num_tokens=tokens,
-            max_extend_len=max(extend), max_seq_len=max(seq),
+            max_extend_len=max(extend), max_seq_len=max(seq), draft_step=draft_step,
         )
         return BatchTensors(torch.tensor(batch.input_ids, dtype=torch.int64, device=device), positions.to(device), loc.to(device), metadata)
