@@ -15,7 +15,7 @@ import msgspec
 
 from config_bags import Bags, ModelBag, ScheduleBag, publish
 
-from runtime_scheduler import ForwardBatch, RequestEvent, Scheduler, StopConditions
+from runtime_scheduler import BatchRequest, ForwardBatch, RequestEvent, Scheduler, StopConditions
 
 VOCAB = 23
 
@@ -42,6 +42,14 @@ def reference_output(prompt: Sequence[int], stop: StopConditions, context_length
             return out
 
 
+class FakeSamples(msgspec.Struct, frozen=True):
+    """A verify request's samples at each position, shaped like the runner's PositionSamples."""
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float | None, ...]
+    top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
+
+
 class FakeOutput(msgspec.Struct, frozen=True):
     """A forward's results, shaped like the runner's ForwardOutput (parallel per-request tuples)."""
 
@@ -49,6 +57,7 @@ class FakeOutput(msgspec.Struct, frozen=True):
     next_token_logprobs: tuple[float | None, ...]
     top_logprobs: tuple[tuple[tuple[int, float], ...] | None, ...]
     errors: tuple[str | None, ...]
+    verified: tuple[FakeSamples, ...] | None = None
 
 
 class KvFaithfulExecutor:
@@ -75,6 +84,8 @@ class KvFaithfulExecutor:
                 assert batch.out_cache_loc[offset + i] == slot
                 self.kv[slot] = (batch.input_ids[offset + i], pos)
             offset += r.extend_len
+        if batch.forward_mode == "target_verify":
+            return self._verified(batch)
         tokens: list[int] = []
         logprobs: list[float | None] = []
         tops: list[tuple[tuple[int, float], ...] | None] = []
@@ -84,13 +95,7 @@ class KvFaithfulExecutor:
                 logprobs.append(None)
                 tops.append(None)
                 continue
-            end = r.prefix_len + r.extend_len
-            context = []
-            for pos in range(end):
-                cell = self.kv[r.page_table[pos // ps] * ps + pos % ps]
-                assert cell is not None and cell[1] == pos, (r.rid, pos, cell)
-                context.append(cell[0])
-            token = next_token_of(context)
+            token = next_token_of(self._context(r, r.prefix_len + r.extend_len))
             tokens.append(token)
             logprobs.append(-0.5 if r.sampling.logprobs else None)
             n = r.sampling.top_logprobs
@@ -98,6 +103,27 @@ class KvFaithfulExecutor:
         if self.keep_batches:
             self.batches.append(batch)
         return FakeOutput(tuple(tokens), tuple(logprobs), tuple(tops), (None,) * len(tokens))
+
+    def _context(self, r: BatchRequest, end: int) -> list[int]:
+        """Tokens [0, end) of request `r`, read back through its page table."""
+        ps, context = self.page_size, []
+        for pos in range(end):
+            cell = self.kv[r.page_table[pos // ps] * ps + pos % ps]
+            assert cell is not None and cell[1] == pos, (r.rid, pos, cell)
+            context.append(cell[0])
+        return context
+
+    def _verified(self, batch: ForwardBatch) -> FakeOutput:
+        """A verify's samples: at each position, the model's token after the context up to it."""
+        verified = []
+        for r in batch.requests:
+            assert r.sample
+            ids = tuple(next_token_of(self._context(r, r.prefix_len + i + 1)) for i in range(r.extend_len))
+            verified.append(FakeSamples(ids, (None,) * len(ids), (None,) * len(ids)))
+        if self.keep_batches:
+            self.batches.append(batch)
+        return FakeOutput(tuple(v.token_ids[-1] for v in verified), (None,) * len(verified), (None,) * len(verified),
+                          (None,) * len(verified), tuple(verified))
 
 
 def build(
@@ -117,6 +143,7 @@ class Transcript(msgspec.Struct):
     reasons: dict[str, str]
     cached: dict[str, int]
     steps: int
+    errors: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def run_to_completion(scheduler: Scheduler, *, audit: bool = True, max_steps: int = 10_000) -> Transcript:
@@ -140,3 +167,5 @@ def record(t: Transcript, events: Sequence[RequestEvent]) -> None:
             t.cached.setdefault(e.rid, e.cached_tokens)
         if e.finish_reason is not None:
             t.reasons[e.rid] = e.finish_reason
+        if e.error is not None:
+            t.errors[e.rid] = e.error

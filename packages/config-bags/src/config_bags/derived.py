@@ -100,7 +100,8 @@ def max_prefill_buffer_tokens() -> int:
 
 
 def max_speculative_num_draft_tokens_of(spec: SpecBag) -> int:
-    """The most draft tokens one verify pass adds per request: 0 without speculation; the
+    """The most tokens one verify pass adds per request (each gets a KV slot): the last accepted
+    token and the drafts after it, so a request proposes one fewer. 0 without speculation; the
     configured count for ngram; for a draft model, capped by what its steps can propose."""
     if spec.speculative_algorithm is None:
         return 0

@@ -14,13 +14,15 @@ from config_bags import ForwardMode
 from runtime_scheduler.audit import PageAccountingError
 from runtime_scheduler.batch import BatchRequest, ForwardBatch
 from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ForwardOutputView, ModelExecutor
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import FinishReason, Request, SamplingParams, StopConditions
 from runtime_scheduler.scheduler import Scheduler
+from runtime_scheduler.speculation import DraftRequest, Speculator
 
 __all__ = [
     "BatchRequest",
+    "DraftRequest",
     "FinishReason",
     "ForwardBatch",
     "ForwardMode",
@@ -33,5 +35,7 @@ __all__ = [
     "SamplingParams",
     "Scheduler",
     "SchedulerMetrics",
+    "Speculator",
     "StopConditions",
+    "VerifiedView",
 ]

@@ -12,8 +12,11 @@ from runtime_scheduler.request_state import RequestState
 Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
 
 
-def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_size: int) -> ForwardBatch:
-    """The batch for this step's extends (each with its token count) followed by its decodes."""
+def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_size: int,
+                     drafts: Sequence[Sequence[int]] | None = None) -> ForwardBatch:
+    """The batch for this step's extends (each with its token count) followed by its decodes; with
+    `drafts` (one list per decode, on a step without extends) a target_verify batch in which each
+    decode computes its last token and then its drafts."""
     input_ids: list[int] = []
     positions: list[int] = []
     locs: list[int] = []
@@ -24,13 +27,18 @@ def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_si
         positions.extend(range(start, end))
         locs.extend(slots_of(s.page_table, start, end, page_size))
         entries.append(_entry(s, ext, end == s.fill_len))
-    for s in decodes:
+    for i, s in enumerate(decodes):
         pos = s.kv_len
+        own = () if drafts is None else drafts[i]
         input_ids.append(s.output_ids[-1] if s.output_ids else s.req.prompt_ids[-1])
-        positions.append(pos)
-        locs.append(s.page_table[pos // page_size] * page_size + pos % page_size)
-        entries.append(_entry(s, 1, True))
+        input_ids.extend(own)
+        positions.extend(range(pos, pos + 1 + len(own)))
+        locs.extend(slots_of(s.page_table, pos, pos + 1 + len(own), page_size))
+        entries.append(_entry(s, 1 + len(own), True))
     mode: ForwardMode = "mixed" if extends and decodes else ("extend" if extends else "decode")
+    if drafts is not None:
+        assert not extends, "a verify step carries no prompt work"
+        mode = "target_verify"
     return ForwardBatch(forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries)
 
 

@@ -23,8 +23,20 @@ from typing import Protocol
 from runtime_scheduler.batch import ForwardBatch
 
 
+class VerifiedView(Protocol):
+    """A verify request's samples, one per input token (the runner's `PositionSamples` fits)."""
+
+    @property
+    def token_ids(self) -> Sequence[int]: ...
+    @property
+    def logprobs(self) -> Sequence[float | None]: ...
+    @property
+    def top_logprobs(self) -> Sequence[Sequence[tuple[int, float]] | None]: ...
+
+
 class ForwardOutputView(Protocol):
-    """A forward's results, each sequence in batch order (the runner's `ForwardOutput` fits)."""
+    """A forward's results, each sequence in batch order (the runner's `ForwardOutput` fits).
+    A target_verify forward also answers `verified`, each request's samples at every position."""
 
     @property
     def next_token_ids(self) -> Sequence[int]: ...  # -1 where the request's `sample` was False or it failed
@@ -34,6 +46,8 @@ class ForwardOutputView(Protocol):
     def top_logprobs(self) -> Sequence[Sequence[tuple[int, float]] | None]: ...  # None unless asked
     @property
     def errors(self) -> Sequence[str | None]: ...  # why the request failed this step (a sentence), else None
+    @property
+    def verified(self) -> Sequence[VerifiedView] | None: ...  # target_verify only, else None
 
 
 class ModelExecutor(Protocol):

@@ -22,3 +22,9 @@ class SchedulerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     num_finished: int
     num_aborted: int
     num_failed: int = 0  # requests that failed while being served (not counted as finished or aborted)
+    spec_verify_steps: int = 0  # target_verify forwards run (speculative decoding; total)
+    spec_draft_tokens: int = 0  # drafts proposed and verified (total)
+    spec_accepted_tokens: int = 0  # of those, accepted (total)
+    # request verifies by accept length (tokens one verify gave a request: accepted drafts plus the
+    # target's own next token): entry n counts the verifies that gave n tokens; entry 0 is unused
+    spec_accept_length_counts: tuple[int, ...] = ()

@@ -6,6 +6,13 @@ anything but the forward it runs; with nothing to do it returns at once. Every s
 max_queued_requests) and the context length are read from the published bags at each decision,
 so an override takes effect on the next step.
 
+Speculative decoding (speculation.py): with a speculator, a step that has no prompt work offers
+its decoding requests drafts (as many as spec's draft budget, the request's remaining tokens, the
+context and the pool allow, read at the step) and runs them in one target_verify forward; each
+request keeps the drafts the speculator accepts plus the target's next token, and gives back the
+pages of the rest. A step with prompt work decodes plainly (prefill and verify never share a
+forward), so chunked prefill, the prefix cache and retraction work as without speculation.
+
 One request never takes the others down (executor.py says how a failure is attributed): a request
 the executor reports failed, or every request of a step whose forward raised, finishes with reason
 "abort" and an error event, its pages freed, and the scheduler serves the rest; only an
@@ -16,17 +23,28 @@ from __future__ import annotations
 
 import bisect
 
-from config_bags import ScheduleBag, chunk_size_of, context_length_of, get_model, get_schedule
+from collections.abc import Sequence
+
+from config_bags import (
+    ScheduleBag,
+    chunk_size_of,
+    context_length_of,
+    get_model,
+    get_schedule,
+    get_spec,
+    max_speculative_num_draft_tokens,
+)
 
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of
 from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, is_unrecoverable
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView, is_unrecoverable
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics
-from runtime_scheduler.request import Request
+from runtime_scheduler.request import FinishReason, Request
 from runtime_scheduler.request_state import RequestState
+from runtime_scheduler.speculation import DraftRequest, Speculator
 from runtime_scheduler.stop import finish_reason_of
 
 
@@ -38,16 +56,23 @@ class Scheduler:
     of a leaf that an override could leave behind. `model_max_length` is the
     model's own maximum sequence length; the served context length is derived from it and the
     published `model.context_length` at each decision. Build it after publish: the pool has
-    `max_total_tokens // page_size` pages, and page_size is cold.
+    `max_total_tokens // page_size` pages, and page_size is cold. `speculator` is required exactly
+    when spec.speculative_algorithm is set (a cold leaf).
     """
 
-    def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int) -> None:
+    def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int,
+                 speculator: Speculator | None = None) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
         page_size = get_schedule().page_size
         if max_total_tokens < page_size:
             raise ValueError(f"max_total_tokens={max_total_tokens} is not accepted; accepted: at least one page ({page_size} slots)")
+        algorithm = get_spec().speculative_algorithm
+        if (algorithm is None) != (speculator is None):
+            raise ValueError(f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
+                             f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it is set")
         self._executor = executor
+        self._speculator = speculator
         self._model_max_length = model_max_length
         self._pool_slots = max_total_tokens
         self._memory = KvMemory(max_total_tokens // page_size)
@@ -61,6 +86,10 @@ class Scheduler:
         self._finished = 0
         self._aborted = 0
         self._failed = 0
+        self._verify_steps = 0
+        self._draft_tokens = 0
+        self._accepted_tokens = 0
+        self._accept_lengths: list[int] = [0]
 
     # ---- the server's API -------------------------------------------------------------------
 
@@ -98,6 +127,8 @@ class Scheduler:
             self._waiting.remove(state)
         state.status = "finished"
         self._aborted += 1
+        if self._speculator is not None:
+            self._speculator.forget(rid)
         return True
 
     def has_work(self) -> bool:
@@ -125,8 +156,11 @@ class Scheduler:
             extends = self._plan_extends(schedule, page_size, prefilling, events, admit=False)
         if not extends and not decodes:
             return events
-        batch = forward_batch_of(extends, decodes, page_size)
+        drafts: list[list[int]] | None = None
         try:
+            if decodes and not extends and self._speculator is not None:
+                drafts = self._drafts_for(decodes, page_size)
+            batch = forward_batch_of(extends, decodes, page_size, drafts)
             output = self._executor.forward(batch)
             n = len(batch.requests)
             answers = (output.next_token_ids, output.next_token_logprobs, output.top_logprobs, output.errors)
@@ -136,6 +170,8 @@ class Scheduler:
                     f"the executor returned (token ids, logprobs, top logprobs, errors) of lengths {counts} for a batch "
                     f"of {n} requests; accepted: one of each per request, in batch order"
                 )
+            if drafts is not None:
+                _check_verified(output.verified, [1 + len(d) for d in drafts])
         except BaseException as err:
             stepped = [s for s, _ in extends] + decodes
             if is_unrecoverable(err):
@@ -149,7 +185,11 @@ class Scheduler:
                 self._fail(s, page_size, reason, events)
             self._running = [s for s in self._running if s.status == "running"]
             return events
-        self._absorb(extends, decodes, output, page_size, events)
+        if drafts is not None:
+            assert output.verified is not None
+            self._absorb_verify(decodes, drafts, output, page_size, events)
+        else:
+            self._absorb(extends, decodes, output, page_size, events)
         return events
 
     def flush_cache(self) -> int:
@@ -176,6 +216,10 @@ class Scheduler:
             num_finished=self._finished,
             num_aborted=self._aborted,
             num_failed=self._failed,
+            spec_verify_steps=self._verify_steps,
+            spec_draft_tokens=self._draft_tokens,
+            spec_accepted_tokens=self._accepted_tokens,
+            spec_accept_length_counts=tuple(self._accept_lengths) if self._speculator is not None else (),
         )
 
     def audit(self) -> None:
@@ -304,6 +348,47 @@ class Scheduler:
         self._memory.grow(s, end, page_size)
         return True
 
+    def _drafts_for(self, decodes: list[RequestState], page_size: int) -> list[list[int]] | None:
+        """Each decode's drafts for a verify step, or None when none got any (the step decodes
+        plainly). A request is offered as many as spec's budget, its remaining new tokens and the
+        context leave, and the pages the pool can give now (evicting the cache, never retracting);
+        the pages of drafts the speculator did not propose go back at once."""
+        budget = max_speculative_num_draft_tokens() - 1
+        if budget <= 0:
+            return None
+        assert self._speculator is not None
+        context = context_length_of(get_model(), self._model_max_length)
+        offers: list[DraftRequest] = []
+        for s in decodes:
+            room = min(budget, s.req.stop.max_new_tokens - len(s.output_ids) - 1, context - s.fill_len)
+            if room > 0:
+                room = self._reserve_draft_pages(s, room, page_size)
+            offers.append(DraftRequest(rid=s.req.rid, kv_len=s.kv_len, max_drafts=max(room, 0), page_table=s.page_table,
+                                       prompt_ids=s.req.prompt_ids, output_ids=s.output_ids))
+        wanted = [o for o in offers if o.max_drafts > 0]
+        proposed = list(self._speculator.propose(wanted)) if wanted else []
+        if len(proposed) != len(wanted):
+            raise RuntimeError(f"the speculator answered {len(proposed)} draft lists for {len(wanted)} requests; accepted: one per request")
+        answers = iter(proposed)
+        drafts = [_checked_drafts(o, next(answers)) if o.max_drafts > 0 else [] for o in offers]
+        for s, d in zip(decodes, drafts, strict=True):
+            keep = pages_for(s.kv_len + 1 + len(d), page_size)
+            self._memory.allocator.free(s.page_table[keep:])
+            del s.page_table[keep:]
+        return drafts if any(drafts) else None
+
+    def _reserve_draft_pages(self, s: RequestState, room: int, page_size: int) -> int:
+        """Give `s` the pages for `room` drafts after its last token, or as many drafts as its
+        pages and the pool hold; how many drafts that is."""
+        held = len(s.page_table) * page_size - s.kv_len - 1  # drafts the request's pages hold already
+        if room <= held:
+            return room
+        extra = pages_for(s.kv_len + 1 + room, page_size) - len(s.page_table)
+        extra = min(extra, self._memory.available_pages())
+        if extra > 0 and self._memory.ensure_free(extra):
+            s.page_table.extend(self._memory.allocator.alloc(extra))
+        return min(room, len(s.page_table) * page_size - s.kv_len - 1)
+
     # ---- results ----------------------------------------------------------------------------
 
     def _absorb(
@@ -363,12 +448,86 @@ class Scheduler:
         if done or failed:
             self._running = [s for s in self._running if s.status == "running"]
 
+    def _absorb_verify(
+        self,
+        decodes: list[RequestState],
+        drafts: list[list[int]],
+        output: ForwardOutputView,
+        page_size: int,
+        events: list[RequestEvent],
+    ) -> None:
+        """Advance every request of a verify step: the speculator judges its drafts against the
+        target's samples; the request appends the accepted drafts and the sample after them (each
+        reported, up to a stop), and gives back the pages of positions it did not keep."""
+        assert self._speculator is not None and output.verified is not None
+        context = context_length_of(get_model(), self._model_max_length)
+        self._verify_steps += 1
+        done: list[RequestState] = []
+        failed = False
+        for s, own, verified, error in zip(decodes, drafts, output.verified, output.errors, strict=True):
+            if error is not None:
+                self._fail(s, page_size, error, events)
+                failed = True
+                continue
+            accepted = self._speculator.verify(s.req.rid, own, verified.token_ids) if own else 0
+            if not 0 <= accepted <= len(own):
+                why = f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; accepted: 0..{len(own)}"
+                self._fail(s, page_size, why, events)
+                failed = True
+                continue
+            if own:
+                self._draft_tokens += len(own)
+                self._accepted_tokens += accepted
+                self._count_accept_length(accepted + 1)
+            reason = self._emit_verified(s, verified, accepted + 1, context, page_size, events)
+            if s.status != "running":  # a sample was no token: it failed
+                failed = True
+            elif reason is not None:
+                done.append(s)
+            else:
+                self._memory.shrink_to_computed(s, page_size)
+        for s in done:
+            self._finish(s, page_size)
+        if done or failed:
+            self._running = [s for s in self._running if s.status == "running"]
+
+    def _emit_verified(self, s: RequestState, verified: VerifiedView, count: int, context: int, page_size: int,
+                       events: list[RequestEvent]) -> FinishReason | None:
+        """Append and report the first `count` verified tokens of `s`, stopping at a finish; the
+        finish reason, else None. A sample that is no token fails the request."""
+        for j in range(count):
+            token = verified.token_ids[j]
+            if token < 0:
+                why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
+                self._fail(s, page_size, why, events)
+                return None
+            s.kv_len += 1
+            s.append_output(token)
+            reason = finish_reason_of(s, token, context)
+            top = verified.top_logprobs[j]
+            events.append(
+                RequestEvent(
+                    rid=s.req.rid, token_id=token, logprob=verified.logprobs[j], top_logprobs=None if top is None else tuple(top),
+                    finish_reason=reason, cached_tokens=s.cached_tokens or 0,
+                )
+            )
+            if reason is not None:
+                return reason
+        return None
+
+    def _count_accept_length(self, length: int) -> None:
+        while len(self._accept_lengths) <= length:
+            self._accept_lengths.append(0)
+        self._accept_lengths[length] += 1
+
     def _finish(self, s: RequestState, page_size: int) -> None:
         if s.status == "running":
             self._memory.release(s, page_size)
         s.status = "finished"
         del self._live[s.req.rid]
         self._finished += 1
+        if self._speculator is not None:
+            self._speculator.forget(s.req.rid)
 
     def _fail(self, s: RequestState, page_size: int, reason: str, events: list[RequestEvent]) -> None:
         """End a running request that failed while being served: its pages are freed (its computed
@@ -377,6 +536,8 @@ class Scheduler:
         s.status = "finished"
         del self._live[s.req.rid]
         self._failed += 1
+        if self._speculator is not None:
+            self._speculator.forget(s.req.rid)
         events.append(
             RequestEvent(
                 rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="abort",
@@ -398,3 +559,20 @@ class Scheduler:
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
+
+
+def _checked_drafts(offer: DraftRequest, drafts: Sequence[int]) -> list[int]:
+    """A speculator's drafts for `offer`, refused (failing the step) when they break its offer."""
+    own = list(drafts)
+    if len(own) > offer.max_drafts or any(not isinstance(t, int) or t < 0 for t in own):
+        raise RuntimeError(f"the speculator proposed {own[:8]} for request {offer.rid!r}; accepted: at most "
+                           f"{offer.max_drafts} token ids >= 0")
+    return own
+
+
+def _check_verified(verified: Sequence[VerifiedView] | None, lengths: list[int]) -> None:
+    """Refuse a verify answer that does not give each request one sample per input token."""
+    got = None if verified is None else [len(v.token_ids) for v in verified]
+    if got != lengths:
+        raise RuntimeError(f"the executor answered a target_verify batch with samples of lengths {got}; accepted: "
+                           f"{lengths} (one per input token of each request)")

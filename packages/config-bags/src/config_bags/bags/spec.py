@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from config_bags.bags.base import Bag
 from config_bags.bags.attention_names import AttentionBackendName
-from config_bags.constraints import NonEmptyStr, PositiveInt
+from config_bags.constraints import NonEmptyStr, PositiveInt, UnitFloat
 from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
 
@@ -24,9 +24,20 @@ class SpecBag(Bag, frozen=True, kw_only=True):
     ] = None
     speculative_num_steps: Annotated[PositiveInt, leaf("Draft steps per verify.", hot=False)] = 3
     speculative_eagle_topk: Annotated[PositiveInt, leaf("Branching factor of the draft tree per step.", hot=False)] = 1
-    speculative_num_draft_tokens: Annotated[PositiveInt, leaf("Draft tokens verified per step.", hot=False)] = 4
-    speculative_ngram_min_match_window: Annotated[PositiveInt, leaf("Shortest n-gram matched against the context.", hot=False)] = 1
-    speculative_ngram_max_match_window: Annotated[PositiveInt, leaf("Longest n-gram matched against the context.", hot=False)] = 12
+    speculative_num_draft_tokens: Annotated[
+        PositiveInt, leaf("Tokens one verify pass computes per request: the last accepted token and the drafts after it.", hot=True)
+    ] = 4
+    speculative_ngram_min_match_window: Annotated[PositiveInt, leaf("Shortest n-gram matched against the context.", hot=True)] = 1
+    speculative_ngram_max_match_window: Annotated[PositiveInt, leaf("Longest n-gram matched against the context.", hot=True)] = 12
+    speculative_adaptive_window: Annotated[
+        PositiveInt, leaf("Verify steps of one request judged together by the adaptive rule.", hot=True)
+    ] = 8
+    speculative_adaptive_min_accept_rate: Annotated[
+        UnitFloat, leaf("Fraction of a request's drafts accepted over the window below which it pauses speculating (0: never).", hot=True)
+    ] = 0.3
+    speculative_adaptive_pause_steps: Annotated[
+        PositiveInt, leaf("Decode steps a paused request runs without drafts before it speculates again.", hot=True)
+    ] = 32
     speculative_attention_mode: Annotated[
         SpeculativeAttentionMode, leaf("Which attention half serves the verify pass.", hot=False)
     ] = "prefill"
@@ -40,6 +51,11 @@ class SpecBag(Bag, frozen=True, kw_only=True):
                 f"SpecBag.speculative_ngram_min_match_window = {self.speculative_ngram_min_match_window} requires "
                 "speculative_ngram_min_match_window <= speculative_ngram_max_match_window, "
                 f"got speculative_ngram_max_match_window = {self.speculative_ngram_max_match_window}"
+            )
+        if self.speculative_algorithm is not None and self.speculative_num_draft_tokens < 2:
+            raise LeafValueError(
+                f"SpecBag.speculative_num_draft_tokens = {self.speculative_num_draft_tokens} leaves no draft in a verify pass "
+                "(it counts the last accepted token too); accepted: >= 2 while speculative_algorithm is set"
             )
         if self.speculative_algorithm == "draft_model" and self.speculative_draft_model_path is None:
             raise LeafValueError(
