@@ -1,0 +1,104 @@
+"""What the workers read of the scheduler's offers and batches and of the runners' answers,
+declared as protocols: runtime_scheduler's and runtime_runner's types fit them structurally (the
+packages never import each other)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from config_bags import ForwardMode
+
+
+class DraftOffer(Protocol):
+    """A decoding request offered drafts (runtime_scheduler.DraftRequest fits)."""
+
+    @property
+    def rid(self) -> str: ...
+    @property
+    def kv_len(self) -> int: ...  # tokens with KV; the last token sits at position kv_len
+    @property
+    def max_drafts(self) -> int: ...
+    @property
+    def page_table(self) -> Sequence[int]: ...  # covers positions [0, kv_len + max_drafts]
+    @property
+    def prompt_ids(self) -> Sequence[int]: ...
+    @property
+    def output_ids(self) -> Sequence[int]: ...
+
+
+class SamplingView(Protocol):
+    """A request's sampling parameters, as the runner reads them."""
+
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def top_p(self) -> float: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def min_p(self) -> float: ...
+    @property
+    def repetition_penalty(self) -> float: ...
+    @property
+    def frequency_penalty(self) -> float: ...
+    @property
+    def presence_penalty(self) -> float: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def logprobs(self) -> bool: ...
+    @property
+    def top_logprobs(self) -> int: ...
+
+
+class RequestView(Protocol):
+    """One request's part of a batch."""
+
+    @property
+    def rid(self) -> str: ...
+    @property
+    def prefix_len(self) -> int: ...
+    @property
+    def extend_len(self) -> int: ...
+    @property
+    def page_table(self) -> Sequence[int]: ...
+    @property
+    def sample(self) -> bool: ...
+    @property
+    def sampling(self) -> SamplingView: ...
+    @property
+    def prompt_ids(self) -> Sequence[int]: ...
+    @property
+    def output_ids(self) -> Sequence[int]: ...
+
+
+class BatchView(Protocol):
+    """One forward's batch (the scheduler's ForwardBatch fits; so do the draft batches)."""
+
+    @property
+    def forward_mode(self) -> ForwardMode: ...
+    @property
+    def input_ids(self) -> Sequence[int]: ...
+    @property
+    def positions(self) -> Sequence[int]: ...
+    @property
+    def out_cache_loc(self) -> Sequence[int]: ...
+    @property
+    def requests(self) -> Sequence[RequestView]: ...
+
+
+class SamplesView(Protocol):
+    """A verify request's samples, one per input token."""
+
+    @property
+    def token_ids(self) -> Sequence[int]: ...
+
+
+class OutputView(Protocol):
+    """What a worker reads of a forward's answer (the runner's ForwardOutput fits)."""
+
+    @property
+    def next_token_ids(self) -> Sequence[int]: ...
+    @property
+    def verified(self) -> Sequence[SamplesView] | None: ...
