@@ -76,7 +76,7 @@ DERIVED: dict[str, tuple[Callable[[ServerArgs], Any], Callable[[], Any], list[di
             speculative_algorithm=(None, "ngram", "draft_model"),
             speculative_num_steps=(1, 3, 8),
             speculative_eagle_topk=(1, 2, 4),
-            speculative_num_draft_tokens=(1, 4, 16),
+            speculative_num_draft_tokens=(2, 4, 16),
         ),
     ),
     "cuda_graph_decode_bs": (

@@ -27,17 +27,8 @@ from serve.record import ResolutionError, ServerArgs, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Refused leaves that a runtime package already reads, and why the refusal stays.
-READ_YET_REFUSED = {
-    leaf: "spec-workers' n-gram proposer reads it, but nothing serves with speculation until speculative decoding is wired in"
-    for leaf in (
-        "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-        "speculative_ngram_min_match_window", "speculative_ngram_max_match_window",
-    )
-} | {
-    "speculative_attention_mode": "the hybrid attention container picks a target verify's half by it, and no target "
-                                  "verify runs until speculative decoding is wired in",
-}
+# Refused leaves that a runtime package already reads, and why the refusal stays (none now).
+READ_YET_REFUSED: dict[str, str] = {}
 
 
 def _walker() -> ModuleType:

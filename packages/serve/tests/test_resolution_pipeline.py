@@ -33,9 +33,9 @@ def resolved(model: Path, **leaves: object) -> ResolvedArgs:
 
 def test_handlers_are_named_and_ordered() -> None:
     names = handler_names()
-    assert names[:5] == ("absent_features", "attention_backends_run_here", "compiled_decode_traceable", "deterministic_inference",
-                         "default_model")
-    assert names.index("context_length") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
+    assert names[:7] == ("absent_features", "attention_backends_run_here", "compiled_decode_traceable", "deterministic_inference",
+                         "speculation_as_built", "draft_attention_runs_here", "default_model")
+    assert names.index("context_length") < names.index("draft_model") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
     assert names.index("max_total_tokens") < names.index("max_prefill_tokens") < names.index("max_running_requests")
 
 
@@ -151,10 +151,10 @@ def test_the_split_pair_is_never_filled_from_the_base_field(tiny_model: Path) ->
 
 def test_every_absent_feature_is_refused_when_set_off_its_default(tiny_model: Path) -> None:
     """One leaf of each absent feature, set off its default, is refused at resolution with the
-    feature and the accepted value. Reverse-verified: with the speculative-decoding row removed
-    from ABSENT_FEATURES, `speculative_num_steps=5` resolved."""
+    feature and the accepted value. Reverse-verified: with the tensor-parallelism row removed
+    from ABSENT_FEATURES, `tp_size=2` resolved."""
     cases = {
-        "speculative_num_steps": (5, "speculative decoding", "3"),
+        "tp_size": (2, "tensor parallelism", "1"),
         "linear_attn_backend": ("triton", "linear-attention model", "None"),
         "disable_cuda_graph": (True, "CUDA-graph capture", "False"),
         "moe_runner_backend": ("triton", "mixture-of-experts model", "'auto'"),

@@ -1,7 +1,8 @@
 """The rules serve publishes with its bags in every process, on top of config-bags' invariants:
 no absent feature configured, attention kernels that run on this host, a decode half torch.compile
-can trace when it compiles, batch-invariant kernels when deterministic inference is on, and a
-context length the served model can hold. Resolution checks the same rules, so each exists once."""
+can trace when it compiles, batch-invariant kernels when deterministic inference is on, speculative
+leaves only with the algorithm that reads them and no draft tree, and a context length the served
+model can hold. Resolution checks the same rules, so each exists once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from attn_backends import batch_invariance_refusal, effective_backend_name, refu
 from config_bags import (
     Bags,
     Rule,
+    SpecBag,
     attention_leaf_of,
     context_length_within_model,
     deterministic_inference_of,
@@ -90,7 +92,58 @@ DETERMINISTIC_KERNELS = Rule(
 )
 
 
+SPEC_LEAVES = tuple(SpecBag.__struct_fields__)
+# The leaves only a draft model reads; under ngram they would be accepted and ignored.
+DRAFT_MODEL_LEAVES = ("speculative_draft_model_path", "speculative_num_steps", "speculative_draft_attention_backend")
+
+
+def _idle_spec_leaf(bags: Bags) -> str | None:
+    spec, default = bags.spec, SpecBag()
+    algorithm = spec.speculative_algorithm
+    for leaf in SPEC_LEAVES:
+        value = getattr(spec, leaf)
+        if leaf == "speculative_algorithm" or value == getattr(default, leaf):
+            continue
+        if algorithm is None:
+            return f"{leaf} = {value!r} configures speculative decoding, which is off; accepted: --speculative-algorithm ngram or draft_model with it"
+        if algorithm == "ngram" and leaf in DRAFT_MODEL_LEAVES:
+            return f"{leaf} = {value!r} configures a draft model, but speculative_algorithm = 'ngram' has none; accepted: draft_model with it"
+    if spec.speculative_eagle_topk > 1:
+        return (f"speculative_eagle_topk = {spec.speculative_eagle_topk} asks for a tree of drafts; this build verifies a chain "
+                "of drafts, not a tree; accepted: 1")
+    return None
+
+
+def _unrunnable_draft_backend(bags: Bags) -> str | None:
+    name = bags.spec.speculative_draft_attention_backend
+    if name is None:
+        return None
+    try:
+        device_type = _device_type(bags)
+    except RuntimeError:
+        return None  # a device torch cannot see: the pool's handler names it
+    batch_invariant = deterministic_inference_of(bags.exec, device_type)
+    for half in ("prefill", "decode"):
+        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+        built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
+        reason = refusal_on(kernel, device_type)
+        if reason is not None:
+            return f"speculative_draft_attention_backend = {name}{built}: {reason}"
+        variant = batch_invariance_refusal(kernel) if batch_invariant else None
+        if variant is not None:
+            return (f"speculative_draft_attention_backend = {name}{built} is not batch-invariant, and deterministic inference "
+                    f"is on: {variant}")
+    return None
+
+
+SPECULATION_AS_BUILT = Rule("speculation_as_built", SPEC_LEAVES, _idle_spec_leaf)
+DRAFT_ATTENTION_RUNS_HERE = Rule(
+    "draft_attention_runs_here", ("speculative_draft_attention_backend", "enable_deterministic_inference", "device"),
+    _unrunnable_draft_backend,
+)
+
+
 def launch_rules(model_max_length: int) -> tuple[Rule, ...]:
     """Every rule of a launch serving a model of `model_max_length` positions."""
     return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS,
-            context_length_within_model(model_max_length))
+            SPECULATION_AS_BUILT, DRAFT_ATTENTION_RUNS_HERE, context_length_within_model(model_max_length))

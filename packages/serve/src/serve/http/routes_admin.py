@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from serve.config_override import hot_leaf_names
 from serve.http.errors import APIError, bad_request
+from serve.metrics.speculative import speculative_summary
 from serve.resolved_view import ResolvedConfig
 from serve.tokenizer.manager import OverrideFailedError, TokenizerManager
 from serve.tokenizer.served_name import served_model_name
@@ -75,7 +76,17 @@ async def server_info(request: Request) -> dict[str, Any]:
         },
         "pool_and_queue": _pool_and_queue(manager),
         "model": {"name": served_model_name(), **msgspec.to_builtins(manager.model_info)},
+        "speculative": _speculative(manager),
     }
+
+
+def _speculative(manager: TokenizerManager) -> dict[str, Any] | None:
+    """Speculative decoding's algorithm and figures since start (None without speculation)."""
+    algorithm = manager.model_info.speculative_algorithm
+    stats = manager.metrics.scheduler
+    if algorithm is None:
+        return None
+    return {"algorithm": algorithm, **(speculative_summary(stats) if stats is not None else {})}
 
 
 def _pool_and_queue(manager: TokenizerManager) -> dict[str, int] | None:

@@ -71,13 +71,15 @@ class RunnerStamp(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """The served model as the scheduler's runners built it: its limits, and each runner's
-    attention stamp (keyed by runner: "target"; a draft runner joins with speculative decoding)."""
+    """The served model as the scheduler's runners built it: its limits, each runner's attention
+    stamp (keyed by runner: "target", and "draft" when a draft model speculates), and the
+    speculative algorithm it serves with (None: none)."""
 
     context_length: int  # longest prompt plus completion, tokens
     max_total_tokens: int  # KV-cache token slots
     vocab_size: int
     runners: dict[str, RunnerStamp]
+    speculative_algorithm: str | None = None
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):

@@ -18,6 +18,18 @@ class Histogram:
         self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
         self.total = 0.0
 
+    @classmethod
+    def of_integer_counts(cls, name: str, help_text: str, counts: Sequence[int]) -> Histogram:
+        """A histogram of integer observations counted elsewhere: `counts[n]` observations of n
+        (n >= 1; counts[0] must be 0), one bucket per integer."""
+        if counts and counts[0] != 0:
+            raise ValueError(f"histogram {name}: integer counts start at 1, got {counts[0]} observations of 0")
+        histogram = cls(name, help_text, tuple(float(n) for n in range(1, max(len(counts), 2))))
+        for n, count in enumerate(counts[1:], 1):
+            histogram.counts[n - 1] = count
+        histogram.total = float(sum(n * c for n, c in enumerate(counts)))
+        return histogram
+
     def observe(self, value: float) -> None:
         """Count one observation."""
         self.counts[bisect.bisect_left(self.bounds, value)] += 1

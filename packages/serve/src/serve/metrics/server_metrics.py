@@ -9,6 +9,7 @@ from collections import deque
 from runtime_scheduler import SchedulerMetrics
 
 from serve.metrics.histogram import Histogram
+from serve.metrics.speculative import accept_length_histogram, speculative_rows
 
 _THROUGHPUT_WINDOW_S = 10.0
 _TTFT_BOUNDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -57,6 +58,8 @@ class ServerMetrics:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
         for histogram in (self.ttft, self.itl, self.e2e):
             lines += histogram.exposition()
+        if self.scheduler is not None and self.scheduler.spec_accept_length_counts:
+            lines += accept_length_histogram(self.scheduler).exposition()
         return "\n".join(lines) + "\n"
 
     def _scheduler_rows(self) -> list[tuple[str, str, str, float]]:
@@ -72,4 +75,5 @@ class ServerMetrics:
             ("serve_kv_usage_ratio", "gauge", "Fraction of the pool held by requests (neither free nor evictable).", stats.token_usage),
             ("serve_cache_hit_rate", "gauge", "Fraction of admitted prompt tokens served from the prefix cache.", stats.cache_hit_rate),
             ("serve_retractions_total", "counter", "Requests retracted to free KV pages.", stats.num_retractions),
+            *(speculative_rows(stats) if stats.spec_accept_length_counts else ()),
         ]

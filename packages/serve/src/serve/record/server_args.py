@@ -85,6 +85,9 @@ class ServerArgs:
     speculative_num_draft_tokens: int
     speculative_ngram_min_match_window: int
     speculative_ngram_max_match_window: int
+    speculative_adaptive_window: int
+    speculative_adaptive_min_accept_rate: float
+    speculative_adaptive_pause_steps: int
     speculative_attention_mode: Literal["prefill", "decode"]
     speculative_draft_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     # exec.kernel

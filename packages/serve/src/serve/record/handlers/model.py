@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from config_bags import context_length_of, context_length_within_model
 from runtime_runner import ensure_default_model
+from runtime_runner.arch_config import read_arch_config
+from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 
+from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 
 
@@ -37,3 +41,44 @@ def context_length(res: Resolution) -> None:
     model_max_length = res.model.max_position_embeddings
     res.check(context_length_within_model(model_max_length))
     res.declare("context_length", context_length=context_length_of(res.bags().model, model_max_length))
+
+
+def draft_model(res: Resolution) -> None:
+    """A draft model proposes token ids the target verifies, so it must share the target's
+    tokenizer: the same vocabulary size and, where both ship a tokenizer.json, the same token for
+    every id; and it must hold as many positions as the served context."""
+    spec = res.bags().spec
+    if spec.speculative_algorithm != "draft_model" or spec.speculative_draft_model_path is None:
+        return
+    draft_dir = Path(spec.speculative_draft_model_path)
+    try:
+        draft = read_arch_config(draft_dir)
+    except (CheckpointError, UnsupportedConfigError, ValueError) as err:
+        raise ResolutionError(f"speculative_draft_model_path {draft_dir}: {err}") from None
+    target = res.model
+    if draft.vocab_size != target.vocab_size:
+        raise ResolutionError(f"speculative_draft_model_path {draft_dir} has a vocabulary of {draft.vocab_size} tokens and the "
+                              f"target {target.vocab_size}: a draft must share the target's tokenizer")
+    model = res.bags().model
+    tokenizer_dir = Path(model.tokenizer_path or model.model_path or ".")
+    differing = _vocab_difference(tokenizer_dir / "tokenizer.json", draft_dir / "tokenizer.json")
+    if differing:
+        raise ResolutionError(f"speculative_draft_model_path {draft_dir} ships a tokenizer that maps {differing} tokens differently "
+                              f"from the target's ({tokenizer_dir}): a draft must share the target's tokenizer")
+    context = context_length_of(res.bags().model, target.max_position_embeddings)
+    if draft.max_position_embeddings < context:
+        raise ResolutionError(f"speculative_draft_model_path {draft_dir} holds {draft.max_position_embeddings} positions, fewer than "
+                              f"the served context length {context}; accepted: a draft at least as long, or --context-length "
+                              f"<= {draft.max_position_embeddings}")
+
+
+def _vocab_difference(target_file: Path, draft_file: Path) -> int:
+    """How many tokens the two tokenizer.json vocabularies map differently (0 unless both exist)."""
+    if not (target_file.is_file() and draft_file.is_file()):
+        return 0
+    mappings = []
+    for file in (target_file, draft_file):
+        vocab = json.loads(file.read_text()).get("model", {}).get("vocab", {})
+        # BPE and WordPiece map token -> id; Unigram lists [token, score] in id order
+        mappings.append(set(vocab.items()) if isinstance(vocab, dict) else {(entry[0], i) for i, entry in enumerate(vocab)})
+    return len(mappings[0] ^ mappings[1])

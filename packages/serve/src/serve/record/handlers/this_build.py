@@ -1,6 +1,6 @@
 """Handlers for what this build can run: no absent feature configured, attention kernels that run
-on this host, a compiled decode step over a traceable decode half, and deterministic inference
-where its kernels are. Each checks a rule serve publishes with its bags (serve.launch_rules)."""
+on this host, a compiled decode step over a traceable decode half, deterministic inference
+where its kernels are, and speculative decoding as this build runs it. Each checks a rule serve publishes with its bags (serve.launch_rules)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from config_bags import deterministic_inference_of
 from runtime_runner import device_of
 
 from serve.absent_features import absent_feature_rules
-from serve.launch_rules import ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS
+from serve.launch_rules import (
+    ATTENTION_BACKENDS_RUN_HERE,
+    COMPILED_DECODE_TRACEABLE,
+    DETERMINISTIC_KERNELS,
+    DRAFT_ATTENTION_RUNS_HERE,
+    SPECULATION_AS_BUILT,
+)
 from serve.record.resolution import Resolution
 
 
@@ -45,3 +51,16 @@ def deterministic_inference(res: Resolution) -> None:
         return  # a device torch cannot see: the pool's handler names it
     res.declare("deterministic_inference", enable_deterministic_inference=deterministic_inference_of(bags.exec, device_type))
     res.check(DETERMINISTIC_KERNELS)
+
+
+def speculation_as_built(res: Resolution) -> None:
+    """A speculative leaf is read only with the algorithm that uses it (any of them with ngram or
+    draft_model; the draft's own leaves only with draft_model), so set without it, it is refused;
+    and drafts are verified as a chain, so speculative_eagle_topk (a draft tree) stays 1."""
+    res.check(SPECULATION_AS_BUILT)
+
+
+def draft_attention_runs_here(res: Resolution) -> None:
+    """The draft runner's own attention backend (speculative_draft_attention_backend) must run on
+    this host, and be batch-invariant when deterministic inference is on, as the target's pair must."""
+    res.check(DRAFT_ATTENTION_RUNS_HERE)
