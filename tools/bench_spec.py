@@ -85,8 +85,9 @@ def chat_prompts(model_dir: Path, questions: list[str]) -> list[list[int]]:
     from transformers import AutoTokenizer
 
     tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
-    return [list(tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True))
-            for q in questions]
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
+             for q in questions]
+    return [list(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
 
 
 def layer_skip_draft(model_dir: Path, layers: int, into: Path) -> Path:
