@@ -142,7 +142,8 @@ def test_a_forward_that_raises_fails_exactly_its_step_s_requests(checkpoint: Pat
         holder.append(FailingForward(runner, "joins", RuntimeError("the forward failed")))
         return holder[0]
 
-    scheduler, runner = build_scheduler(failing)
+    scheduler, runners = build_scheduler(failing)
+    runner = runners.target
     t = Transcript()
     for request in GOOD[:2]:
         scheduler.add_request(request)

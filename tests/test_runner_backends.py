@@ -89,10 +89,14 @@ def test_a_kernel_that_cannot_run_here_is_refused_in_one_line(runner: Runner, mo
         runner(KernelBag(attention_backend="flashinfer"))
 
 
-@pytest.mark.parametrize("mode", ["target_verify", "draft_extend", "idle"])
-def test_forward_modes_of_absent_features_are_refused(runner: Runner, mode: str) -> None:
-    """The modes exist in the vocabulary (speculative decoding uses them); this build's runner
-    refuses their batches, naming the modes it runs."""
+@pytest.mark.parametrize(("mode", "refusal"), [
+    ("idle", "forward mode 'idle' is not served by this build.*accepted: extend, decode, mixed, target_verify, draft_extend"),
+    ("draft_extend", "forward mode 'draft_extend' is not a target runner's; a target verifies, a draft runner extends its drafts"),
+])
+def test_forward_modes_a_target_runner_does_not_run_are_refused(runner: Runner, mode: str, refusal: str) -> None:
+    """The modes exist in the vocabulary: idle is a data-parallel rank's empty step, which this
+    build does not run; draft_extend is a draft runner's. A target runner refuses their batches,
+    naming what it runs."""
     built = runner(KernelBag())
 
     class Moded:
@@ -105,7 +109,7 @@ def test_forward_modes_of_absent_features_are_refused(runner: Runner, mode: str)
 
     driver = StandaloneDriver(Moded())
     driver.add([1, 2, 3])
-    with pytest.raises(BatchError, match=f"forward mode '{mode}' is not served by this build.*accepted: extend, decode, mixed"):
+    with pytest.raises(BatchError, match=refusal):
         driver.step()
 
 
