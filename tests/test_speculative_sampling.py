@@ -144,3 +144,23 @@ def test_the_draft_runner_stamps_and_dispatches_to_its_own_backend(tiny_checkpoi
     assert runners.draft.model.bytes_shared_with_target > 0  # type: ignore[attr-defined]
     answers = _serve(scheduler, _requests(8)[:4])
     assert all(len(tokens) == 8 for tokens, _ in answers.values())
+
+
+def test_a_draft_that_is_its_target_has_every_draft_accepted(tiny_checkpoint: Callable[..., Path],
+                                                            spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+    """The draft's KV bookkeeping, measured: a draft that is its target proposes exactly the
+    target's greedy tokens only while its cache holds the right keys at every position (the prompt
+    caught up, each accepted draft's input, the one position after a fully accepted verify, the
+    positions decoded while a step was too large to verify). So every draft is accepted.
+
+    Reverse-verified: with `DraftModelWorker.verify` counting the last draft's position as held
+    (`last + accepted + 1`), 41 of its 135 drafts were rejected."""
+    target = tiny_checkpoint("LlamaForCausalLM")
+    spec = SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path=str(target), speculative_disable_by_batch_size=6)
+    scheduler, _ = spec_scheduler(target, spec)
+    requests = [Request(rid=f"s{i}", prompt_ids=PROMPTS[i], stop=StopConditions(max_new_tokens=10 + 8 * i, ignore_eos=True))
+                for i in range(10)]  # ten at once decode unverified until four have finished
+    answers = _serve(scheduler, requests)
+    assert all(len(tokens) == 10 + 8 * i for i, (tokens, _) in enumerate(answers.values()))
+    metrics = scheduler.metrics()
+    assert metrics.spec_draft_tokens > 50 and metrics.spec_accepted_tokens == metrics.spec_draft_tokens

@@ -171,3 +171,21 @@ def test_a_speculator_is_required_exactly_with_an_algorithm() -> None:
     publish(Bags(), role="standalone")
     with pytest.raises(ValueError, match="given a speculator"):
         Scheduler(KvFaithfulExecutor(16, 1), model_max_length=64, max_total_tokens=16, speculator=ScriptedSpeculator(0))
+
+
+def test_a_step_decoding_more_requests_than_the_limit_verifies_no_drafts() -> None:
+    """Reverse-verified: without the limit read in `_drafts_for`, the four-request steps verified."""
+    scheduler, executor, _ = build_speculative(slots=200, wrong_every=0)
+    config_bags.override("admin", speculative_disable_by_batch_size=3)
+    stop = StopConditions(max_new_tokens=8, ignore_eos=True)
+    for rid in "abcd":
+        scheduler.add_request(Request(rid=rid, prompt_ids=PROMPTS[rid], stop=stop))
+    executor.keep_batches = True
+    t = run_to_completion(scheduler)
+    assert all(b.forward_mode != "target_verify" for b in executor.batches if len(b.requests) > 3)
+    assert not any(b.forward_mode == "target_verify" for b in executor.batches)
+    assert all(t.tokens[rid] == reference_output(PROMPTS[rid], stop, 256) for rid in "abcd")
+    config_bags.override("admin", speculative_disable_by_batch_size=4)
+    scheduler.add_request(Request(rid="e", prompt_ids=PROMPTS["e"], stop=stop))
+    run_to_completion(scheduler)
+    assert any(b.forward_mode == "target_verify" for b in executor.batches)

@@ -1,9 +1,9 @@
 """The draft runner's extend backend: the prefill-half backend, counting the query tokens it served.
 
-A draft runner mirrors the target's prompt chunks (extend, mixed) and, after a verify that
-accepted every draft, extends the one position it lacks (draft_extend). All of that attends
-through the prefill-half backend this wraps; the count is what the server reports as the draft's
-extend work.
+A draft runner catches up before it proposes (draft_extend): the prompt the first time, then the
+positions the target computed while the request did not speculate, or the one after a verify that
+accepted every draft; a runner's warm-up extends too. All of that attends through the
+prefill-half backend this wraps; the count is the draft's extend work.
 """
 
 from __future__ import annotations

@@ -127,8 +127,8 @@ class ModelRunner:
     def forward(self, batch: ForwardBatchView, *, draft_step: int | None = None) -> ForwardOutput:
         """Compute every request's new tokens, write their K/V into the pool, and sample the next
         token; a target_verify batch samples every position (`ForwardOutput.verified`). On a draft
-        runner a decode is step `draft_step` of a proposal (unnamed: step 0, as when it mirrors a
-        target decode); a target runner takes no draft_step.
+        runner a decode is step `draft_step` of a proposal (unnamed: step 0, as in the warm-up); a
+        target runner takes no draft_step.
 
         A request whose sampling fails alone gets token -1 and its error in `errors`; a device
         fault (out of memory, a CUDA error) is raised as a DeviceFaultError, which the scheduler
@@ -149,8 +149,7 @@ class ModelRunner:
 
     def fill_kv(self, batch: ForwardBatchView) -> None:
         """Write the batch's K/V into the pool and nothing more (no LM head, no sampling): a draft
-        runner mirrors the target's prompt chunks and decodes this way, so that its cache holds
-        what the target's does."""
+        runner catches up this way on the positions it lacks before it proposes."""
         with torch.inference_mode(), marked_device_faults():
             tensors = self._checked(batch, None)
             self.model.hidden_states(tensors.input_ids, tensors.positions, self._planned_attention(tensors))

@@ -350,11 +350,13 @@ class Scheduler:
 
     def _drafts_for(self, decodes: list[RequestState], page_size: int) -> list[list[int]] | None:
         """Each decode's drafts for a verify step, or None when none got any (the step decodes
-        plainly). A request is offered as many as spec's budget, its remaining new tokens and the
-        context leave, and the pages the pool can give now (evicting the cache, never retracting);
+        plainly, as does a step decoding more than spec.speculative_disable_by_batch_size requests,
+        where the verify's extra rows cost more than they give). A request is offered as many as
+        spec's budget, its remaining new tokens and the context leave, and the pages the pool can give now (evicting the cache, never retracting);
         the pages of drafts the speculator did not propose go back at once."""
         budget = max_speculative_num_draft_tokens() - 1
-        if budget <= 0:
+        limit = get_spec().speculative_disable_by_batch_size
+        if budget <= 0 or (limit is not None and len(decodes) > limit):
             return None
         assert self._speculator is not None
         context = context_length_of(get_model(), self._model_max_length)
@@ -555,6 +557,8 @@ class Scheduler:
         )
 
     def _retract(self, s: RequestState, page_size: int) -> None:
+        if self._speculator is not None:
+            self._speculator.forget(s.req.rid)  # its pages may go to others: what a draft kept of it is void
         self._memory.release(s, page_size)
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)

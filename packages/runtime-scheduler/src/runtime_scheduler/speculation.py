@@ -46,5 +46,6 @@ class Speculator(Protocol):
         ...
 
     def forget(self, rid: str) -> None:
-        """Request `rid` left the scheduler: drop whatever the speculator keeps for it."""
+        """Request `rid` left the scheduler, or was retracted (its pages freed): drop whatever the
+        speculator keeps for it."""
         ...

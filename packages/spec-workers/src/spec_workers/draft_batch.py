@@ -1,5 +1,5 @@
-"""The batches a draft model worker hands its draft runner: greedy proposal steps, and the one-
-position extend after a verify that accepted every draft. They fit the runner's batch protocol."""
+"""The batches a draft model worker hands its draft runner: greedy proposal steps, and the extend
+that catches the draft up before them. They fit the runner's batch protocol."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ GREEDY = GreedySampling()
 
 @dataclass(frozen=True, kw_only=True)
 class DraftBatchRequest:
-    """One request's single token in a draft forward: position `prefix_len`."""
+    """One request's tokens in a draft forward: positions prefix_len .. prefix_len + extend_len - 1."""
 
     rid: str
     prefix_len: int
@@ -45,7 +45,7 @@ class DraftBatchRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class DraftBatch:
-    """One draft forward, one token per request."""
+    """One draft forward."""
 
     forward_mode: ForwardMode
     input_ids: Sequence[int]

@@ -1,19 +1,22 @@
 """Speculation by a draft model: a second runner on a small checkpoint proposes each request's
 next tokens greedily, and the target verifies them.
 
-The worker is both the scheduler's executor and its speculator. As the executor it runs the
-target's forward and keeps the draft's KV cache in step with the target's: the draft runner's pool
-has the target's slots, so the scheduler's page tables index both. What the draft needs before a
-proposal for a request whose last token sits at position L is its KV at every position < L:
-- a prompt chunk, a mixed step or a plain decode of the target is mirrored on the draft
-  (`fill_kv`: the layers only, no LM head);
+The worker is both the scheduler's executor and its speculator. The draft runner's pool has the
+target's slots, so the scheduler's page tables index both. The draft works only when it proposes,
+so a request that does not speculate (paused by the adaptive rule, or in a step too large to
+verify) costs the draft nothing. Before proposing for a request whose last token sits at position
+L, the draft needs its KV at every position < L. The worker keeps, per request, how many leading
+positions the draft holds right (`_filled`):
+- a proposal first extends the draft over the positions it lacks (`draft_extend`: the prompt the
+  first time, then whatever the target decoded while the request did not speculate, or the one
+  position after a verify that accepted every draft);
 - a proposal of k drafts writes the draft's KV at L .. L+k-1 (inputs: the last token, then the
-  drafts); after a verify that accepted a of them, positions up to L+a hold the right inputs;
-- when every draft was accepted (a == k), position L+k (input: the last draft) is the one the
-  draft lacks: a draft_extend of that one position fills it, right after the verify.
+  drafts); after a verify that accepted a of them, the positions up to L + min(a, k-1) hold the
+  right inputs.
 Proposal step i is a decode on the draft runner planned as draft step i (the draft backend
-factory's multi-step container gives each step its own backend). Every page-size read is the
-published schedule's, at the moment of use.
+factory's multi-step container gives each step its own backend). A request that leaves the
+scheduler, or is retracted (its pages may go to others), is forgotten, so its draft KV is rebuilt
+from the start next time. Every page-size read is the published schedule's, at the moment of use.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from typing import Generic, Protocol, TypeVar
 
 from config_bags import get_schedule
 
-from spec_workers.acceptance import accepted_count_of
 from spec_workers.acceptance_gate import AcceptanceGate
 from spec_workers.batch_view import BatchView, DraftOffer, OutputView
 from spec_workers.draft_batch import GREEDY, DraftBatch, DraftBatchRequest, slot_of
@@ -55,22 +57,21 @@ class DraftModelWorker(Generic[Output]):
         self.target = target
         self.draft = draft
         self.gate = AcceptanceGate()
-        self.proposal_steps = 0  # draft forwards run to propose (for /server_info)
+        self._filled: dict[str, int] = {}  # rid -> leading positions whose draft KV is right
+        self._proposed_at: dict[str, int] = {}  # rid -> the position of its last token when it last proposed
 
     def forward(self, batch: BatchView) -> Output:
-        """The target's forward; then the draft's cache is brought in step with the target's."""
-        output = self.target.forward(batch)
-        if batch.forward_mode == "target_verify":
-            self._fill_fully_accepted(batch, output)
-        else:
-            self.draft.fill_kv(batch)
-        return output
+        """The target's forward (the draft catches up when it next proposes)."""
+        return self.target.forward(batch)
 
     def propose(self, requests: Sequence[DraftOffer]) -> list[list[int]]:
         """Up to each request's `max_drafts` greedy draft tokens (none where the gate pauses it):
         draft step i computes every request still drafting at its position kv_len + i."""
         drafts: list[list[int]] = [[] for _ in requests]
         active = [i for i, r in enumerate(requests) if r.max_drafts > 0 and self.gate.allows(r.rid)]
+        self._catch_up([requests[i] for i in active])
+        for i in active:
+            self._proposed_at[requests[i].rid] = requests[i].kv_len
         step = 0
         while active:
             page_size = get_schedule().page_size
@@ -88,7 +89,6 @@ class DraftModelWorker(Generic[Output]):
                                                  sampling=GREEDY, prompt_ids=r.prompt_ids, output_ids=r.output_ids))
             batch = DraftBatch(forward_mode="decode", input_ids=ids, positions=positions, out_cache_loc=locs, requests=entries)
             tokens = self.draft.forward(batch, draft_step=step).next_token_ids
-            self.proposal_steps += 1
             step += 1
             still: list[int] = []
             for i, token in zip(active, tokens, strict=True):
@@ -100,34 +100,38 @@ class DraftModelWorker(Generic[Output]):
         return drafts
 
     def verify(self, rid: str, drafts: Sequence[int], samples: Sequence[int]) -> int:
-        """The drafts the target accepts (`AcceptanceGate.verify`)."""
-        return self.gate.verify(rid, drafts, samples)
+        """The drafts the target accepts (`AcceptanceGate.verify`); the draft now holds the
+        positions up to the last accepted draft's input."""
+        accepted = self.gate.verify(rid, drafts, samples)
+        last = self._proposed_at.pop(rid, None)
+        if last is not None and drafts:
+            self._filled[rid] = last + min(accepted, len(drafts) - 1) + 1
+        return accepted
 
     def forget(self, rid: str) -> None:
-        """Drop what the gate keeps for `rid`."""
+        """Drop what the worker keeps for `rid` (its draft KV is rebuilt if it comes back)."""
         self.gate.forget(rid)
+        self._filled.pop(rid, None)
+        self._proposed_at.pop(rid, None)
 
-    def _fill_fully_accepted(self, batch: BatchView, output: OutputView) -> None:
-        """Extend the draft by the one position it lacks after a verify that accepted all of a
-        request's drafts: the last draft's, whose KV only the target wrote."""
-        verified = output.verified
-        if verified is None:
-            raise RuntimeError("the target answered a target_verify batch without its samples (ForwardOutput.verified)")
+    def _catch_up(self, offers: Sequence[DraftOffer]) -> None:
+        """One draft_extend over the positions each offered request's draft lacks: [filled, kv_len)."""
+        page_size = get_schedule().page_size
         entries: list[DraftBatchRequest] = []
         ids: list[int] = []
         positions: list[int] = []
         locs: list[int] = []
-        start = 0
-        for r, samples in zip(batch.requests, verified, strict=True):
-            drafts = batch.input_ids[start + 1 : start + r.extend_len]
-            if drafts and len(samples.token_ids) == len(drafts) + 1 and accepted_count_of(drafts, samples.token_ids) == len(drafts):
-                last = start + r.extend_len - 1
-                ids.append(batch.input_ids[last])
-                positions.append(batch.positions[last])
-                locs.append(batch.out_cache_loc[last])
-                entries.append(DraftBatchRequest(rid=r.rid, prefix_len=batch.positions[last], extend_len=1, page_table=r.page_table,
-                                                 sample=False, sampling=GREEDY, prompt_ids=r.prompt_ids, output_ids=r.output_ids))
-            start += r.extend_len
+        for r in offers:
+            start = min(self._filled.get(r.rid, 0), r.kv_len)
+            if start == r.kv_len:
+                continue
+            sequence = [*r.prompt_ids, *r.output_ids]
+            ids.extend(sequence[start : r.kv_len])
+            positions.extend(range(start, r.kv_len))
+            locs.extend(slot_of(r.page_table, p, page_size) for p in range(start, r.kv_len))
+            entries.append(DraftBatchRequest(rid=r.rid, prefix_len=start, extend_len=r.kv_len - start, page_table=r.page_table,
+                                             sample=False, sampling=GREEDY, prompt_ids=r.prompt_ids, output_ids=r.output_ids))
+            self._filled[r.rid] = r.kv_len
         if entries:
             self.draft.fill_kv(DraftBatch(forward_mode="draft_extend", input_ids=ids, positions=positions, out_cache_loc=locs,
                                           requests=entries))

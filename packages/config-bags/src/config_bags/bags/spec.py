@@ -38,6 +38,10 @@ class SpecBag(Bag, frozen=True, kw_only=True):
     speculative_adaptive_pause_steps: Annotated[
         PositiveInt, leaf("Decode steps a paused request runs without drafts before it speculates again.", hot=True)
     ] = 32
+    speculative_disable_by_batch_size: Annotated[
+        PositiveInt | None,
+        leaf("A step decoding more requests than this verifies no drafts (unset: no limit; resolved per device).", hot=True),
+    ] = None
     speculative_attention_mode: Annotated[
         SpeculativeAttentionMode, leaf("Which attention half serves the verify pass.", hot=False)
     ] = "prefill"

@@ -34,6 +34,7 @@ HANDLERS: tuple[Handler, ...] = (
     schedule.chunked_prefill_size,
     schedule.max_prefill_tokens,
     schedule.max_running_requests,
+    schedule.speculative_disable_by_batch_size,
 )
 
 

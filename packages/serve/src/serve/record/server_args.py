@@ -88,6 +88,7 @@ class ServerArgs:
     speculative_adaptive_window: int
     speculative_adaptive_min_accept_rate: float
     speculative_adaptive_pause_steps: int
+    speculative_disable_by_batch_size: int | None
     speculative_attention_mode: Literal["prefill", "decode"]
     speculative_draft_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     # exec.kernel

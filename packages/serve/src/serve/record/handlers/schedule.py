@@ -10,6 +10,10 @@ from serve.record.resolution import Resolution
 PREFILL_SHARE_OF_POOL = 4
 # Prompt tokens one step prefills on a CPU: about half a second of prefill on the bundled model.
 CPU_PREFILL_TOKENS = 512
+# Decoding requests above which a CPU step verifies no drafts: each draft is a whole row of compute
+# there, and at batch 8 the verify's extra rows cost more than the accepted drafts give
+# (docs/benchmarks.md, speculative decoding).
+CPU_SPECULATIVE_BATCH_LIMIT = 4
 
 
 def chunked_prefill_size(res: Resolution) -> None:
@@ -36,6 +40,17 @@ def max_prefill_tokens(res: Resolution) -> None:
         budget = min(budget, bags.memory.max_total_tokens)
     if budget != bags.schedule.max_prefill_tokens:
         res.declare("max_prefill_tokens", max_prefill_tokens=budget)
+
+
+def speculative_disable_by_batch_size(res: Resolution) -> None:
+    """Speculation on a CPU verifies drafts only while a step decodes at most 4 requests: there a
+    draft costs a row of compute, so at larger batches the verify's extra rows cost more than the
+    accepted drafts give. Other devices, where a verify's rows ride on the decode's memory reads,
+    keep no limit."""
+    bags = res.bags()
+    if bags.spec.speculative_algorithm is None or device_of(bags.device).type != "cpu":
+        return  # (an unseeable device failed the pool's handler already)
+    res.declare("speculative_disable_by_batch_size", speculative_disable_by_batch_size=CPU_SPECULATIVE_BATCH_LIMIT)
 
 
 def max_running_requests(res: Resolution) -> None:
