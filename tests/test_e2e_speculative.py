@@ -10,8 +10,8 @@
 - Aborts mid-verify leave the pool clean and the server serving; an override under speculation
   takes effect on the next step (the draft budget) and a refused one changes nothing.
 
-Reverse-verified by hand: with spec_workers.acceptance.accepted_count_of accepting every draft, the
-ngram server's copy-heavy answers differ from the plain server's and the first test fails.
+The identity these servers show is guarded in-process, where it was reverse-verified:
+tests/test_speculative_sampling.py fails with an acceptance test that accepts every draft.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attn_backends import AttentionBackend
+
 
 @dataclass(frozen=True)
 class Metadata:
@@ -66,3 +68,13 @@ def reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, met
             out.append(torch.einsum("hs,shd->hd", scores.softmax(-1), v[:visible]))
         at += extend
     return torch.stack(out)
+
+
+def was_planned(backend: AttentionBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether `backend` was planned this forward: an unplanned one refuses to attend."""
+    try:
+        backend.attend(q, k, v, scale=1.0)
+    except RuntimeError as err:
+        assert "before plan" in str(err)
+        return False
+    return True

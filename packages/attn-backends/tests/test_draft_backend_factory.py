@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 from config_bags import AttentionStamp, Bags, ForwardMode, SpecBag, publish, serving_attention_backend, unpublish
-from paged_reference import Metadata, paged_tensors, reference, scenario
+from paged_reference import Metadata, paged_tensors, reference, scenario, was_planned
 
 from attn_backends import (
     AttentionBackend,
@@ -44,16 +44,6 @@ def _published(**spec: object) -> Iterator[None]:
 def _leaves(backend: DraftRunnerBackend) -> list[AttentionBackend]:
     """Every kernel backend the draft runner's backend holds: the extend half, then each step."""
     return [backend.extend.wrapped, *backend.multi_step.attn_backends]
-
-
-def _planned(backend: AttentionBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether `backend` was planned this forward: an unplanned one refuses to attend."""
-    try:
-        backend.attend(q, k, v, scale=1.0)
-    except RuntimeError as err:
-        assert "before plan" in str(err)
-        return False
-    return True
 
 
 def _as(meta: Metadata, mode: str, draft_step: int | None = None) -> Metadata:
@@ -124,7 +114,7 @@ def test_each_served_mode_plans_the_backend_serving_attention_backend_names() ->
             stamp, backend = DraftBackendFactory()("auto", "auto", device_type="cpu")
             backend.plan(_as(meta, mode, draft_step=1 if mode == "decode" else None))
             expected = backend.multi_step.attn_backends[1] if mode == "decode" else backend.extend.wrapped
-            assert [_planned(leaf, q, k, v) for leaf in _leaves(backend)] == [leaf is expected for leaf in _leaves(backend)], mode
+            assert [was_planned(leaf, q, k, v) for leaf in _leaves(backend)] == [leaf is expected for leaf in _leaves(backend)], mode
             assert serving_attention_backend(mode, stamp) == expected.effective_name, mode
             torch.testing.assert_close(backend.attend(q, k, v, scale=0.5), expected.attend(q, k, v, scale=0.5))
 
@@ -144,7 +134,7 @@ def test_a_draft_decode_plans_the_child_its_step_names() -> None:
             children = backend.multi_step.attn_backends
             assert backend.backend_for("decode") is backend.multi_step and backend.multi_step.child_for(step) is children[step]
             backend.plan(_as(meta, "decode", draft_step=step))
-            assert [_planned(child, q, k, v) for child in children] == [i == step for i in range(3)], step
+            assert [was_planned(child, q, k, v) for child in children] == [i == step for i in range(3)], step
             out = backend.attend(q, k, v, scale=scale)
             torch.testing.assert_close(out, children[step].attend(q, k, v, scale=scale))
             torch.testing.assert_close(out.double(), reference(q, k, v, meta, slots, scale), atol=1e-5, rtol=1e-5)

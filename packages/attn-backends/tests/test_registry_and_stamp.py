@@ -26,7 +26,7 @@ from config_bags import (
     serving_attention_backend,
     unpublish,
 )
-from paged_reference import paged_tensors, scenario
+from paged_reference import paged_tensors, scenario, was_planned
 
 import attn_backends.registry as registry_module
 from attn_backends import (
@@ -158,16 +158,6 @@ def test_a_children_stamping_path_refuses_a_backend_without_children() -> None:
         stamp_built(HybridAttentionBackend(TorchNativeBackend(), CpuPagedBackend()), ("torch_native",), stamps_children=False)
 
 
-def _planned(backend: AttentionBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether `backend` was planned this forward: an unplanned one refuses to attend."""
-    try:
-        backend.attend(q, k, v, scale=1.0)
-    except RuntimeError as err:
-        assert "before plan" in str(err)
-        return False
-    return True
-
-
 @pytest.mark.parametrize("spec_mode", ["prefill", "decode"])
 def test_the_container_selects_as_serving_attention_backend_answers(spec_mode: str) -> None:
     """Decode and idle go to the decode half, target verify by speculative_attention_mode, the
@@ -190,7 +180,7 @@ def test_the_container_selects_as_serving_attention_backend_answers(spec_mode: s
             hybrid.plan(type(meta)(**{**vars(meta), "forward_mode": mode}))
             selected = hybrid.child_for(expected[mode])  # type: ignore[arg-type]
             other = hybrid.child_for("prefill" if expected[mode] == "decode" else "decode")
-            assert _planned(selected, q, k, v) and not _planned(other, q, k, v), mode
+            assert was_planned(selected, q, k, v) and not was_planned(other, q, k, v), mode
             torch.testing.assert_close(hybrid.attend(q, k, v, scale=1 / math.sqrt(8)), selected.attend(q, k, v, scale=1 / math.sqrt(8)))
             assert serving_attention_backend(mode, stamp) == selected.effective_name, mode
     finally:

@@ -132,8 +132,8 @@ def test_a_stop_token_inside_the_accepted_drafts_ends_the_request_there() -> Non
 
 
 def test_the_draft_budget_is_read_at_each_step() -> None:
-    """Reverse-verified: with the budget read once at construction, the verifies after the
-    override still carried 4 tokens."""
+    """Reverse-verified: with the budget fixed at 3 drafts in `_drafts_for` (as if read once), the
+    verifies after the override still carried 4 tokens and this failed."""
     scheduler, executor, _ = build_speculative(slots=200, wrong_every=0)
     stop = StopConditions(max_new_tokens=40, ignore_eos=True)
     scheduler.add_request(Request(rid="a", prompt_ids=PROMPTS["a"], stop=stop))
