@@ -22,6 +22,7 @@ from pathlib import Path
 import time
 from typing import Any
 
+from config_bags import SpecBag
 import httpx
 import pytest
 from serve.testing.prometheus import metric_value
@@ -191,5 +192,5 @@ def test_an_override_under_speculation_applies_and_a_refused_one_changes_nothing
         grew = [n for n in range(len(counts_after)) if counts_after[n] > (counts_before[n] if n < len(counts_before) else 0)]
         assert grew and max(grew) <= 2  # a verify now carries one draft: it gives a request 1 or 2 tokens
     finally:
-        restored = httpx.patch(base_url + "/v1/runtime_config", json={"speculative_num_draft_tokens": 4})
+        restored = httpx.patch(base_url + "/v1/runtime_config", json={"speculative_num_draft_tokens": SpecBag().speculative_num_draft_tokens})
         assert restored.status_code == 200 and restored.json()["config_hash"] == before["config_hashes"]["main"]

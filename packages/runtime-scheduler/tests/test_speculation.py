@@ -3,7 +3,7 @@ speculator proposes, right or wrong, every request's output equals the reference
 output, and the page audit passes after every step (rejected drafts' pages given back).
 
 The speculator here is a scripted one (it is not the component under test; spec_workers' real
-workers are tested over the real runner in tests/test_speculative_serving.py): it proposes the
+workers are tested over the real runner in tests/test_speculative_sampling.py): it proposes the
 model's true continuation with a deterministic share of its drafts corrupted, and accepts by the
 equality test spec_workers uses.
 """
@@ -189,3 +189,18 @@ def test_a_step_decoding_more_requests_than_the_limit_verifies_no_drafts() -> No
     scheduler.add_request(Request(rid="e", prompt_ids=PROMPTS["e"], stop=stop))
     run_to_completion(scheduler)
     assert any(b.forward_mode == "target_verify" for b in executor.batches)
+
+
+def test_a_step_shares_its_draft_limit_evenly_among_its_requests() -> None:
+    """Reverse-verified: without the share in `_drafts_for`, four requests were each offered 7."""
+    scheduler, executor, speculator = build_speculative(slots=400, wrong_every=0, num_draft_tokens=8)
+    config_bags.override("admin", speculative_max_drafts_per_step=8)
+    stops = {rid: StopConditions(max_new_tokens=n, ignore_eos=True) for rid, n in zip("abcd", (60, 12, 12, 12), strict=True)}
+    for rid in "abcd":
+        scheduler.add_request(Request(rid=rid, prompt_ids=PROMPTS[rid], stop=stops[rid]))
+    executor.keep_batches = True
+    t = run_to_completion(scheduler)
+    verifies = [b for b in executor.batches if b.forward_mode == "target_verify"]
+    assert verifies and all(len(b.input_ids) <= len(b.requests) + 8 for b in verifies)
+    assert {most for most, _ in speculator.offers} >= {2, 7}  # 8 // 4 each at four, the whole 7 alone at the end
+    assert all(t.tokens[rid] == reference_output(PROMPTS[rid], stops[rid], 256) for rid in "abcd")

@@ -352,12 +352,17 @@ class Scheduler:
         """Each decode's drafts for a verify step, or None when none got any (the step decodes
         plainly, as does a step decoding more than spec.speculative_disable_by_batch_size requests,
         where the verify's extra rows cost more than they give). A request is offered as many as
-        spec's budget, its remaining new tokens and the context leave, and the pages the pool can give now (evicting the cache, never retracting);
-        the pages of drafts the speculator did not propose go back at once."""
+        spec's budget (and its even share of spec.speculative_max_drafts_per_step, at least one),
+        its remaining new tokens and the context leave, and the pages the pool can give now
+        (evicting the cache, never retracting); the pages of drafts the speculator did not propose
+        go back at once."""
+        spec = get_spec()
         budget = max_speculative_num_draft_tokens() - 1
-        limit = get_spec().speculative_disable_by_batch_size
+        limit = spec.speculative_disable_by_batch_size
         if budget <= 0 or (limit is not None and len(decodes) > limit):
             return None
+        if spec.speculative_max_drafts_per_step is not None:
+            budget = min(budget, max(1, spec.speculative_max_drafts_per_step // len(decodes)))
         assert self._speculator is not None
         context = context_length_of(get_model(), self._model_max_length)
         offers: list[DraftRequest] = []

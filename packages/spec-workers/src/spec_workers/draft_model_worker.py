@@ -65,10 +65,11 @@ class DraftModelWorker(Generic[Output]):
         return self.target.forward(batch)
 
     def propose(self, requests: Sequence[DraftOffer]) -> list[list[int]]:
-        """Up to each request's `max_drafts` greedy draft tokens (none where the gate pauses it):
+        """Up to each request's `max_drafts` greedy draft tokens, as many as the gate lets it take:
         draft step i computes every request still drafting at its position kv_len + i."""
         drafts: list[list[int]] = [[] for _ in requests]
-        active = [i for i, r in enumerate(requests) if r.max_drafts > 0 and self.gate.allows(r.rid)]
+        wanted = [self.gate.drafts_for(r.rid, r.max_drafts) for r in requests]
+        active = [i for i, most in enumerate(wanted) if most > 0]
         self._catch_up([requests[i] for i in active])
         for i in active:
             self._proposed_at[requests[i].rid] = requests[i].kv_len
@@ -94,7 +95,7 @@ class DraftModelWorker(Generic[Output]):
             for i, token in zip(active, tokens, strict=True):
                 if token >= 0:  # a draft that failed to sample just stops proposing
                     drafts[i].append(token)
-                    if len(drafts[i]) < requests[i].max_drafts:
+                    if len(drafts[i]) < wanted[i]:
                         still.append(i)
             active = still
         return drafts

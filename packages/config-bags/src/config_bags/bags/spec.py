@@ -26,9 +26,12 @@ class SpecBag(Bag, frozen=True, kw_only=True):
     speculative_eagle_topk: Annotated[PositiveInt, leaf("Branching factor of the draft tree per step.", hot=False)] = 1
     speculative_num_draft_tokens: Annotated[
         PositiveInt, leaf("Tokens one verify pass computes per request: the last accepted token and the drafts after it.", hot=True)
-    ] = 4
+    ] = 8
     speculative_ngram_min_match_window: Annotated[PositiveInt, leaf("Shortest n-gram matched against the context.", hot=True)] = 1
     speculative_ngram_max_match_window: Annotated[PositiveInt, leaf("Longest n-gram matched against the context.", hot=True)] = 12
+    speculative_adaptive_draft_length: Annotated[
+        bool, leaf("Each request drafts longer after a full acceptance and shorter after a rejection (off: always the offer).", hot=True)
+    ] = True
     speculative_adaptive_window: Annotated[
         PositiveInt, leaf("Verify steps of one request judged together by the adaptive rule.", hot=True)
     ] = 8
@@ -41,6 +44,10 @@ class SpecBag(Bag, frozen=True, kw_only=True):
     speculative_disable_by_batch_size: Annotated[
         PositiveInt | None,
         leaf("A step decoding more requests than this verifies no drafts (unset: no limit; resolved per device).", hot=True),
+    ] = None
+    speculative_max_drafts_per_step: Annotated[
+        PositiveInt | None,
+        leaf("Drafts one verify step takes over all its requests, shared evenly (unset: no limit; resolved per device).", hot=True),
     ] = None
     speculative_attention_mode: Annotated[
         SpeculativeAttentionMode, leaf("Which attention half serves the verify pass.", hot=False)

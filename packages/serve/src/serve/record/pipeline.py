@@ -35,6 +35,7 @@ HANDLERS: tuple[Handler, ...] = (
     schedule.max_prefill_tokens,
     schedule.max_running_requests,
     schedule.speculative_disable_by_batch_size,
+    schedule.speculative_max_drafts_per_step,
 )
 
 

@@ -85,10 +85,12 @@ class ServerArgs:
     speculative_num_draft_tokens: int
     speculative_ngram_min_match_window: int
     speculative_ngram_max_match_window: int
+    speculative_adaptive_draft_length: bool
     speculative_adaptive_window: int
     speculative_adaptive_min_accept_rate: float
     speculative_adaptive_pause_steps: int
     speculative_disable_by_batch_size: int | None
+    speculative_max_drafts_per_step: int | None
     speculative_attention_mode: Literal["prefill", "decode"]
     speculative_draft_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     # exec.kernel

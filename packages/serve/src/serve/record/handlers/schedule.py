@@ -14,6 +14,10 @@ CPU_PREFILL_TOKENS = 512
 # there, and at batch 8 the verify's extra rows cost more than the accepted drafts give
 # (docs/benchmarks.md, speculative decoding).
 CPU_SPECULATIVE_BATCH_LIMIT = 4
+# Drafts a CPU verify step takes over all its requests: a verify of 1 + 7 rows costs about 1.5
+# decodes there, and four requests drafting 7 each (32 rows) cost more than their accepted drafts
+# give (docs/benchmarks.md, speculative decoding).
+CPU_SPECULATIVE_STEP_DRAFTS = 8
 
 
 def chunked_prefill_size(res: Resolution) -> None:
@@ -51,6 +55,15 @@ def speculative_disable_by_batch_size(res: Resolution) -> None:
     if bags.spec.speculative_algorithm is None or device_of(bags.device).type != "cpu":
         return  # (an unseeable device failed the pool's handler already)
     res.declare("speculative_disable_by_batch_size", speculative_disable_by_batch_size=CPU_SPECULATIVE_BATCH_LIMIT)
+
+
+def speculative_max_drafts_per_step(res: Resolution) -> None:
+    """Speculation on a CPU takes at most 8 drafts per verify step over all its requests, shared
+    evenly: each draft is a row of compute there. Other devices keep no limit."""
+    bags = res.bags()
+    if bags.spec.speculative_algorithm is None or device_of(bags.device).type != "cpu":
+        return
+    res.declare("speculative_max_drafts_per_step", speculative_max_drafts_per_step=CPU_SPECULATIVE_STEP_DRAFTS)
 
 
 def max_running_requests(res: Resolution) -> None:
