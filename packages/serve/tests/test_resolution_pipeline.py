@@ -118,6 +118,17 @@ def test_a_cpu_step_prefills_at_most_512_prompt_tokens(tiny_model: Path) -> None
     assert (mine.max_prefill_tokens, mine.provenance_of("max_prefill_tokens")) == (4096, "cli")
 
 
+def test_speculation_on_a_cpu_limits_the_verify_batch_and_its_drafts(tiny_model: Path) -> None:
+    """Reverse-verified: dropping speculative_max_drafts_per_step from HANDLERS fails the first assertion."""
+    cpu = resolved(tiny_model, device="cpu", speculative_algorithm="ngram").server_args
+    assert (cpu.speculative_disable_by_batch_size, cpu.speculative_max_drafts_per_step) == (4, 8)
+    assert cpu.provenance_of("speculative_max_drafts_per_step") == "resolved:speculative_max_drafts_per_step"
+    mine = resolved(tiny_model, device="cpu", speculative_algorithm="ngram", speculative_max_drafts_per_step=3).server_args
+    assert (mine.speculative_max_drafts_per_step, mine.provenance_of("speculative_max_drafts_per_step")) == (3, "cli")
+    off = resolved(tiny_model, device="cpu").server_args
+    assert (off.speculative_disable_by_batch_size, off.speculative_max_drafts_per_step) == (None, None)
+
+
 REFUSALS_ON_A_CPU = {
     "triton": "triton runs on a CPU only under TRITON_INTERPRET=1 (its interpreter, for tests); on a CPU use torch_native, cpu_paged or auto",
     "flashinfer": "flashinfer runs on CUDA devices only, not on cpu; here use torch_native, cpu_paged or auto",
