@@ -169,3 +169,35 @@ def record(t: Transcript, events: Sequence[RequestEvent]) -> None:
             t.reasons[e.rid] = e.finish_reason
         if e.error is not None:
             t.errors[e.rid] = e.error
+
+
+class StateFaithfulExecutor(KvFaithfulExecutor):
+    """A KV-faithful executor of a hybrid model: each request's recurrent state lives in its state
+    slot as the tokens it has absorbed, and every forward checks that the slot holds exactly the
+    request's first prefix_len tokens (prefix_len 0: a fresh state). A verify keeps the state after
+    each of its tokens; the next forward of the slot commits the one its prefix_len says, as the
+    runner does."""
+
+    def __init__(self, slots: int, page_size: int, state_slots: int) -> None:
+        super().__init__(slots, page_size)
+        self.states: list[tuple[int, ...]] = [()] * state_slots
+        self.pending: dict[int, tuple[int, ...]] = {}  # slot -> the state after a verify's last token
+
+    def forward(self, batch: ForwardBatch) -> FakeOutput:
+        slots = [r.state_slot for r in batch.requests]
+        assert all(0 <= slot < len(self.states) for slot in slots) and len(set(slots)) == len(slots), slots
+        offset = 0
+        for r in batch.requests:
+            slot = r.state_slot
+            held = self.pending.pop(slot, self.states[slot]) if r.prefix_len else ()
+            assert len(held) >= r.prefix_len, (r.rid, len(held), r.prefix_len)
+            state = held[: r.prefix_len]
+            assert list(state) == list(r.prompt_ids + tuple(r.output_ids))[: r.prefix_len], (r.rid, r.prefix_len)
+            absorbed = state + tuple(batch.input_ids[offset : offset + r.extend_len])
+            if batch.forward_mode == "target_verify":
+                self.pending[slot] = absorbed
+                self.states[slot] = state
+            else:
+                self.states[slot] = absorbed
+            offset += r.extend_len
+        return super().forward(batch)

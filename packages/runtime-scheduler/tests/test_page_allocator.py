@@ -25,5 +25,5 @@ def test_over_allocation_raises_and_changes_nothing() -> None:
 
 
 def test_empty_pool_is_refused() -> None:
-    with pytest.raises(ValueError, match="at least one page, got 0; accepted: an int >= 1"):
+    with pytest.raises(ValueError, match="a pool of KV pages needs at least one, got 0; accepted: an int >= 1"):
         PageAllocator(0)

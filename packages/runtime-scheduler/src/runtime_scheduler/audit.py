@@ -19,7 +19,7 @@ class PageAccountingError(RuntimeError):
 
 def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState], page_size: int) -> None:
     """Raise PageAccountingError unless every page is free, owned by one running request, or held
-    by the cache, exactly once; each running request's cached pages are its cache path; lock
+    by the cache, exactly once (and every recurrent-state slot free or held by one running request); each running request's cached pages are its cache path; lock
     counts equal the running requests below each node; every evictable leaf can be found by
     eviction; waiting requests hold nothing."""
     owners: Counter[int] = Counter()
@@ -56,6 +56,7 @@ def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequ
     foreign = sorted(p for p in owners if not 0 <= p < memory.allocator.num_pages)
     if wrong or lost or foreign:
         _fail(f"pages with two owners: {wrong[:10]}, pages with none: {lost[:10]}, pages outside the pool: {foreign[:10]}")
+    _audit_state_slots(memory, running, waiting)
     protected = 0
     for cached in nodes:
         if cached.lock_ref != users[id(cached)]:
@@ -64,6 +65,25 @@ def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequ
             protected += len(cached.pages)
     if protected != cache.protected_pages:
         _fail(f"cache counts {cache.protected_pages} protected pages but locked nodes hold {protected}")
+
+
+def _audit_state_slots(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState]) -> None:
+    """Every recurrent-state slot is free or held by one running request, and each running request
+    holds one (none without a state pool); waiting requests hold none."""
+    held = [s.state_slot for s in running]
+    if any(s.state_slot is not None for s in waiting):
+        _fail("a waiting request holds a recurrent-state slot")
+    if memory.states is None:
+        if any(slot is not None for slot in held):
+            _fail("a running request holds a recurrent-state slot but the model keeps no state")
+        return
+    if any(slot is None for slot in held):
+        _fail("a running request of a hybrid model holds no recurrent-state slot")
+    owners = Counter([slot for slot in held if slot is not None] + memory.states.free_pages())
+    wrong = sorted(slot for slot, n in owners.items() if n != 1)
+    lost = sorted(set(range(memory.states.num_pages)) - set(owners))
+    if wrong or lost or len(owners) != memory.states.num_pages:
+        _fail(f"recurrent-state slots with two owners: {wrong[:10]}, with none: {lost[:10]}")
 
 
 def _audit_request(state: RequestState, page_size: int) -> None:

@@ -28,6 +28,9 @@ class BatchRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sampling: SamplingParams
     prompt_ids: Sequence[int]
     output_ids: Sequence[int]
+    # A hybrid model's recurrent-state slot of the request (-1: the model keeps none). The state
+    # there is the one after its first prefix_len tokens; prefix_len 0 starts from zeros.
+    state_slot: int = -1
 
 
 class ForwardBatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -53,6 +53,7 @@ def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
         sampling=s.req.sampling,
         prompt_ids=s.req.prompt_ids,
         output_ids=s.output_ids,
+        state_slot=-1 if s.state_slot is None else s.state_slot,
     )
 
 

@@ -3,6 +3,12 @@
 Every page is in exactly one place: the allocator's free list, a running request's own pages
 (`page_table[cached_pages:]`), or the radix cache. These methods move pages between the three
 and keep the cache's lock counts in step with the requests that use its nodes.
+
+A hybrid model (linear-attention layers) also keeps a recurrent state per running request: with
+`state_slots`, admission takes one of that many state slots and releasing gives it back. Its
+prefix cache is not reused: the recurrent state at a cached boundary is not kept, so a request
+that resumed there would run its linear layers from a wrong state. Such a request computes its
+whole prompt (its full pages still enter the cache, where they are evictable).
 """
 
 from __future__ import annotations
@@ -20,9 +26,19 @@ def pages_for(tokens: int, page_size: int) -> int:
 class KvMemory:
     """The pool's pages and the prefix cache over them."""
 
-    def __init__(self, num_pages: int) -> None:
+    def __init__(self, num_pages: int, *, state_slots: int = 0) -> None:
         self.allocator = PageAllocator(num_pages)
         self.cache = RadixCache()
+        self.states = PageAllocator(state_slots, "recurrent-state slots") if state_slots > 0 else None
+
+    @property
+    def reuses_prefixes(self) -> bool:
+        """Whether an admitted request resumes after its cached prefix (not for a hybrid model)."""
+        return self.states is None
+
+    def can_admit(self) -> bool:
+        """Whether a request can be admitted now as far as state slots go (always without them)."""
+        return self.states is None or self.states.free_count > 0
 
     def available_pages(self) -> int:
         """Pages free now or freeable by evicting the cache."""
@@ -37,8 +53,11 @@ class KvMemory:
 
     def attach_prefix(self, state: RequestState, page_size: int) -> None:
         """Give a waiting request the cached prefix of its sequence (locked), leaving at least one
-        token to compute so that the step that computes it can sample the next token."""
-        match = self.cache.match_prefix(state.fill_ids(state.fill_len - 1), page_size)
+        token to compute so that the step that computes it can sample the next token; with state
+        slots, one state slot (the caller checked `can_admit`) and no cached prefix."""
+        if self.states is not None:
+            (state.state_slot,) = self.states.alloc(1)
+        match = self.cache.match_prefix(state.fill_ids(state.fill_len - 1) if self.reuses_prefixes else (), page_size)
         self.cache.lock(match.node)
         state.node = match.node
         state.page_table = match.pages
@@ -48,6 +67,7 @@ class KvMemory:
     def detach_prefix(self, state: RequestState) -> None:
         """Undo `attach_prefix` for a request that was not admitted after all."""
         assert state.node is not None and state.cached_pages == len(state.page_table)
+        self._give_back_state_slot(state)
         self.cache.unlock(state.node)
         state.node = None
         state.page_table = []
@@ -92,6 +112,7 @@ class KvMemory:
         (unlocked, so evictable), its partial last page goes back to the pool."""
         self.commit(state, page_size)
         assert state.node is not None
+        self._give_back_state_slot(state)
         self.cache.unlock(state.node)
         self.allocator.free(state.page_table[state.cached_pages :])
         state.node = None
@@ -104,3 +125,8 @@ class KvMemory:
         freed = self.cache.evict(self.cache.evictable_pages)
         self.allocator.free(freed)
         return len(freed)
+
+    def _give_back_state_slot(self, state: RequestState) -> None:
+        if self.states is not None and state.state_slot is not None:
+            self.states.free([state.state_slot])
+        state.state_slot = None

@@ -29,6 +29,7 @@ class RequestState:
         "page_table",
         "req",
         "seq",
+        "state_slot",
         "status",
     )
 
@@ -43,6 +44,7 @@ class RequestState:
         self.kv_len = 0  # tokens whose KV is in the pool
         self.node: RadixNode | None = None
         self.cached_tokens: int | None = None  # prefix-cache hit at first admission
+        self.state_slot: int | None = None  # a hybrid model's recurrent-state slot while running
 
     def append_output(self, token: int) -> None:
         """Extend the sequence by one generated token."""

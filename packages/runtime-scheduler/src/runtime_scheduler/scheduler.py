@@ -57,11 +57,14 @@ class Scheduler:
     model's own maximum sequence length; the served context length is derived from it and the
     published `model.context_length` at each decision. Build it after publish: the pool has
     `max_total_tokens // page_size` pages, and page_size is cold. `speculator` is required exactly
-    when spec.speculative_algorithm is set (a cold leaf).
+    when spec.speculative_algorithm is set (a cold leaf). `state_slots` is the slot count of a
+    hybrid model's recurrent-state pool (the runner's, like `max_total_tokens`; 0 for a model
+    without one): each running request holds one, admission waits for a free one, and such a
+    model reuses no cached prefix (kv_memory.py says why).
     """
 
     def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int,
-                 speculator: Speculator | None = None) -> None:
+                 speculator: Speculator | None = None, state_slots: int = 0) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
         page_size = get_schedule().page_size
@@ -75,7 +78,9 @@ class Scheduler:
         self._speculator = speculator
         self._model_max_length = model_max_length
         self._pool_slots = max_total_tokens
-        self._memory = KvMemory(max_total_tokens // page_size)
+        if state_slots < 0:
+            raise ValueError(f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool")
+        self._memory = KvMemory(max_total_tokens // page_size, state_slots=state_slots)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
         self._live: dict[str, RequestState] = {}
@@ -316,7 +321,7 @@ class Scheduler:
                 self._finish_outgrown(s, page_size, events)
                 admitted = True
                 continue
-            if len(self._running) >= schedule.max_running_requests:
+            if len(self._running) >= schedule.max_running_requests or not self._memory.can_admit():
                 break
             self._memory.attach_prefix(s, page_size)
             ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
