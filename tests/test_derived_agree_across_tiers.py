@@ -17,6 +17,7 @@ from config_bags import (
     chunk_size,
     cuda_graph_decode_bs,
     linear_attn_backends,
+    mamba_cache_slots,
     max_prefill_buffer_tokens,
     max_speculative_num_draft_tokens,
     override,
@@ -89,6 +90,11 @@ DERIVED: dict[str, tuple[Callable[[ServerArgs], Any], Callable[[], Any], list[di
         chunk_size,
         matrix(chunked_prefill_size=(-1, 1, 100, 2048), page_size=(1, 16, 64)),
     ),
+    "mamba_cache_slots": (
+        lambda a: a.mamba_cache_slots,
+        mamba_cache_slots,
+        matrix(max_mamba_cache_size=(None, 1, 48), max_running_requests=(1, 8, 256)),
+    ),
 }
 
 CASES = [
@@ -120,6 +126,7 @@ OVERRIDES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "max_speculative_num_draft_tokens": ({"speculative_algorithm": "ngram", "speculative_num_draft_tokens": 4}, {"speculative_num_draft_tokens": 12}),
     "cuda_graph_decode_bs": ({"cuda_graph_max_bs": 16}, {"cuda_graph_max_bs": 32}),
     "chunk_size": ({"chunked_prefill_size": 100, "page_size": 16}, {"chunked_prefill_size": 1000}),
+    "mamba_cache_slots": ({"max_running_requests": 8}, {"max_running_requests": 16}),
 }
 
 

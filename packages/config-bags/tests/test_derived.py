@@ -120,3 +120,10 @@ def test_derived_accessors_follow_an_override(published: Bags) -> None:
     assert config_bags.max_speculative_num_draft_tokens() == 5
     assert config_bags.cuda_graph_decode_bs() == (1, 2, 4)
     assert config_bags.linear_attn_backends().decode == "triton"
+
+
+def test_mamba_cache_slots_of() -> None:
+    from config_bags import MambaBag, ScheduleBag
+
+    assert config_bags.mamba_cache_slots_of(MambaBag(), ScheduleBag(max_running_requests=12)) == 12
+    assert config_bags.mamba_cache_slots_of(MambaBag(max_mamba_cache_size=5), ScheduleBag(max_running_requests=12)) == 5

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from config_bags.bags import ExecBag, GraphBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
+from config_bags.bags import ExecBag, GraphBag, KernelBag, MambaBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
 from config_bags.bags.attention_names import BATCH_INVARIANT_KERNELS, AttentionBackendName, AttentionHalf, LinearAttnBackendName
 from config_bags.errors import LeafValueError
 from config_bags.state import get_exec, get_parallel, get_schedule, get_spec
@@ -83,6 +83,18 @@ def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBacken
 def linear_attn_backends(prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
     """`linear_attn_backends_of` over the published exec.kernel bag."""
     return linear_attn_backends_of(get_exec().kernel, prefill_default)
+
+
+def mamba_cache_slots_of(mamba: MambaBag, schedule: ScheduleBag) -> int:
+    """Recurrent-state slots of a hybrid model's state pool: max_mamba_cache_size, else one per
+    request that may run at once (max_running_requests). A running request holds one slot; a
+    verify's per-token states live outside the pool, so no headroom is needed."""
+    return mamba.max_mamba_cache_size if mamba.max_mamba_cache_size is not None else schedule.max_running_requests
+
+
+def mamba_cache_slots() -> int:
+    """`mamba_cache_slots_of` over the published exec.mamba and schedule bags."""
+    return mamba_cache_slots_of(get_exec().mamba, get_schedule())
 
 
 def max_prefill_buffer_tokens_of(schedule: ScheduleBag, parallel: ParallelBag) -> int:

@@ -78,7 +78,7 @@ class MambaBag(Bag, frozen=True, kw_only=True):
     """State-space and linear-attention layer state."""
 
     mamba_ssm_dtype: Annotated[MambaSsmDtype, leaf("Element type of the recurrent SSM state.", hot=False)] = "float32"
-    max_mamba_cache_size: Annotated[PositiveInt | None, leaf("Recurrent-state slots (unset: max_running_requests plus headroom).", hot=False)
+    max_mamba_cache_size: Annotated[PositiveInt | None, leaf("Recurrent-state slots of a hybrid model (unset: max_running_requests).", hot=False)
     ] = None
 
 

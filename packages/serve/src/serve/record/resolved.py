@@ -22,6 +22,7 @@ from config_bags import (
     leaf_specs,
     leaf_value,
     linear_attn_backends_of,
+    mamba_cache_slots_of,
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens_of,
     overrides_log,
@@ -118,6 +119,7 @@ def derived_values(bags: Bags) -> dict[str, Any]:
         "linear_attn_backends": linear_attn_backends_of(bags.exec.kernel)._asdict(),
         "max_prefill_buffer_tokens": max_prefill_buffer_tokens_of(bags.schedule, bags.parallel),
         "max_speculative_num_draft_tokens": max_speculative_num_draft_tokens_of(bags.spec),
+        "mamba_cache_slots": mamba_cache_slots_of(bags.exec.mamba, bags.schedule),
         "cuda_graph_decode_bs": list(cuda_graph_decode_bs_of(bags.exec.graph)),
         "chunk_size": chunk_size_of(bags.schedule),
     }

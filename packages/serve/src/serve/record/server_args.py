@@ -21,6 +21,7 @@ from config_bags import (
     leaf_spec,
     leaf_specs,
     linear_attn_backends_of,
+    mamba_cache_slots_of,
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens_of,
 )
@@ -241,6 +242,12 @@ class ServerArgs:
         """Prompt tokens the prefill buffers must hold across pipeline stages."""
         bags = self.bags()
         return max_prefill_buffer_tokens_of(bags.schedule, bags.parallel)
+
+    @property
+    def mamba_cache_slots(self) -> int:
+        """Recurrent-state slots of a hybrid model's state pool."""
+        bags = self.bags()
+        return mamba_cache_slots_of(bags.exec.mamba, bags.schedule)
 
     @property
     def max_speculative_num_draft_tokens(self) -> int:
