@@ -12,6 +12,8 @@ A batch-invariant runner (deterministic inference) gets cpu_paged for both halve
 a refusal for any kernel that is not batch-invariant (`batch_invariance`).
 A speculative draft runner builds through `DraftBackendFactory`: a `DraftRunnerBackend` of a
 `DraftExtendBackend` (the prefill half) and a `MultiStepDraftBackend` (one decode backend per step).
+A hybrid model's Gated-DeltaNet layers run `linear_attn_kernels_for(name, device_type)`: the
+causal conv and the gated delta rule, varlen prefill, decode and verify over a state pool's slots.
 """
 
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
@@ -29,6 +31,7 @@ from attn_backends.effective_names import (
 )
 from attn_backends.host_support import refusal_on
 from attn_backends.hybrid import HybridAttentionBackend
+from attn_backends.linear_attn_kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.multi_step_draft import MultiStepDraftBackend
 from attn_backends.pair import build_attention_pair
@@ -48,7 +51,9 @@ __all__ = [
     "DraftExtendBackend",
     "DraftRunnerBackend",
     "HybridAttentionBackend",
+    "LinearAttnKernels",
     "MultiStepDraftBackend",
+    "TORCH_NATIVE_KERNELS",
     "TorchNativeBackend",
     "UnknownAttentionBackendError",
     "UnstampedBackendError",
@@ -58,6 +63,7 @@ __all__ = [
     "build_attention_backend",
     "build_attention_pair",
     "effective_backend_name",
+    "linear_attn_kernels_for",
     "refusal_on",
     "registered_attention_backends",
     "stamp_built",
