@@ -11,7 +11,7 @@ import pytest
 from config_bags import Bags, ModelBag, ScheduleBag, publish
 
 from runtime_scheduler import PageAccountingError, Request, Scheduler, StopConditions
-from scheduler_fakes import StateFaithfulExecutor, Transcript, record, reference_output, run_to_completion
+from scheduler_fakes import StateFaithfulExecutor, Transcript, build, record, reference_output, run_to_completion
 
 PROMPTS = {rid: tuple(range(1, 14)) + tuple(range(20 + i, 25 + i)) for i, rid in enumerate("abcdef")}
 
@@ -79,9 +79,16 @@ def test_the_audit_finds_a_slot_held_twice_or_lost() -> None:
         scheduler.audit()
 
 
-def test_a_model_without_state_slots_hands_out_none() -> None:
-    bags = Bags(schedule=ScheduleBag(page_size=1), model=ModelBag())
-    config_bags.unpublish()
-    publish(bags, role="standalone")
+def test_a_model_without_state_slots_hands_out_none_and_reuses_its_cache() -> None:
+    """Reverse-verified: with `_entry` handing out slot 0 for a request without one, the first
+    assert failed."""
+    scheduler, executor = build(slots=200, page_size=4)
+    stop = StopConditions(max_new_tokens=4, ignore_eos=True)
+    executor.keep_batches = True
+    for rid in "ab":
+        scheduler.add_request(Request(rid=rid, prompt_ids=PROMPTS[rid], stop=stop))
+        t = run_to_completion(scheduler)
+    assert all(r.state_slot == -1 for b in executor.batches for r in b.requests)
+    assert t.cached["b"] == 12  # the shared 13-token prefix, in whole pages of 4
     with pytest.raises(ValueError, match="state_slots=-1"):
-        Scheduler(StateFaithfulExecutor(64, 1, 1), model_max_length=64, max_total_tokens=64, state_slots=-1)
+        Scheduler(executor, model_max_length=64, max_total_tokens=64, state_slots=-1)
