@@ -20,9 +20,11 @@ import pytest
 from runtime_runner.architectures import DRAFT_CLASSES, MODEL_CLASSES
 from runtime_runner.decoder import DecoderForCausalLM, TargetDecoder
 from runtime_runner.draft_models import DraftDecoder
+from runtime_runner.hybrid_decoder import HybridDecoder
+from runtime_runner.hybrid_drafts import HybridDraftDecoder
 from runtime_runner.loader_hooks import LOADER_HOOKS
 
-SHARED_BASES: tuple[type, ...] = (DecoderForCausalLM, TargetDecoder, DraftDecoder)
+SHARED_BASES: tuple[type, ...] = (DecoderForCausalLM, TargetDecoder, DraftDecoder, HybridDecoder, HybridDraftDecoder)
 
 
 def answered_hooks(entry: type) -> set[str]:

@@ -24,8 +24,9 @@ def _load(model_dir: Path) -> object:
 
 
 def test_registry_names_every_supported_architecture() -> None:
-    assert sorted(MODEL_CLASSES) == ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"]
-    with pytest.raises(UnsupportedArchitectureError, match="'GPT2LMHeadModel'.*LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"):
+    assert sorted(MODEL_CLASSES) == ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM"]
+    with pytest.raises(UnsupportedArchitectureError,
+                       match="'GPT2LMHeadModel'.*LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM"):
         model_class_for("GPT2LMHeadModel")
 
 

@@ -70,7 +70,7 @@ def _with_random_vectors(model_dir: Path) -> Path:
 
 
 def test_the_registry_has_a_draft_class_per_family() -> None:
-    assert sorted(DRAFT_CLASSES) == ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"]
+    assert sorted(DRAFT_CLASSES) == ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM"]
     with pytest.raises(UnsupportedArchitectureError, match="'GPT2LMHeadModel' has no draft.*LlamaForCausalLM, Qwen2ForCausalLM"):
         draft_class_for("GPT2LMHeadModel")
 

@@ -13,7 +13,9 @@ a refusal for any kernel that is not batch-invariant (`batch_invariance`).
 A speculative draft runner builds through `DraftBackendFactory`: a `DraftRunnerBackend` of a
 `DraftExtendBackend` (the prefill half) and a `MultiStepDraftBackend` (one decode backend per step).
 A hybrid model's Gated-DeltaNet layers run `linear_attn_kernels_for(name, device_type)`: the
-causal conv and the gated delta rule, varlen prefill, decode and verify over a state pool's slots.
+causal conv and the gated delta rule, varlen prefill, decode and verify over a state pool's slots;
+`LinearAttnBackendFactory` resolves a runner's choice (`resolve_linear_attn_backends`, with a
+target's per-runner prefill default) and builds the backend that reads it off the stamped runner.
 """
 
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
@@ -31,7 +33,9 @@ from attn_backends.effective_names import (
 )
 from attn_backends.host_support import refusal_on
 from attn_backends.hybrid import HybridAttentionBackend
+from attn_backends.linear_attn_backend import LinearAttnBackend, LinearAttnBackendFactory
 from attn_backends.linear_attn_kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
+from attn_backends.linear_attn_resolver import device_linear_attn_backend, resolve_linear_attn_backends, target_prefill_default
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.multi_step_draft import MultiStepDraftBackend
 from attn_backends.pair import build_attention_pair
@@ -51,6 +55,8 @@ __all__ = [
     "DraftExtendBackend",
     "DraftRunnerBackend",
     "HybridAttentionBackend",
+    "LinearAttnBackend",
+    "LinearAttnBackendFactory",
     "LinearAttnKernels",
     "MultiStepDraftBackend",
     "TORCH_NATIVE_KERNELS",
@@ -63,7 +69,10 @@ __all__ = [
     "build_attention_backend",
     "build_attention_pair",
     "effective_backend_name",
+    "device_linear_attn_backend",
     "linear_attn_kernels_for",
+    "resolve_linear_attn_backends",
+    "target_prefill_default",
     "refusal_on",
     "registered_attention_backends",
     "stamp_built",

@@ -72,17 +72,21 @@ def deterministic_inference(device_type: str) -> bool:
     return deterministic_inference_of(get_exec(), device_type)
 
 
-def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
+def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBackendName | None = None,
+                            base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND) -> LinearAttnBackends:
     """Linear-attention kernels per phase. An operator's explicit split field wins over
-    `prefill_default` (a per-runner default the caller stamps on its runner, never records)."""
-    base = kernel.linear_attn_backend or DEFAULT_LINEAR_ATTN_BACKEND
+    `prefill_default` (a per-runner default the caller stamps on its runner, never records), which
+    wins over the base field; `base_default` (a device's kernels, as the caller knows the device)
+    stands in for an unset base field."""
+    base = kernel.linear_attn_backend or base_default
     prefill = kernel.linear_attn_prefill_backend or prefill_default or base
     return LinearAttnBackends(decode=kernel.linear_attn_decode_backend or base, prefill=prefill, verify=prefill)
 
 
-def linear_attn_backends(prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
+def linear_attn_backends(prefill_default: LinearAttnBackendName | None = None,
+                         base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND) -> LinearAttnBackends:
     """`linear_attn_backends_of` over the published exec.kernel bag."""
-    return linear_attn_backends_of(get_exec().kernel, prefill_default)
+    return linear_attn_backends_of(get_exec().kernel, prefill_default, base_default)
 
 
 def mamba_cache_slots_of(mamba: MambaBag, schedule: ScheduleBag) -> int:

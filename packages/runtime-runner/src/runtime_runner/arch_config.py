@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
+from runtime_runner.hybrid_config import HYBRID_ARCHITECTURES, HybridSpec, hybrid_spec_of
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,12 @@ class ArchConfig:
     mlp_bias: bool
     checkpoint_dtype: str
     eos_token_ids: tuple[int, ...]
+    hybrid: HybridSpec | None = None  # a Gated-DeltaNet hybrid's layer kinds and linear layers
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that hold K/V in the pool: every layer, or a hybrid's full-attention ones."""
+        return self.num_layers if self.hybrid is None else len(self.hybrid.full_layers)
 
 
 def rope_spec_of(raw: dict[str, Any]) -> RopeSpec:
@@ -61,7 +68,8 @@ def arch_config_of(raw: dict[str, Any]) -> ArchConfig:
         raise CheckpointError("config.json has no 'architectures' list; accepted: a Hugging Face causal-LM config")
     if raw.get("use_sliding_window"):
         raise UnsupportedConfigError("use_sliding_window=true is not supported; accepted: full attention on every layer")
-    if float(raw.get("partial_rotary_factor", 1.0)) != 1.0:
+    hybrid = str(architectures[0]) in HYBRID_ARCHITECTURES
+    if not hybrid and float(raw.get("partial_rotary_factor", 1.0)) != 1.0:
         raise UnsupportedConfigError("partial_rotary_factor != 1 is not supported; accepted: rotary over the whole head")
     try:
         heads = int(raw["num_attention_heads"])
@@ -85,6 +93,7 @@ def arch_config_of(raw: dict[str, Any]) -> ArchConfig:
             mlp_bias=bool(raw.get("mlp_bias", False)),
             checkpoint_dtype=str(raw.get("dtype") or raw.get("torch_dtype") or "float32"),
             eos_token_ids=eos_ids,
+            hybrid=hybrid_spec_of(raw) if hybrid else None,
         )
     except KeyError as missing:
         raise CheckpointError(f"config.json lacks required key {missing}; accepted: a Llama-family decoder config") from None

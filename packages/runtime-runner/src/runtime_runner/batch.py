@@ -60,6 +60,8 @@ class RequestView(Protocol):
     def prompt_ids(self) -> Sequence[int]: ...
     @property
     def output_ids(self) -> Sequence[int]: ...  # tokens generated so far (penalties, seeded steps)
+    @property
+    def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 for a model without one)
 
 
 class ForwardBatchView(Protocol):

@@ -1,4 +1,5 @@
-"""RMS normalization, as the Llama family defines it, alone or after a residual add."""
+"""RMS normalization, as the Llama family defines it, alone or after a residual add; and the gated
+norm of a Gated-DeltaNet layer's output."""
 
 from __future__ import annotations
 
@@ -27,3 +28,12 @@ def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps
         return cpu_fused_ops.add_rms_norm(x, delta, weight, eps)
     summed = x + delta
     return summed, _rms_norm_torch(summed, weight, eps)
+
+
+def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """A Gated-DeltaNet layer's output norm over the last dim: rms_norm(x) * silu(gate), the norm's
+    plain weight multiplied before the gate and the product rounded once at the end, as
+    transformers' Qwen3-Next gated norm rounds."""
+    normed = x.float()
+    normed = weight * (normed * torch.rsqrt(normed.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return (normed * torch.nn.functional.silu(gate.float())).to(x.dtype)

@@ -37,9 +37,14 @@ from runtime_runner.default_model import ensure_default_model
 from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults
 from runtime_runner.errors import BatchError, UnsupportedConfigError
+from runtime_runner.hybrid_decoder import HybridDecoder, LinearLayerAttention
+from runtime_runner.hybrid_drafts import HybridDraftDecoder
 from runtime_runner.kv_pool import KVPool
+from runtime_runner.linear_attn_plan import LinearAttnPlanner
+from runtime_runner.linear_attn_seam import LinearAttnFactory
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
+from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
 from runtime_runner.sampler import sample
 from runtime_runner.standalone import StandaloneDriver
 from runtime_runner.verify_sampling import sample_verify
@@ -56,11 +61,14 @@ class BatchTensors:
 
 
 class ModelRunner:
-    """One model on one device with its paged KV cache."""
+    """One model on one device with its paged KV cache (and a hybrid's recurrent-state pool)."""
 
-    def __init__(self, attention_pair_factory: AttentionPairFactory, *, target: ModelRunner | None = None) -> None:
+    def __init__(self, attention_pair_factory: AttentionPairFactory, *, target: ModelRunner | None = None,
+                 linear_attn_factory: LinearAttnFactory | None = None) -> None:
         """Build the served model's runner; with `target`, that target's draft runner
-        (spec.speculative_draft_model_path; serve hands it attn_backends.DraftBackendFactory)."""
+        (spec.speculative_draft_model_path; serve hands it attn_backends.DraftBackendFactory).
+        A model with linear-attention layers needs `linear_attn_factory` (serve hands it
+        attn_backends.LinearAttnBackendFactory)."""
         if not is_published():
             publish(Bags(), role="standalone")
         threads = get_device().cpu_threads
@@ -72,18 +80,20 @@ class ModelRunner:
         dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device)
         batch_invariant = batch_invariance_for(device.type)
         self.is_draft = target is not None
-        self.model: DecoderForCausalLM
+        self.model: DecoderForCausalLM | HybridDecoder
+        if cfg.hybrid is not None and get_exec().graph.enable_torch_compile:
+            raise UnsupportedConfigError(f"enable_torch_compile compiles the Llama-family decode step; {cfg.architecture} "
+                                         "(a Gated-DeltaNet hybrid) decodes eagerly; accepted: enable_torch_compile off")
         if target is None:
             self.model = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
         else:
-            self.model = draft_class_for(cfg.architecture).load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant,
-                                                                target=target.model)
+            self.model = self._draft_model(model_dir, cfg, dtype, device, batch_invariant, target)
             if self.context_length < target.context_length:
                 raise UnsupportedConfigError(
                     f"the draft checkpoint {model_dir} holds {self.context_length} positions, fewer than the served context length "
                     f"{target.context_length}; accepted: a draft at least as long, or model.context_length <= {self.context_length}")
         self.pool: KVPool = KVPool(
-            num_layers=cfg.num_layers, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+            num_layers=cfg.kv_layers, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
             dtype=kv_dtype_of(get_memory(), dtype), device=device, num_slots=None if target is None else target.pool.num_slots,
         )
         self._generator = torch.Generator().manual_seed(get_device().random_seed)
@@ -95,7 +105,51 @@ class ModelRunner:
         if get_exec().graph.enable_torch_compile:
             check_compiled_decode_traceable(self.attention_stamp)
         self._compiled_decode: CompiledDecode | None = None
+        self._linear: LinearAttnPlanner | None = None
+        if cfg.hybrid is not None:
+            self._linear = self._linear_attention(cfg, linear_attn_factory, device, dtype, target)
         self._warm_up()
+
+    def _linear_attention(self, cfg: ArchConfig, factory: LinearAttnFactory | None, device: torch.device, dtype: torch.dtype,
+                          target: ModelRunner | None) -> LinearAttnPlanner:
+        """A hybrid's linear attention: the stamp first (`linear_attn_backends`, this runner's own
+        choice, never recorded into the bags), then the backend that reads it off this runner, over
+        a state pool of mamba_cache_slots() slots (a draft's: its target's count)."""
+        if factory is None:
+            raise UnsupportedConfigError(f"{cfg.architecture} has linear-attention layers; its runner needs a linear-attention "
+                                         "factory (serve passes attn_backends.LinearAttnBackendFactory), got none")
+        assert cfg.hybrid is not None
+        self.linear_attn_backends = factory.resolve(device_type=device.type, is_draft=self.is_draft)
+        backend = factory.build(self, device_type=device.type)
+        shape = cfg.hybrid.linear
+        layer = LinearLayerState(conv_channels=shape.conv_channels, conv_width=shape.conv_width, heads=shape.value_heads,
+                                 k_dim=shape.key_dim, v_dim=shape.value_dim)
+        slots = None if target is None else target.state_slots
+        pool = RecurrentStatePool([layer] * len(cfg.hybrid.linear_layers), conv_dtype=dtype, device=device, num_slots=slots)
+        return LinearAttnPlanner(pool, shape, backend)
+
+    @property
+    def state_slots(self) -> int:
+        """Slots of the recurrent-state pool (0 for a model without linear-attention layers)."""
+        return 0 if self._linear is None else self._linear.pool.num_slots
+
+    @property
+    def state_pool(self) -> RecurrentStatePool | None:
+        """The recurrent-state pool of a hybrid model (None for a model without one)."""
+        return None if self._linear is None else self._linear.pool
+
+    @staticmethod
+    def _draft_model(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, batch_invariant: bool,
+                     target: ModelRunner) -> DecoderForCausalLM | HybridDecoder:
+        """The draft checkpoint loaded with its draft entry class: a Llama-family draft shares its
+        Llama-family target's embedding and LM head; a hybrid draft holds its own."""
+        entry = draft_class_for(cfg.architecture)
+        if issubclass(entry, HybridDraftDecoder):
+            return entry.load_for(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, target_vocab_size=target.arch.vocab_size)
+        if not isinstance(target.model, DecoderForCausalLM):
+            raise UnsupportedConfigError(f"a {cfg.architecture} draft shares its target's embedding and LM head, which a "
+                                         f"{target.arch.architecture} target lays out otherwise; accepted: a draft of the target's family")
+        return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, target=target.model)
 
     @staticmethod
     def _model_dir(target: ModelRunner | None) -> Path:
@@ -139,7 +193,7 @@ class ModelRunner:
             if compiled is not None:
                 logits = compiled(tensors.input_ids, tensors.positions, self._planned_attention(tensors))
             else:
-                hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, self._planned_attention(tensors))
+                hidden = self._hidden_states(batch, tensors)
                 if batch.forward_mode == "target_verify":
                     return sample_verify(self.model.logits(hidden), batch, self._generator)
                 last = torch.cumsum(tensors.metadata.extend_lens, 0) - 1
@@ -152,7 +206,20 @@ class ModelRunner:
         runner catches up this way on the positions it lacks before it proposes."""
         with torch.inference_mode(), marked_device_faults():
             tensors = self._checked(batch, None)
-            self.model.hidden_states(tensors.input_ids, tensors.positions, self._planned_attention(tensors))
+            self._hidden_states(batch, tensors)
+
+    def _hidden_states(self, batch: ForwardBatchView, tensors: BatchTensors) -> torch.Tensor:
+        """The model's final hidden states of the batch's new tokens; a hybrid's linear layers run
+        over the state pool, whose slots then hold the states after the batch."""
+        attention = self._planned_attention(tensors)
+        if isinstance(self.model, DecoderForCausalLM):
+            return self.model.hidden_states(tensors.input_ids, tensors.positions, attention)
+        assert self._linear is not None  # a hybrid's runner built its planner
+        draft_step = tensors.metadata.draft_step if batch.forward_mode == "decode" else None
+        linear: LinearLayerAttention = self._linear.plan(batch.requests, batch.forward_mode, draft_step)
+        hidden = self.model.hidden_states(tensors.input_ids, tensors.positions, attention, linear)
+        self._linear.advance(batch.requests, batch.forward_mode, draft_step)
+        return hidden
 
     def _planned_attention(self, tensors: BatchTensors) -> LayerAttention:
         """Plan the attention backend for this forward; the per-layer callable that writes each
@@ -176,6 +243,8 @@ class ModelRunner:
         """The compiled graph when exec.graph.enable_torch_compile is on and `batch` decodes one request."""
         if batch.forward_mode != "decode" or len(batch.requests) != 1 or not get_exec().graph.enable_torch_compile or self.is_draft:
             return None  # a draft runner decodes eagerly: its steps plan different backends
+        if not isinstance(self.model, DecoderForCausalLM):
+            return None  # a hybrid refused enable_torch_compile at construction
         if self._compiled_decode is None:
             self._compiled_decode = CompiledDecode(self.model, (*self.pool.k, *self.pool.v))
         return self._compiled_decode
@@ -233,6 +302,8 @@ class ModelRunner:
             raise BatchError(f"page table names pages {int(page_table.min())}..{int(page_table.max())}; accepted: 0..{self.pool.num_pages - 1}")
         loc = torch.tensor(batch.out_cache_loc, dtype=torch.int64)
         self.pool.check_slots(loc)
+        if self._linear is not None:
+            self._linear.check(requests)
         positions = torch.tensor(batch.positions, dtype=torch.int64)
         prefix_t, extend_t = torch.tensor(prefix), torch.tensor(extend)
         owner = torch.repeat_interleave(torch.arange(len(requests)), extend_t, output_size=tokens)

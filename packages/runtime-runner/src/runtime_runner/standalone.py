@@ -46,6 +46,7 @@ class Request:
     sampling: Sampling
     prompt_ids: tuple[int, ...]
     output_ids: tuple[int, ...]
+    state_slot: int = -1
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class Forwarding(Protocol):
     @property
     def pool(self) -> KVPool: ...
 
+    @property
+    def state_slots(self) -> int: ...  # recurrent-state slots (0 for a model without recurrent state)
+
     def forward(self, batch: Batch) -> ForwardOutput: ...
 
 
@@ -76,6 +80,7 @@ class Running:
     prompt: tuple[int, ...]
     sampling: Sampling
     pages: list[int] = field(default_factory=list)
+    state_slot: int = -1
     cached: int = 0
     output: list[int] = field(default_factory=list)
 
@@ -96,6 +101,7 @@ class StandaloneDriver:
     def __init__(self, runner: Forwarding) -> None:
         self.runner = runner
         self.free_pages = list(range(runner.pool.num_pages))
+        self.free_state_slots = list(range(runner.state_slots))
         self.active: list[Running] = []
         self._next_id = 0
 
@@ -104,6 +110,10 @@ class StandaloneDriver:
         if not prompt:
             raise ValueError("a prompt needs at least one token")
         seq = Running(rid=f"r{self._next_id}", prompt=tuple(prompt), sampling=sampling or Sampling())
+        if self.runner.state_slots:
+            if not self.free_state_slots:
+                raise BatchError(f"sequence {seq.rid} needs a recurrent-state slot; all {self.runner.state_slots} are held")
+            seq.state_slot = self.free_state_slots.pop()
         self._next_id += 1
         self.active.append(seq)
         return seq
@@ -139,7 +149,8 @@ class StandaloneDriver:
                 positions.append(pos)
                 locs.append(seq.pages[pos // page_size] * page_size + pos % page_size)
             ends_prompt = not seq.prefilling or start + count == len(seq.prompt)
-            requests.append(Request(seq.rid, start, count, tuple(seq.pages), ends_prompt, seq.sampling, seq.prompt, tuple(seq.output)))
+            requests.append(Request(seq.rid, start, count, tuple(seq.pages), ends_prompt, seq.sampling, seq.prompt, tuple(seq.output),
+                                    seq.state_slot))
         decoding = [not s.prefilling for s in self.active]
         mode: ForwardMode = "decode" if all(decoding) else "extend" if not any(decoding) else "mixed"
         out = self.runner.forward(Batch(mode, tuple(ids), tuple(positions), tuple(locs), tuple(requests)))
@@ -150,10 +161,13 @@ class StandaloneDriver:
         return out
 
     def finish(self, seq: Running) -> None:
-        """Stop a sequence and return its pages."""
+        """Stop a sequence and return its pages and its state slot."""
         self.active.remove(seq)
         self.free_pages.extend(seq.pages)
         seq.pages.clear()
+        if seq.state_slot >= 0:
+            self.free_state_slots.append(seq.state_slot)
+            seq.state_slot = -1
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, sampling: Sampling | None = None,
                  chunk: int | None = None) -> list[list[int]]:

@@ -376,7 +376,8 @@ class Scheduler:
             if room > 0:
                 room = self._reserve_draft_pages(s, room, page_size)
             offers.append(DraftRequest(rid=s.req.rid, kv_len=s.kv_len, max_drafts=max(room, 0), page_table=s.page_table,
-                                       prompt_ids=s.req.prompt_ids, output_ids=s.output_ids))
+                                       prompt_ids=s.req.prompt_ids, output_ids=s.output_ids,
+                                       state_slot=-1 if s.state_slot is None else s.state_slot))
         wanted = [o for o in offers if o.max_drafts > 0]
         proposed = list(self._speculator.propose(wanted)) if wanted else []
         if len(proposed) != len(wanted):

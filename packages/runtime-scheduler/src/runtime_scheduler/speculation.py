@@ -31,6 +31,7 @@ class DraftRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     page_table: Sequence[int]
     prompt_ids: Sequence[int]
     output_ids: Sequence[int]
+    state_slot: int = -1  # a hybrid model's recurrent-state slot (-1 without one)
 
 
 class Speculator(Protocol):

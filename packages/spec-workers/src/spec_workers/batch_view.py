@@ -25,6 +25,8 @@ class DraftOffer(Protocol):
     def prompt_ids(self) -> Sequence[int]: ...
     @property
     def output_ids(self) -> Sequence[int]: ...
+    @property
+    def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 without one)
 
 
 class SamplingView(Protocol):
@@ -71,6 +73,8 @@ class RequestView(Protocol):
     def prompt_ids(self) -> Sequence[int]: ...
     @property
     def output_ids(self) -> Sequence[int]: ...
+    @property
+    def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 without one)
 
 
 class BatchView(Protocol):

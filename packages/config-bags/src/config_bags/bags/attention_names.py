@@ -15,6 +15,6 @@ AttentionHalf = Literal["prefill", "decode"]
 AttentionKernelName = Literal["torch_native", "cpu_paged", "triton", "flashinfer"]
 AttentionBackendName = Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"]
 BATCH_INVARIANT_KERNELS: tuple[AttentionKernelName, ...] = ("cpu_paged",)
-LinearAttnBackendName = Literal["torch_native", "triton", "flashinfer"]
+LinearAttnBackendName = Literal["torch_native", "cpu_fused", "triton", "flashinfer"]
 MoeRunnerBackend = Literal["auto", "torch_native", "triton"]
 MambaSsmDtype = Literal["float32", "bfloat16", "float16"]

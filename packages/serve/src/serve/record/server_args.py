@@ -99,9 +99,9 @@ class ServerArgs:
     attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"]
     prefill_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
     decode_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
-    linear_attn_backend: Literal["torch_native", "triton", "flashinfer"] | None
-    linear_attn_prefill_backend: Literal["torch_native", "triton", "flashinfer"] | None
-    linear_attn_decode_backend: Literal["torch_native", "triton", "flashinfer"] | None
+    linear_attn_backend: Literal["torch_native", "cpu_fused", "triton", "flashinfer"] | None
+    linear_attn_prefill_backend: Literal["torch_native", "cpu_fused", "triton", "flashinfer"] | None
+    linear_attn_decode_backend: Literal["torch_native", "cpu_fused", "triton", "flashinfer"] | None
     # exec.graph
     disable_cuda_graph: bool
     cuda_graph_max_bs: int

@@ -9,7 +9,7 @@ from typing import Any
 
 import config_bags
 import zmq
-from attn_backends import DraftBackendFactory, build_attention_pair
+from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ModelExecutor, Scheduler, Speculator
 from spec_workers import DraftModelWorker, NgramWorker
@@ -29,7 +29,7 @@ def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lamb
     speculator too (ngram: prompt lookup; draft_model: a draft runner whose worker is both
     executor and speculator). `executor_of` may wrap the executor (tools/bench_serving.py times
     its forwards that way); the server drives it itself."""
-    target = ModelRunner(build_attention_pair)
+    target = ModelRunner(build_attention_pair, linear_attn_factory=LinearAttnBackendFactory())
     algorithm = config_bags.get_spec().speculative_algorithm
     executor: ModelExecutor = target
     speculator: Speculator | None = None
@@ -37,11 +37,12 @@ def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lamb
     if algorithm == "ngram":
         speculator = NgramWorker()
     elif algorithm == "draft_model":
-        draft = ModelRunner(DraftBackendFactory(), target=target)
+        draft = ModelRunner(DraftBackendFactory(), target=target, linear_attn_factory=LinearAttnBackendFactory())
         worker = DraftModelWorker(target, draft)
         executor, speculator = worker, worker
     scheduler = Scheduler(executor_of(executor), model_max_length=target.arch.max_position_embeddings,
-                          max_total_tokens=target.pool.num_slots, speculator=speculator)
+                          max_total_tokens=target.pool.num_slots, speculator=speculator,
+                          state_slots=target.state_slots)
     return scheduler, ModelRunners(target, draft)
 
 
