@@ -84,7 +84,7 @@ def test_the_pair_serves_what_transformers_generates(launch: str, model_dir: Pat
             served = list(pool.map(lambda p: greedy(server.base_url, p), PROMPTS))
         assert served == reference
         info = httpx.get(server.base_url + "/server_info", timeout=30).json()
-        assert info["model"]["runners"] == {"target": {**stamp, "is_draft_override": False}}
+        assert info["model"]["runners"] == {"target": {**stamp, "is_draft_override": False, "linear_attn": None}}
         published = info["bags"]["exec"]["kernel"]
         for leaf, value in kernel.items():
             assert published[leaf] == value, (leaf, published)

@@ -137,7 +137,7 @@ def test_a_bad_environment_variable_exits_2_naming_it(
 FILE_CASES: list[tuple[str, str, str, list[str]]] = [
     ("unknown key", "c.yaml", "page-sise: 4\n", ["c.yaml:1", "key 'page-sise'", "did you mean --page-size"]),
     ("bad value", "c.yaml", "max-n: 2\npage-size: -3\n", ["c.yaml:2", "page_size"]),
-    ("absent feature", "c.toml", 'moe-runner-backend = "triton"\n', ["moe_runner_backend = 'triton': this build has no mixture-of-experts model", "c.toml"]),
+    ("absent feature", "c.toml", 'moe-runner-backend = "triton"\n', ["moe_runner_backend = 'triton': this build has no mixture-of-experts kernel choice or expert parallelism", "c.toml"]),
     ("malformed yaml", "c.yaml", "page-size: [1,\n", ["c.yaml"]),
     ("not a mapping", "c.yaml", "- page-size\n", ["c.yaml"]),
 ]

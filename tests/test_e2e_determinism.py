@@ -87,7 +87,7 @@ def test_the_default_server_is_deterministic(alone_cold: tuple[ServerProcess, li
     server, _, cached = alone_cold
     info = httpx.get(server.base_url + "/server_info", timeout=30).json()
     assert info["model"]["runners"]["target"] == {"prefill": "cpu_paged", "decode": "cpu_paged", "is_draft_override": False,
-                                                  "batch_invariant": True}
+                                                  "batch_invariant": True, "linear_attn": None}
     assert info["bags"]["model"]["dtype"] in ("auto", "bfloat16")
     assert cached[0] == 0 and all(c > 0 for c in cached[1:16]), cached  # the preamble's family: cold, then partial hits
 

@@ -144,7 +144,8 @@ def test_a_draft_model_serves_the_tiny_model_exactly_as_without_speculation(tiny
     assert [_ids(base_url, i, TINY_PROMPTS[i]) for i in range(3)] == tiny_plain[:3]
     info = httpx.get(base_url + "/server_info").json()
     runners = info["model"]["runners"]
-    assert runners["draft"] == {"prefill": "cpu_paged", "decode": "cpu_paged", "is_draft_override": True, "batch_invariant": True}
+    assert runners["draft"] == {"prefill": "cpu_paged", "decode": "cpu_paged", "is_draft_override": True, "batch_invariant": True,
+                                "linear_attn": None}
     assert runners["target"]["is_draft_override"] is False
     assert info["speculative"]["algorithm"] == "draft_model" and info["speculative"]["verify_steps"] > 0
 

@@ -28,12 +28,7 @@ from serve.record import ResolutionError, ServerArgs, resolve
 ROOT = Path(__file__).resolve().parents[1]
 
 # Refused leaves that a runtime package already reads, and why the refusal stays.
-READ_YET_REFUSED: dict[str, str] = {
-    "mamba_ssm_dtype": "read by runtime-runner's RecurrentStatePool, which no served model builds until the hybrid "
-                       "entry classes land (issue 16)",
-    "max_mamba_cache_size": "read (through mamba_cache_slots) by runtime-runner's RecurrentStatePool, which no served "
-                            "model builds until the hybrid entry classes land (issue 16)",
-}
+READ_YET_REFUSED: dict[str, str] = {}
 
 
 def _walker() -> ModuleType:

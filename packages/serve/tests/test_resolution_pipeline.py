@@ -72,7 +72,7 @@ def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: d
 @pytest.mark.parametrize(
     ("leaf", "feature"),
     [("tp_size", "tensor parallelism"), ("pp_size", "pipeline parallelism"), ("dp_size", "data-parallel replicas"),
-     ("nnodes", "multi-node serving"), ("ep_size", "mixture-of-experts model")],
+     ("nnodes", "multi-node serving"), ("ep_size", r"mixture-of-experts kernel choice or expert parallelism \(sparse layers run each expert in torch\)")],
 )
 def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: str, feature: str) -> None:
     """The runner holds the whole model on one device. Reverse-verified: without the
@@ -166,10 +166,8 @@ def test_every_absent_feature_is_refused_when_set_off_its_default(tiny_model: Pa
     from ABSENT_FEATURES, `tp_size=2` resolved."""
     cases = {
         "tp_size": (2, "tensor parallelism", "1"),
-        "linear_attn_backend": ("triton", "linear-attention model", "None"),
         "disable_cuda_graph": (True, "CUDA-graph capture", "False"),
-        "moe_runner_backend": ("triton", "mixture-of-experts model", "'auto'"),
-        "max_mamba_cache_size": (8, "Mamba or other recurrent-state model", "None"),
+        "moe_runner_backend": ("triton", "mixture-of-experts kernel choice or expert parallelism", "'auto'"),
         "enable_two_batch_overlap": (True, "two-batch overlap", "False"),
         "disaggregation_mode": ("prefill", "prefill/decode disaggregation", "'null'"),
         "enable_hierarchical_cache": (True, "hierarchical \\(host-memory\\) KV cache", "False"),

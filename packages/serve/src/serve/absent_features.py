@@ -19,10 +19,9 @@ ABSENT_FEATURES: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "pipeline parallelism": ("pp_size",),
         "data-parallel replicas": ("dp_size",),
         "multi-node serving": ("nnodes", "node_rank"),
-        "linear-attention model": ("linear_attn_backend", "linear_attn_prefill_backend", "linear_attn_decode_backend"),
         "CUDA-graph capture (decode runs eagerly)": ("disable_cuda_graph", "cuda_graph_max_bs", "cuda_graph_decode_bs"),
-        "mixture-of-experts model": ("moe_runner_backend", "ep_size", "disable_shared_experts_fusion"),
-        "Mamba or other recurrent-state model": ("mamba_ssm_dtype", "max_mamba_cache_size"),
+        "mixture-of-experts kernel choice or expert parallelism (sparse layers run each expert in torch)": (
+            "moe_runner_backend", "ep_size", "disable_shared_experts_fusion"),
         "overlap scheduler (each batch is scheduled after the previous one finished)": ("disable_overlap_schedule",),
         "two-batch overlap": ("enable_two_batch_overlap",),
         "prefill/decode disaggregation": ("disaggregation_mode", "disaggregation_bootstrap_port"),

@@ -62,12 +62,14 @@ class OverrideAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 class RunnerStamp(msgspec.Struct, frozen=True, kw_only=True):
     """The attention kernels one runner stamped: each half's effective name, whether they are a
-    draft runner's own override, and whether the runner is batch-invariant (deterministic inference)."""
+    draft runner's own override, and whether the runner is batch-invariant (deterministic inference);
+    for a hybrid model's runner, its linear-attention stamp (decode, prefill, verify kernels)."""
 
     prefill: str
     decode: str
     is_draft_override: bool
     batch_invariant: bool
+    linear_attn: dict[str, str] | None = None
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,6 +29,7 @@ HANDLERS: tuple[Handler, ...] = (
     model.tokenizer_path,
     model.served_model_name,
     model.context_length,
+    model.linear_attention,
     model.draft_model,
     memory.max_total_tokens,
     schedule.chunked_prefill_size,

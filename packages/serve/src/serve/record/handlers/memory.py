@@ -11,7 +11,8 @@ from serve.record.resolution import Resolution
 
 def max_total_tokens(res: Resolution) -> None:
     """KV slots that fit kv_cache_memory_mb, in whole pages (at least one page), at the
-    per-token size of the dtype the runner will store K and V in."""
+    per-token size of the dtype the runner will store K and V in, over the layers that hold K/V
+    (a hybrid's full-attention layers; its recurrent-state pool is sized per request, apart)."""
     args = res.server_args
     bags = res.bags()
     try:
@@ -19,7 +20,7 @@ def max_total_tokens(res: Resolution) -> None:
     except RuntimeError as err:
         raise ResolutionError(f"device={args.device!r} (from {args.origin_of('device') or args.provenance_of('device')}): {err}") from None
     kv_dtype = kv_dtype_of(bags.memory, model_dtype_of(bags.model, res.model.checkpoint_dtype, device))
-    per_token = kv_bytes_per_token(res.model.num_layers, res.model.num_kv_heads, res.model.head_dim, kv_dtype)
+    per_token = kv_bytes_per_token(res.model.kv_layers, res.model.num_kv_heads, res.model.head_dim, kv_dtype)
     total = max_total_tokens_of(bags.memory, per_token)
     page = args.page_size
     res.declare("max_total_tokens", max_total_tokens=max(page, total // page * page))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from config_bags import context_length_of, context_length_within_model
-from runtime_runner import ensure_default_model
+from attn_backends import AttentionBackendUnavailableError, linear_attn_kernels_for
+from config_bags import context_length_of, context_length_within_model, leaf_spec, leaf_value_of
+from runtime_runner import device_of, ensure_default_model
 from runtime_runner.arch_config import read_arch_config
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 
@@ -41,6 +42,33 @@ def context_length(res: Resolution) -> None:
     model_max_length = res.model.max_position_embeddings
     res.check(context_length_within_model(model_max_length))
     res.declare("context_length", context_length=context_length_of(res.bags().model, model_max_length))
+
+
+LINEAR_ATTN_LEAVES = ("linear_attn_backend", "linear_attn_prefill_backend", "linear_attn_decode_backend")
+RECURRENT_STATE_LEAVES = ("mamba_ssm_dtype", "max_mamba_cache_size")
+
+
+def linear_attention(res: Resolution) -> None:
+    """The linear-attention and recurrent-state leaves configure a hybrid model's Gated-DeltaNet
+    layers: a model without them refuses the leaves rather than ignore them, and a kernel the
+    operator named must run on this device."""
+    bags, model = res.bags(), res.model
+    if model.hybrid is None:
+        for leaf in LINEAR_ATTN_LEAVES + RECURRENT_STATE_LEAVES:
+            value, default = leaf_value_of(bags, leaf), leaf_spec(leaf).default
+            if value != default:
+                raise ResolutionError(f"{leaf} = {value!r}: {model.architecture} has no linear-attention layers; accepted: "
+                                      f"{default!r} (the default), or a Qwen3-Next or Qwen3.5 checkpoint")
+        return
+    device_type = device_of(bags.device).type
+    for leaf in LINEAR_ATTN_LEAVES:
+        name = leaf_value_of(bags, leaf)
+        if name is None:
+            continue
+        try:
+            linear_attn_kernels_for(name, device_type)
+        except (AttentionBackendUnavailableError, ValueError) as err:
+            raise ResolutionError(f"{leaf} = {name!r}: {err}") from None
 
 
 def draft_model(res: Resolution) -> None:
