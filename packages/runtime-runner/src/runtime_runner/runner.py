@@ -41,7 +41,7 @@ from runtime_runner.hybrid_decoder import HybridDecoder, LinearLayerAttention
 from runtime_runner.hybrid_drafts import HybridDraftDecoder
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.linear_attn_plan import LinearAttnPlanner
-from runtime_runner.linear_attn_seam import LinearAttnFactory
+from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFactory
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
@@ -132,6 +132,11 @@ class ModelRunner:
     def state_slots(self) -> int:
         """Slots of the recurrent-state pool (0 for a model without linear-attention layers)."""
         return 0 if self._linear is None else self._linear.pool.num_slots
+
+    @property
+    def linear_attn_backend(self) -> LinearAttnBackendView | None:
+        """The backend this runner's linear-attention layers run (None for a model without them)."""
+        return None if self._linear is None else self._linear.backend
 
     @property
     def state_pool(self) -> RecurrentStatePool | None:

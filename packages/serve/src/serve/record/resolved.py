@@ -108,7 +108,14 @@ class ResolvedArgs:
         for d in self.declarations:
             if d.leaf == name:
                 lines.append(f"  {d.handler}: {'set' if d.applied else 'did not set'} {d.value!r} ({d.note}): {d.why}")
+        derived = DERIVED_FROM_LEAF.get(name)
+        if derived is not None:
+            lines.append(f"  derived: {derived} = {derived_values(self.bags())[derived]!r}")
         return "\n".join(lines)
+
+
+# A leaf whose unset value stands for a derived one: --explain shows what it derives to.
+DERIVED_FROM_LEAF = {"max_mamba_cache_size": "mamba_cache_slots"}
 
 
 def derived_values(bags: Bags) -> dict[str, Any]:
