@@ -139,3 +139,17 @@ def test_a_hybrid_draft_model_keeps_the_greedy_output(hybrid: Callable[[str], tu
     assert runners.draft is not None and runners.draft.state_slots == runners.target.state_slots
     assert _serve(scheduler, PROMPTS[:6], together=False) == reference[:6]
     assert _serve(scheduler, PROMPTS) == reference
+
+
+@pytest.mark.parametrize("backend", ["cpu_fused", "triton"])
+def test_every_linear_attention_backend_serves_the_same_output(backend: str, hybrid: Callable[[str], tuple[Path, list[list[int]]]],
+                                                               hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+    """cpu_fused (the CPU default) and triton (in its interpreter here, so on four prompts: two of
+    their own, two sharing the long prefix) through chunked prefill, decode and ngram verify: the
+    tokens torch_native and transformers give."""
+    folder, reference = hybrid("qwen3_next-moe")
+    chosen = list(range(len(PROMPTS))) if backend == "cpu_fused" else [0, 1, 8, 9]
+    scheduler, runners = hybrid_scheduler(folder, page_size=16, chunk=16, spec=SpecBag(speculative_algorithm="ngram"),
+                                          linear_attn_backend=backend)
+    assert tuple(runners.target.linear_attn_backends) == (backend, backend, backend)
+    assert _serve(scheduler, [PROMPTS[i] for i in chosen]) == [reference[i] for i in chosen]

@@ -54,5 +54,5 @@ def test_refusals_name_what_would_run() -> None:
         linear_attn_kernels_for("triton", "mps")
     with pytest.raises(AttentionBackendUnavailableError, match="this build lacks flashinfer's linear-attention kernels; use triton or torch_native"):
         linear_attn_kernels_for("flashinfer", "cuda")
-    with pytest.raises(UnknownAttentionBackendError, match="'fla' is not one of torch_native, triton, flashinfer"):
+    with pytest.raises(UnknownAttentionBackendError, match="'fla' is not one of torch_native, cpu_fused, triton, flashinfer"):
         linear_attn_kernels_for("fla", "cuda")  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ from attn_backends.host_support import refusal_on
 from attn_backends.hybrid import HybridAttentionBackend
 from attn_backends.linear_attn_backend import LinearAttnBackend, LinearAttnBackendFactory
 from attn_backends.linear_attn_kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
-from attn_backends.linear_attn_resolver import device_linear_attn_backend, resolve_linear_attn_backends, target_prefill_default
+from attn_backends.linear_attn_resolver import device_linear_attn_backend, resolve_linear_attn_backends
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.multi_step_draft import MultiStepDraftBackend
 from attn_backends.pair import build_attention_pair
@@ -72,7 +72,6 @@ __all__ = [
     "device_linear_attn_backend",
     "linear_attn_kernels_for",
     "resolve_linear_attn_backends",
-    "target_prefill_default",
     "refusal_on",
     "registered_attention_backends",
     "stamp_built",

@@ -8,17 +8,26 @@ serve hands a runner to resolve and build it.
 
 `build` reads the attribute off the runner it is for and nothing else, so a runner built without
 its stamp raises AttributeError there, and two runners in a process each run their own choice.
+A target's per-runner prefill default is the factory's `target_prefill_default` gate (a draft
+gets none). serve passes none: on the devices this build serves, no kernel prefills a target's
+prompts faster than the device's own (on a CPU, cpu_fused's recurrence beat torch_native's
+chunked form at every prompt length measured, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from config_bags import LinearAttnBackends
+from config_bags.bags.attention_names import LinearAttnBackendName
 
 from attn_backends.linear_attn_kernels import LinearAttnKernels, linear_attn_kernels_for
-from attn_backends.linear_attn_resolver import resolve_linear_attn_backends, target_prefill_default
+from attn_backends.linear_attn_resolver import resolve_linear_attn_backends
+
+# (device type) -> the target's prefill kernel there, or None: probed only when the operator named none.
+TargetPrefillGate = Callable[[str], LinearAttnBackendName | None]
 
 
 class StampedRunner(Protocol):
@@ -39,11 +48,16 @@ class LinearAttnBackend:
 class LinearAttnBackendFactory:
     """Resolves a runner's linear-attention kernels and builds its backend from its stamp."""
 
+    def __init__(self, target_prefill_default: TargetPrefillGate | None = None) -> None:
+        self.target_prefill_default = target_prefill_default
+
     def resolve(self, *, device_type: str, is_draft: bool) -> LinearAttnBackends:
         """The runner's choice: a target's per-runner prefill default (a draft has none) under the
-        operator's leaves and the device's kernels."""
-        prefill_default = None if is_draft else target_prefill_default(device_type)
-        return resolve_linear_attn_backends(prefill_default, device_type=device_type)
+        operator's leaves, then the device's kernels."""
+        gate = self.target_prefill_default
+        if is_draft or gate is None:
+            return resolve_linear_attn_backends(device_type=device_type)
+        return resolve_linear_attn_backends(lambda: gate(device_type), device_type=device_type)
 
     def build(self, runner: StampedRunner, *, device_type: str) -> LinearAttnBackend:
         """The backend of the kernels `runner.linear_attn_backends` names (AttributeError when the

@@ -4,7 +4,8 @@
     y = kernels.causal_conv_prefill(x, weight, bias, cu_seqlens, conv_state, slots, has_initial)
     out = kernels.gated_delta_prefill(q, k, v, g, beta, cu_seqlens, state, slots, has_initial)
 
-`torch_native` is pure torch on any device (gated_delta_rule.py, causal_conv_state.py); `triton`
+`torch_native` is pure torch on any device (gated_delta_rule.py, causal_conv_state.py); `cpu_fused`
+(gated_delta_cpu.py) is the same six entry points as C++ passes, on a CPU only; `triton`
 (gated_delta_triton.py) runs on CUDA, and on a CPU only in Triton's interpreter (TRITON_INTERPRET=1,
 for tests); `flashinfer` is a name the operator may give but this build has no kernels for it.
 The set's `name` is the kernels it holds: the caller stamps it on its runner, never on the config.
@@ -19,7 +20,7 @@ from typing import Protocol, get_args
 import torch
 from config_bags.bags.attention_names import LinearAttnBackendName
 
-from attn_backends import causal_conv_state, gated_delta_rule
+from attn_backends import causal_conv_state, gated_delta_cpu, gated_delta_rule
 from attn_backends.effective_names import UnknownAttentionBackendError
 from attn_backends.registry import AttentionBackendUnavailableError
 
@@ -91,15 +92,28 @@ TORCH_NATIVE_KERNELS = LinearAttnKernels(
     causal_conv_verify=causal_conv_state.causal_conv_verify,
 )
 
+CPU_FUSED_KERNELS = LinearAttnKernels(
+    name="cpu_fused",
+    gated_delta_prefill=gated_delta_cpu.gated_delta_prefill,
+    gated_delta_decode=gated_delta_cpu.gated_delta_decode,
+    gated_delta_verify=gated_delta_cpu.gated_delta_verify,
+    causal_conv_prefill=gated_delta_cpu.causal_conv_prefill,
+    causal_conv_decode=gated_delta_cpu.causal_conv_decode,
+    causal_conv_verify=gated_delta_cpu.causal_conv_verify,
+)
+
 
 def linear_attn_kernels_for(name: LinearAttnBackendName, device_type: str) -> LinearAttnKernels:
     """The kernels `name` names, for tensors on a `device_type` device. Refuses (with
-    AttentionBackendUnavailableError, naming what would run) triton off CUDA unless a CPU runs
-    Triton's interpreter, and flashinfer, whose linear-attention kernels this build lacks; refuses
-    any other name with UnknownAttentionBackendError (a ValueError) listing the accepted ones.
-    Triton is imported only when its kernels are asked for."""
+    AttentionBackendUnavailableError, naming what would run) cpu_fused off a CPU, triton off CUDA
+    unless a CPU runs Triton's interpreter, and flashinfer, whose linear-attention kernels this
+    build lacks; refuses any other name with UnknownAttentionBackendError (a ValueError) listing
+    the accepted ones. Triton is imported only when its kernels are asked for; cpu_fused's C++ is
+    compiled on its first call, not here."""
     if name == "torch_native":
         return TORCH_NATIVE_KERNELS
+    if name == "cpu_fused":
+        return _cpu_fused_kernels(device_type)
     if name == "triton":
         return _triton_kernels(device_type)
     if name == "flashinfer":
@@ -108,6 +122,14 @@ def linear_attn_kernels_for(name: LinearAttnBackendName, device_type: str) -> Li
             "kernels; use triton or torch_native")
     raise UnknownAttentionBackendError(
         f"linear-attention backend {name!r} is not one of {', '.join(get_args(LinearAttnBackendName))}")
+
+
+def _cpu_fused_kernels(device_type: str) -> LinearAttnKernels:
+    if device_type != "cpu":
+        raise AttentionBackendUnavailableError(
+            f"linear-attention backend 'cpu_fused' runs on a CPU, not on {device_type}; there use "
+            f"{'triton or torch_native' if device_type == 'cuda' else 'torch_native'}")
+    return CPU_FUSED_KERNELS
 
 
 def _triton_kernels(device_type: str) -> LinearAttnKernels:
