@@ -379,13 +379,16 @@ def test_after_the_battery_nothing_changed(http: httpx.Client, before: Snapshot)
 
 def test_health_answers_while_a_prompt_under_the_limit_is_tokenized(server: ServerProcess, http: httpx.Client) -> None:
     """A text prompt just under the 1 MiB limit takes the tokenizer a second or more; meanwhile
-    every /health answers within 100 ms.
+    no /health waits for it: each answers in well under half the big request's time (a blocked
+    event loop makes one wait the whole encode; a loaded machine, once, made one take 0.44 s).
 
-    Reverse-verified: with the completions route tokenizing on the event loop
-    (`manager.tokenizer.encode`), one /health waited 0.86 s, the whole encode."""
+    Reverse-verified (under the first, 100 ms bound): with the completions route tokenizing on the
+    event loop (`manager.tokenizer.encode`), one /health waited 0.86 s, the whole encode, which is
+    most of the request's time and so also over this bound."""
     text = ("All that glitters is not gold. " * 40_000)[: LIMIT - 200]
     answers: list[httpx.Response] = []
     big = threading.Thread(target=lambda: answers.append(httpx.post(server.base_url + "/v1/completions", json={"prompt": text}, timeout=120)))
+    sent = time.monotonic()
     big.start()
     latencies: list[float] = []
     while big.is_alive():
@@ -394,8 +397,9 @@ def test_health_answers_while_a_prompt_under_the_limit_is_tokenized(server: Serv
         latencies.append(time.monotonic() - started)
         time.sleep(0.01)
     big.join()
+    took = time.monotonic() - sent
     assert answers[0].status_code == 400 and answers[0].json()["error"]["code"] == "context_length_exceeded"
-    assert max(latencies) < 0.1, sorted(latencies)[-5:]
+    assert max(latencies) < took / 2, (took, sorted(latencies)[-5:])
     assert len(latencies) >= 5, f"the prompt was tokenized too fast to measure anything ({len(latencies)} polls)"
 
 

@@ -103,6 +103,7 @@ def test_forward_modes_a_target_runner_does_not_run_are_refused(runner: Runner, 
         """The runner, handed each batch under `mode`."""
 
         pool = built.pool
+        state_slots = built.state_slots
 
         def forward(self, batch: Batch) -> ForwardOutput:
             return built.forward(dataclasses.replace(batch, forward_mode=mode))  # type: ignore[arg-type]

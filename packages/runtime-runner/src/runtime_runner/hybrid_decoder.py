@@ -23,7 +23,14 @@ from runtime_runner.checkpoint import CheckpointReader
 from runtime_runner.checkpoint_layout import TensorSpec, WeightLayout
 from runtime_runner.decoder import LayerAttention, LinearOf, Projection, group_projection
 from runtime_runner.hybrid_layout import LinearProjections, hybrid_of, hybrid_tensors
-from runtime_runner.hybrid_weights import GatedAttnWeights, HybridWeights, LinearAttnWeights, MoeWeights, load_hybrid_weights
+from runtime_runner.hybrid_weights import (
+    DenseMlpWeights,
+    GatedAttnWeights,
+    HybridWeights,
+    LinearAttnWeights,
+    MoeWeights,
+    load_hybrid_weights,
+)
 from runtime_runner.loader_hooks import FusedProjections, decisions_of
 from runtime_runner.norm import add_rms_norm, gated_rms_norm, rms_norm
 from runtime_runner.packed_linear import PackedLinear
@@ -81,7 +88,7 @@ class _GatedAttention:
         return self.o_proj(out * torch.sigmoid(gate))
 
 
-def _mlp_of(w: object, linear: LinearOf, cfg: ArchConfig, fused: bool) -> DenseMlp | SparseMoe:
+def _mlp_of(w: DenseMlpWeights | MoeWeights, linear: LinearOf, cfg: ArchConfig, fused: bool) -> DenseMlp | SparseMoe:
     def dense(gate_up: torch.Tensor, down: torch.Tensor) -> DenseMlp:
         inter = down.shape[1]
         return DenseMlp(group_projection(linear, gate_up, None, [inter, inter], fused), linear(down, None))
@@ -92,8 +99,7 @@ def _mlp_of(w: object, linear: LinearOf, cfg: ArchConfig, fused: bool) -> DenseM
         shared = None if w.shared is None else dense(w.shared.gate_up, w.shared.down)
         return SparseMoe(moe, linear(w.router, None), tuple(dense(e.gate_up, e.down) for e in w.experts), shared,
                          None if w.shared_gate is None else linear(w.shared_gate, None))
-    gate_up, down = getattr(w, "gate_up"), getattr(w, "down")
-    return dense(gate_up, down)
+    return dense(w.gate_up, w.down)
 
 
 class HybridDecoder:

@@ -9,14 +9,11 @@ is accumulated in the same order whatever else is in the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
+from runtime_runner.decoder import Projection
 from runtime_runner.hybrid_config import MoeShape
 from runtime_runner.mlp_activation import silu_and_mul
-
-Projection = Callable[[torch.Tensor], torch.Tensor]
 
 
 class DenseMlp:
