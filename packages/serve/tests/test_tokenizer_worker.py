@@ -103,14 +103,16 @@ def longest_stall(work: Callable[[], Awaitable[Any]]) -> tuple[float, int]:
 
 
 def test_the_event_loop_runs_while_the_worker_decodes(worker: TokenizerWorker, tokenizer: Any) -> None:
-    """Decoding 1.28 million ids takes longer than the 100 ms a stall may last; while the worker
-    decodes them the loop keeps ticking (no stall reaches 100 ms): the reason the worker is a
+    """Decoding 1.28 million ids takes longer than a stall may last; while the worker decodes them
+    the loop keeps ticking (no stall reaches 100 ms, or a third of the decode's own time when a
+    loaded machine slows both: a CI run once measured a 0.19 s stall): the reason the worker is a
     process.
 
     Reverse-verified by hand: the same decode run in a thread (`asyncio.to_thread`) held the GIL
     and stalled the loop for 0.2-0.45 s of a 0.46 s decode, so a worker that ran its calls in a
-    thread fails here. That comparison is not asserted: how long a thread holds the GIL varies
-    with the machine's load, and a test must not depend on it."""
+    thread fails here (each of those stalls exceeds a third of the decode). That comparison is not
+    asserted: how long a thread holds the GIL varies with the machine's load, and a test must not
+    depend on it."""
     ids = tokenizer.encode(TEXT * 40_000)
     assert len(ids) == 1_280_000
     started = time.monotonic()
@@ -119,7 +121,7 @@ def test_the_event_loop_runs_while_the_worker_decodes(worker: TokenizerWorker, t
     assert alone > 0.2, f"the decode took {alone:.2f} s, too short to tell a stall from none"
 
     in_worker, ticks = longest_stall(lambda: worker.decode(ids))
-    assert in_worker < 0.1 and ticks >= 10, (in_worker, ticks)
+    assert in_worker < max(0.1, alone / 3) and ticks >= 10, (in_worker, alone, ticks)
 
 
 def test_a_template_that_refuses_the_messages_is_the_clients_400(worker: TokenizerWorker) -> None:
