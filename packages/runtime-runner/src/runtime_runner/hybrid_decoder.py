@@ -174,65 +174,42 @@ class HybridDecoder:
         return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections)
 
 
-def hybrid_weight_layout(cfg: ArchConfig) -> WeightLayout:
-    """No biases anywhere; q/k norms on every full-attention layer."""
-    return WeightLayout(qkv_bias=False, o_bias=False, mlp_bias=False, qk_norm=True)
+class HybridLoaderHooks:
+    """The hybrid families' answers to every loader hook, from the class's `linear_projections`:
+    no biases, q/k norms, every projection group fused, the config's tying, the family's tensors."""
+
+    linear_projections: ClassVar[LinearProjections]
+
+    @classmethod
+    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
+        """No biases anywhere; q/k norms on every full-attention layer."""
+        return WeightLayout(qkv_bias=False, o_bias=False, mlp_bias=False, qk_norm=True)
+
+    @classmethod
+    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
+        """Each layer's input projections one matmul ([q|k|v|z|b|a] or [q|k|v|gate]), and gate/up one."""
+        return FusedProjections(qkv=True, gate_up=True)
+
+    @classmethod
+    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
+        """As the config says."""
+        return cfg.tie_word_embeddings
+
+    @classmethod
+    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
+        """Every tensor of the family's layout, the LM head unless tied."""
+        return hybrid_tensors(cfg, cls.linear_projections, cfg.tie_word_embeddings)
 
 
-def hybrid_fused_projections(cfg: ArchConfig) -> FusedProjections:
-    """Each layer's input projections one matmul ([q|k|v|z|b|a] or [q|k|v|gate]), and gate/up one."""
-    return FusedProjections(qkv=True, gate_up=True)
-
-
-class Qwen3NextForCausalLM(HybridDecoder):
+class Qwen3NextForCausalLM(HybridLoaderHooks, HybridDecoder):
     """Qwen3-Next: grouped Gated-DeltaNet input projections; sparse MoE layers where the config says."""
 
     architecture = "Qwen3NextForCausalLM"
     linear_projections = "grouped"
 
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """The hybrids' (no biases, q/k norms)."""
-        return hybrid_weight_layout(cfg)
 
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """The hybrids' (every group fused)."""
-        return hybrid_fused_projections(cfg)
-
-    @classmethod
-    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
-        """As the config says."""
-        return cfg.tie_word_embeddings
-
-    @classmethod
-    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
-        """Every tensor of the grouped layout, the LM head unless tied."""
-        return hybrid_tensors(cfg, "grouped", cfg.tie_word_embeddings)
-
-
-class Qwen3_5ForCausalLM(HybridDecoder):
+class Qwen3_5ForCausalLM(HybridLoaderHooks, HybridDecoder):
     """Qwen3.5 text: flat Gated-DeltaNet input projections; dense MLPs."""
 
     architecture = "Qwen3_5ForCausalLM"
     linear_projections = "flat"
-
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """The hybrids' (no biases, q/k norms)."""
-        return hybrid_weight_layout(cfg)
-
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """The hybrids' (every group fused)."""
-        return hybrid_fused_projections(cfg)
-
-    @classmethod
-    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
-        """As the config says."""
-        return cfg.tie_word_embeddings
-
-    @classmethod
-    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
-        """Every tensor of the flat layout, the LM head unless tied."""
-        return hybrid_tensors(cfg, "flat", cfg.tie_word_embeddings)

@@ -1,7 +1,7 @@
 """The hybrid draft entry classes: a Qwen3-Next or Qwen3.5 draft checkpoint loaded for a target.
 
 Like the Llama-family drafts (runtime_runner.draft_models), each is its own class answering every
-loader hook its target family answers, by delegating to that family. A hybrid draft holds its own
+loader hook its target family answers: through the families' shared HybridLoaderHooks. A hybrid draft holds its own
 recurrent-state pool (of its target's slot count) and its own linear-attention stamp; it shares no
 weights with its target (its checkpoint holds all of them).
 """
@@ -14,10 +14,8 @@ from typing import Self
 import torch
 
 from runtime_runner.arch_config import ArchConfig
-from runtime_runner.checkpoint_layout import TensorSpec, WeightLayout
 from runtime_runner.errors import UnsupportedConfigError
-from runtime_runner.hybrid_decoder import HybridDecoder, Qwen3_5ForCausalLM, Qwen3NextForCausalLM
-from runtime_runner.loader_hooks import FusedProjections
+from runtime_runner.hybrid_decoder import HybridDecoder, HybridLoaderHooks, Qwen3_5ForCausalLM, Qwen3NextForCausalLM
 
 
 class HybridDraftDecoder(HybridDecoder):
@@ -34,55 +32,15 @@ class HybridDraftDecoder(HybridDecoder):
         return cls.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
 
 
-class Qwen3NextDraftForCausalLM(HybridDraftDecoder):
+class Qwen3NextDraftForCausalLM(HybridLoaderHooks, HybridDraftDecoder):
     """A Qwen3-Next draft: every loader decision is Qwen3-Next's."""
 
     architecture = Qwen3NextForCausalLM.architecture
     linear_projections = Qwen3NextForCausalLM.linear_projections
 
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """Qwen3-Next's."""
-        return Qwen3NextForCausalLM.weight_layout(cfg)
 
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """Qwen3-Next's."""
-        return Qwen3NextForCausalLM.fused_projections(cfg)
-
-    @classmethod
-    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
-        """Qwen3-Next's."""
-        return Qwen3NextForCausalLM.tied_embeddings(cfg)
-
-    @classmethod
-    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
-        """Qwen3-Next's."""
-        return Qwen3NextForCausalLM.expected_tensors(cfg)
-
-
-class Qwen3_5DraftForCausalLM(HybridDraftDecoder):
+class Qwen3_5DraftForCausalLM(HybridLoaderHooks, HybridDraftDecoder):
     """A Qwen3.5 text draft: every loader decision is Qwen3.5's."""
 
     architecture = Qwen3_5ForCausalLM.architecture
     linear_projections = Qwen3_5ForCausalLM.linear_projections
-
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """Qwen3.5's."""
-        return Qwen3_5ForCausalLM.weight_layout(cfg)
-
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """Qwen3.5's."""
-        return Qwen3_5ForCausalLM.fused_projections(cfg)
-
-    @classmethod
-    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
-        """Qwen3.5's."""
-        return Qwen3_5ForCausalLM.tied_embeddings(cfg)
-
-    @classmethod
-    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
-        """Qwen3.5's."""
-        return Qwen3_5ForCausalLM.expected_tensors(cfg)
