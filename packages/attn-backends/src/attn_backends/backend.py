@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from attn_backends.metadata import AttentionMetadataView
+from attn_backends.native_attention import NativeAttention
 
 
 class UnstampedBackendError(RuntimeError):
@@ -47,3 +48,8 @@ class AttentionBackend(ABC):
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """Attention of the planned forward for one layer: q [tokens, heads, head_dim] against the
         layer's pool k_cache/v_cache [kv_heads, slots, head_dim]; answers [tokens, heads, head_dim]."""
+
+    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+        """The planned forward's attention as a C entry a native caller runs per layer
+        (native_attention.py), or None: this backend attends from Python only."""
+        return None

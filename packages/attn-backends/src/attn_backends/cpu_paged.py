@@ -14,7 +14,14 @@ import torch
 
 from attn_backends.backend import AttentionBackend
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.paged_attention_kernel import PagedQueries, paged_attention, paged_queries
+from attn_backends.native_attention import NativeAttention
+from attn_backends.paged_attention_kernel import (
+    NativePagedAttention,
+    PagedQueries,
+    native_paged_attention,
+    paged_attention,
+    paged_queries,
+)
 
 
 class CpuPagedBackend(AttentionBackend):
@@ -22,6 +29,7 @@ class CpuPagedBackend(AttentionBackend):
 
     def __init__(self) -> None:
         self._queries: PagedQueries | None = None
+        self._native: NativePagedAttention | None = None  # the last native entry, alive until the next plan
 
     def plan(self, metadata: AttentionMetadataView) -> None:
         """Each query row's request, batch row and visible key count (one host pass per forward)."""
@@ -35,6 +43,7 @@ class CpuPagedBackend(AttentionBackend):
         for r, (prefix, length) in enumerate(zip(prefix_lens, extend_lens, strict=True)):
             requests += [r] * length
             seq_lens += range(prefix + 1, prefix + length + 1)
+        self._native = None
         self._queries = paged_queries(requests, list(range(metadata.num_tokens)), seq_lens,
                                       page_table=metadata.page_table, page_size=metadata.page_size,
                                       num_tokens=metadata.num_tokens)
@@ -44,3 +53,10 @@ class CpuPagedBackend(AttentionBackend):
         if self._queries is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         return paged_attention(q, k_cache, v_cache, self._queries, scale)
+
+    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+        """The planned forward's rows through the kernel's native entry (the same template `attend` runs)."""
+        if self._queries is None:
+            raise RuntimeError("native_attention() was called before plan(); plan each forward first")
+        self._native = native_paged_attention(self._queries, dtype)
+        return self._native.native

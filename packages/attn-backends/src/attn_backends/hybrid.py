@@ -14,6 +14,7 @@ from config_bags import AttentionHalf, dispatched_half
 
 from attn_backends.backend import AttentionBackend
 from attn_backends.metadata import AttentionMetadataView
+from attn_backends.native_attention import NativeAttention
 
 
 class HybridAttentionBackend(AttentionBackend):
@@ -47,3 +48,9 @@ class HybridAttentionBackend(AttentionBackend):
         if self._selected is None:
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         return self._selected.attend(q, k_cache, v_cache, scale=scale)
+
+    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+        """The selected child's native entry."""
+        if self._selected is None:
+            raise RuntimeError("native_attention() was called before plan(); plan each forward first")
+        return self._selected.native_attention(dtype)

@@ -386,3 +386,33 @@ PAGED_ATTENTION_ENTRY(paged_attention_bfloat16, bf16_t)
 PAGED_ATTENTION_ENTRY(paged_attention_float16, _Float16)
 PAGED_ATTENTION_ENTRY(paged_attention_float32, float)
 PAGED_ATTENTION_ENTRY(paged_attention_float64, double)
+
+// The native attention ABI (native_attention.py): one forward's planned query rows, handed back by
+// a native caller (the runner's whole-step forward) for every layer, with that layer's q and pools.
+// It runs the very template the entries above run, so a native step and the op-by-op forward
+// compute the same bits.
+struct PagedPlan {
+  const int64_t* page_table;
+  const int64_t* request_of;
+  const int64_t* q_row_of;
+  const int64_t* seq_len_of;
+  int64_t rows, page_size, page_table_stride;
+};
+
+#define PAGED_ATTENTION_NATIVE_ENTRY(name, T)                                                                    \
+  extern "C" void name(const void* plan, const void* q, int64_t q_row_stride, int64_t q_head_stride,          \
+                       const void* k_pool, const void* v_pool, int64_t kv_head_stride, int64_t kv_slot_stride,  \
+                       int64_t heads, int64_t kv_heads, int64_t head_dim, double scale, int64_t threads,        \
+                       void* out) {                                                                            \
+    const PagedPlan& p = *static_cast<const PagedPlan*>(plan);                                                 \
+    const Shape shape{heads, kv_heads, head_dim, p.page_size, q_row_stride, q_head_stride,                    \
+                      kv_head_stride, kv_slot_stride, p.page_table_stride, scale};                             \
+    paged_attention<T>(static_cast<const T*>(q), static_cast<const T*>(k_pool), static_cast<const T*>(v_pool), \
+                       p.page_table, p.request_of, p.q_row_of, p.seq_len_of, p.rows, threads, shape,           \
+                       static_cast<T*>(out));                                                                  \
+  }
+
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_bfloat16, bf16_t)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float16, _Float16)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float32, float)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float64, double)

@@ -22,6 +22,8 @@ from pathlib import Path
 import torch
 from native_build import load_library
 
+from attn_backends.native_attention import NativeAttention
+
 WHAT = "the cpu_paged attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
@@ -68,7 +70,39 @@ def _library() -> ctypes.CDLL:
     for entry in _ENTRY_OF_DTYPE.values():
         getattr(library, entry).argtypes = [pointer] * 7 + [i64] * 11 + [ctypes.c_double, pointer]
         getattr(library, entry).restype = None
+        native = getattr(library, entry.replace("paged_attention", "paged_attention_native"))
+        native.argtypes = [pointer, pointer, i64, i64, pointer, pointer] + [i64] * 5 + [ctypes.c_double, i64, pointer]
+        native.restype = None
     return library
+
+
+class PagedPlan(ctypes.Structure):
+    """PagedQueries as the native entry reads them (paged_attention_kernel.cpp's PagedPlan)."""
+
+    _fields_ = [("page_table", ctypes.c_void_p), ("request_of", ctypes.c_void_p), ("q_row_of", ctypes.c_void_p),
+                ("seq_len_of", ctypes.c_void_p), ("rows", ctypes.c_int64), ("page_size", ctypes.c_int64),
+                ("page_table_stride", ctypes.c_int64)]
+
+
+@dataclass(frozen=True)
+class NativePagedAttention:
+    """The native entry of one forward's planned rows, holding what its plan points into."""
+
+    queries: PagedQueries
+    plan: PagedPlan
+    native: NativeAttention
+
+
+def native_paged_attention(queries: PagedQueries, dtype: torch.dtype) -> NativePagedAttention:
+    """The native attention ABI's entry for `queries` in `dtype` (native_attention.py)."""
+    if dtype not in _ENTRY_OF_DTYPE:
+        raise TypeError(f"paged_attention takes one dtype among {sorted(map(str, _ENTRY_OF_DTYPE))}; got {dtype}")
+    plan = PagedPlan(queries.page_table.data_ptr(), queries.requests.data_ptr(), queries.q_rows.data_ptr(),
+                     queries.seq_lens.data_ptr(), queries.seq_lens.shape[0], queries.page_size, queries.page_table.stride(0))
+    entry = getattr(_library(), _ENTRY_OF_DTYPE[dtype].replace("paged_attention", "paged_attention_native"))
+    address = ctypes.cast(entry, ctypes.c_void_p).value
+    assert address is not None  # a loaded library's function has one
+    return NativePagedAttention(queries, plan, NativeAttention(address, ctypes.addressof(plan)))
 
 
 def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,

@@ -29,6 +29,17 @@ class AttentionMetadata:
     draft_step: int | None = None  # which step of a proposal a draft runner's decode is (else None)
 
 
+class NativeAttentionView(Protocol):
+    """A planned forward's attention as C++ calls it (attn_backends.NativeAttention): the entry's
+    address and its plan's; the ABI is attn_backends/native_attention.py's."""
+
+    @property
+    def entry(self) -> int: ...
+
+    @property
+    def plan(self) -> int: ...
+
+
 class AttentionBackend(Protocol):
     """A backend as the runner drives it: stamped once, planned per forward, attended per layer."""
 
@@ -40,6 +51,10 @@ class AttentionBackend(Protocol):
     def plan(self, metadata: AttentionMetadata) -> None: ...
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor: ...
+
+    def native_attention(self, dtype: torch.dtype) -> NativeAttentionView | None:
+        """The planned forward's attention as a C entry the native step calls per layer, or None."""
+        ...
 
 
 class AttentionPairFactory(Protocol):

@@ -319,12 +319,26 @@ void linear(const W* x, int64_t ldx, int64_t M, int64_t K, const W* panels, int6
 
 extern "C" int batch_invariant_linear_has_avx2() { return BIL_AVX2; }
 
+// The native projection ABI (native_projection.py): the descriptor of one packed matrix, and an
+// entry per dtype that runs the same `linear` the entries above run.
+struct InvariantMatrix {
+    const void* panels;
+    int64_t n_panels, k, n;
+    const float* bias;
+};
+
 #define BATCH_INVARIANT_LINEAR(SUFFIX, T)                                                                           \
     extern "C" void batch_invariant_linear_##SUFFIX(const void* x, int64_t ldx, int64_t rows, int64_t k,           \
                                                     const void* panels, int64_t n_panels, const float* bias,       \
                                                     void* out, int64_t n, int64_t threads) {                        \
         linear<T>(static_cast<const T*>(x), ldx, rows, k, static_cast<const T*>(panels), n_panels, bias,             \
                   static_cast<T*>(out), n, threads);                                                                \
+    }                                                                                                               \
+    extern "C" void batch_invariant_linear_native_##SUFFIX(const void* matrix, const void* x, int64_t ldx,         \
+                                                           int64_t rows, void* out, int64_t threads) {             \
+        const InvariantMatrix& m = *static_cast<const InvariantMatrix*>(matrix);                                    \
+        linear<T>(static_cast<const T*>(x), ldx, rows, m.k, static_cast<const T*>(m.panels), m.n_panels, m.bias,     \
+                  static_cast<T*>(out), m.n, threads);                                                              \
     }
 
 BATCH_INVARIANT_LINEAR(float32, float)

@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 from native_build import load_library
 
+from runtime_runner.native_projection import NativeProjectionEntry, address_of
+
 WHAT = "the runner's batch-invariant linear"
 SOURCE = Path(__file__).with_name("batch_invariant_linear.cpp")
 # No contraction: the kernel's only fused multiply-adds are the explicit ones of the chain.
@@ -44,6 +46,9 @@ def bind(library: ctypes.CDLL) -> ctypes.CDLL:
         entry = getattr(library, f"batch_invariant_linear_{suffix}")
         entry.argtypes = [pointer, i64, i64, i64, pointer, i64, pointer, pointer, i64, i64]
         entry.restype = None
+        native = getattr(library, f"batch_invariant_linear_native_{suffix}")
+        native.argtypes = [pointer, pointer, i64, i64, pointer, i64]
+        native.restype = None
     library.batch_invariant_linear_has_avx2.argtypes = []
     library.batch_invariant_linear_has_avx2.restype = ctypes.c_int
     return library
@@ -81,6 +86,13 @@ def run(x: torch.Tensor, panels: torch.Tensor, bias32: torch.Tensor | None, n: i
         x.data_ptr(), x.stride(0), rows, k, panels.data_ptr(), panels.shape[0],
         None if bias32 is None else bias32.data_ptr(), out.data_ptr(), n, torch.get_num_threads())
     return out
+
+
+class InvariantMatrix(ctypes.Structure):
+    """The native entry's descriptor of one packed matrix (batch_invariant_linear.cpp's InvariantMatrix)."""
+
+    _fields_ = [("panels", ctypes.c_void_p), ("n_panels", ctypes.c_int64), ("k", ctypes.c_int64), ("n", ctypes.c_int64),
+                ("bias", ctypes.c_void_p)]
 
 
 @dataclass(frozen=True)
@@ -133,3 +145,14 @@ class InvariantLinear:
         if x.shape[0] == 0:
             return x.new_empty(0, self.out_features)
         return run(x, self.panels, self.bias32, self.out_features)
+
+    @functools.cached_property
+    def _descriptor(self) -> InvariantMatrix:
+        return InvariantMatrix(self.panels.data_ptr(), self.panels.shape[0], self.in_features, self.out_features,
+                               None if self.bias32 is None else self.bias32.data_ptr())
+
+    @property
+    def native(self) -> NativeProjectionEntry:
+        """This projection through the native projection ABI: the same kernel `__call__` runs."""
+        entry = getattr(_library(), f"batch_invariant_linear_native_{_SUFFIX_OF_DTYPE[self.plain.dtype]}")
+        return NativeProjectionEntry(address_of(entry), ctypes.addressof(self._descriptor), self.in_features, self.out_features)

@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 from native_build import load_library
 
+from runtime_runner.native_projection import address_of
+
 WHAT = "the runner's fused CPU ops"
 SOURCE = Path(__file__).with_name("cpu_fused_ops.cpp")
 # No contraction of a*b + c*d into one fused multiply-add: eager torch rounds the product first.
@@ -105,3 +107,13 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch
         x.data_ptr(), x_outer, x_inner, cos.data_ptr(), signed_sin.data_ptr(), cos.stride(0), tokens, heads, head_dim,
         torch.get_num_threads())
     return x
+
+
+def native_entries(dtype: torch.dtype) -> tuple[int, int, int]:
+    """The C entries' addresses (add_rms_norm, silu_mul, rope) for `dtype`, for a caller in C++ (the
+    native step), which then computes exactly what the functions above compute."""
+    if dtype not in _SUFFIX_OF_DTYPE:
+        raise ValueError(f"the fused CPU ops take one dtype among {sorted(map(str, _SUFFIX_OF_DTYPE))}; got {dtype}")
+    library, suffix = _library(), _SUFFIX_OF_DTYPE[dtype]
+    norm, silu, rope = (getattr(library, f"{op}_{suffix}") for op in ("add_rms_norm", "silu_mul", "rope"))
+    return address_of(norm), address_of(silu), address_of(rope)

@@ -115,15 +115,27 @@ class DecoderForCausalLM:
         """Softmax scale of the attention scores."""
         return float(self.cfg.head_dim**-0.5)
 
+    def embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The embedding rows [tokens, hidden] of the tokens."""
+        return F.embedding(input_ids, self.weights.embed)
+
+    def rope_rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, signed sin) [tokens, head_dim] of each token's position."""
+        return self.rope.cos.index_select(0, positions), self.rope.signed_sin.index_select(0, positions)
+
+    @property
+    def projections(self) -> tuple[LayerProjections, ...]:
+        """Each layer's projections, packed."""
+        return self._projections
+
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, attention: LayerAttention) -> torch.Tensor:
         """Final-normed hidden states [tokens, hidden] of the new tokens."""
         cfg, w = self.cfg, self.weights
         tokens, heads, kv_heads, head_dim, eps = input_ids.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
         split = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
         qk_split = [heads, kv_heads]
-        cos = self.rope.cos.index_select(0, positions)
-        sin = self.rope.signed_sin.index_select(0, positions)
-        h = F.embedding(input_ids, w.embed)
+        cos, sin = self.rope_rows(positions)
+        h = self.embeddings(input_ids)
         x = rms_norm(h, w.layers[0].input_norm, eps)
         # Each residual add is fused into the norm that reads its sum: the next layer's input norm, or the final one.
         next_norms = [layer.input_norm for layer in w.layers[1:]] + [w.final_norm]

@@ -42,6 +42,7 @@ from runtime_runner.hybrid_drafts import HybridDraftDecoder
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.linear_attn_plan import LinearAttnPlanner
 from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFactory
+from runtime_runner.native_step import NativeDecoderStep
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
@@ -108,6 +109,8 @@ class ModelRunner:
         self._linear: LinearAttnPlanner | None = None
         if cfg.hybrid is not None:
             self._linear = self._linear_attention(cfg, linear_attn_factory, device, dtype, target)
+        # The whole forward in one C++ call where every piece has a C entry (a CPU, native projections).
+        self.native_step = NativeDecoderStep.of(self.model, self.pool) if isinstance(self.model, DecoderForCausalLM) else None
         self._warm_up()
 
     def _linear_attention(self, cfg: ArchConfig, factory: LinearAttnFactory | None, device: torch.device, dtype: torch.dtype,
@@ -218,6 +221,9 @@ class ModelRunner:
         over the state pool, whose slots then hold the states after the batch."""
         attention = self._planned_attention(tensors)
         if isinstance(self.model, DecoderForCausalLM):
+            native = None if self.native_step is None else self._attention.native_attention(self.model.dtype)
+            if self.native_step is not None and native is not None:
+                return self.native_step.hidden_states(tensors.input_ids, tensors.positions, tensors.out_cache_loc, native)
             return self.model.hidden_states(tensors.input_ids, tensors.positions, attention)
         assert self._linear is not None  # a hybrid's runner built its planner
         draft_step = tensors.metadata.draft_step if batch.forward_mode == "decode" else None
