@@ -97,3 +97,20 @@ class QuantizedTensor:
             scales = torch.cat([p.scales for p in parts if p.scales is not None])
         return QuantizedTensor(parts[0].kind, torch.cat([p.data for p in parts]), scales,
                                (sum(p.out_features for p in parts), parts[0].in_features))
+
+
+def int8_per_channel_of(weight: torch.Tensor) -> QuantizedTensor:
+    """`weight` [N, K] (a CPU float32, bfloat16 or float16 matrix of finite values) quantized to
+    int8, symmetric per output row: scale = max |w_row| / 127 in fp32, q = round(w / scale) to
+    nearest (ties to even), so |q| <= 127; an all-zero row has scale 0 and q 0. ValueError for
+    anything else."""
+    if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16, torch.float16) or weight.dim() != 2:
+        raise ValueError(f"int8 quantization takes a CPU 2-D float32, bfloat16 or float16 weight [out, in]; got shape "
+                         f"{tuple(weight.shape)}, dtype {weight.dtype}, device {weight.device}")
+    wide = weight.detach().float()
+    if not bool(wide.isfinite().all()):
+        raise ValueError("int8 quantization takes a weight of finite values; this one holds a NaN or an infinity")
+    scales = wide.abs().amax(dim=1) / 127 if wide.shape[1] else wide.new_zeros(wide.shape[0])
+    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
+    data = (wide / safe[:, None]).round().clamp(-127, 127).to(torch.int8)
+    return QuantizedTensor("int8", data, scales.contiguous(), (int(weight.shape[0]), int(weight.shape[1])))

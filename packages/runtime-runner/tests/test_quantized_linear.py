@@ -1,0 +1,267 @@
+"""QuantizedLinear multiplies by a weight kept quantized (q8_0, q4_0, q4_1, int8): it is the
+product with the de-quantized matrix to within fp32 accumulation and the output's rounding (in
+fact bitwise the batch-invariant fp32 linear of that matrix), a row's output is bitwise the same
+alone, in any batch at any position and on one thread or two, its native entry gives the bits
+its call gives, the int8 quantizer and the embedding rows are exact, and it refuses what it
+cannot take with a message naming what it accepts."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+import torch
+from gguf import quants
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from native_build import load_library
+
+from runtime_runner import quantized_linear as ql
+from runtime_runner.batch_invariant_linear import InvariantLinear
+from runtime_runner.native_projection import NativeProjectionEntry
+from runtime_runner.quantized_embedding import QuantizedEmbedding
+from runtime_runner.quantized_linear import QuantizedLinear
+from runtime_runner.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, int8_per_channel_of
+
+KINDS = ("q8_0", "q4_0", "q4_1", "int8")
+DTYPES = (torch.float32, torch.bfloat16)
+_INT_OF = {torch.float32: torch.int32, torch.bfloat16: torch.int16}
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_int64)
+
+
+def _assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape, f"{what}: {got.dtype} {got.shape} vs {want.dtype} {want.shape}"
+    differ = int((got.view(_INT_OF[got.dtype]) != want.view(_INT_OF[want.dtype])).sum())
+    assert differ == 0, f"{what}: {differ} of {got.numel()} elements differ"
+
+
+def _quantized(kind: str, n: int, k: int, seed: int) -> QuantizedTensor:
+    """A random [n, k] weight (rows of varied scale, some all-zero blocks) quantized as `kind`."""
+    gen = torch.Generator().manual_seed(seed)
+    dense = torch.randn(n, k, generator=gen) * torch.rand(n, 1, generator=gen) / k**0.5
+    if k >= 32 and n >= 3:
+        dense[n // 3, :32] = 0  # a block of zeros: d = 0 (q4_0: d * (q - 8) = -0)
+    if kind == "int8":
+        return int8_per_channel_of(dense)
+    blocks = quants.quantize(dense.numpy(), GGML_TYPE_OF[kind])
+    return QuantizedTensor(kind, torch.from_numpy(np.ascontiguousarray(blocks)), None, (n, k))  # type: ignore[arg-type]
+
+
+def _operands(kind: str, seed: int, m: int, n: int, k: int, dtype: torch.dtype, with_bias: bool
+              ) -> tuple[QuantizedTensor, torch.Tensor, torch.Tensor | None]:
+    gen = torch.Generator().manual_seed(seed + 7)
+    x = torch.randn(m, k, generator=gen).to(dtype)
+    bias = torch.randn(n, generator=gen) if with_bias else None
+    return _quantized(kind, n, k, seed), x, bias
+
+
+def _with_threads(threads: int, linear: QuantizedLinear, x: torch.Tensor) -> torch.Tensor:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return linear(x)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_matches_the_float64_product_of_the_dequantized_matrix(kind: str, dtype: torch.dtype, with_bias: bool) -> None:
+    """Against x @ dequantize().T + b in float64, for M = 1..7 and 70 at an odd N: the kernel's
+    weights are the de-quantized values exactly (q8_0/q4_0: d * q is exact in fp32; q4_1 and int8
+    round once, as dequantize does), so the only errors are the fp32 chain's, bounded by
+    K * 2^-24 * (sum_k |x_k w_k| + |b|) (Higham's gamma_K for K fused multiply-adds and the bias
+    add), and for bf16 the output's rounding, half an ulp: 2^-8 |y| bounds it with room for the
+    chain's error moving y across a binade."""
+    k = 320
+    for m in (*range(1, 8), 70):
+        weight, x, bias = _operands(kind, 100 + m, m, 333, k, dtype, with_bias)
+        got = QuantizedLinear.of(weight, bias, dtype)(x).double()
+        dense = weight.dequantize().double()
+        want = x.double() @ dense.T + (0 if bias is None else bias.double())
+        scale = x.double().abs() @ dense.abs().T + (0 if bias is None else bias.double().abs())
+        rounding = 2.0**-8 if dtype == torch.bfloat16 else 0.0
+        excess = (got - want).abs() - ((k + 1) * 2.0**-24 * scale + rounding * want.abs())
+        assert float(excess.max()) <= 0, f"M={m}: worst excess {float(excess.max()):.3g}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: str, dtype: torch.dtype) -> None:
+    """The rule of quantized_linear.cpp: the same fp32 chain as InvariantLinear over the
+    de-quantized matrix, the bias added in fp32, then one rounding to the activation dtype; at
+    the default model's gate_up and down shapes, M = 1, 3 and 37 (every micro-kernel shape)."""
+    for n, k in ((3072, 576), (576, 1536)):
+        weight, x, bias = _operands(kind, n + k, 37, n, k, dtype, True)
+        linear, reference = QuantizedLinear.of(weight, bias, dtype), InvariantLinear.of(weight.dequantize(), bias)
+        for m in (1, 3, 37):
+            _assert_same_bits(linear(x[:m]), reference(x[:m].float()).to(dtype), f"{kind} {n}x{k} M={m}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(KINDS), dtype=st.sampled_from(DTYPES), m=st.integers(1, 70), other_m=st.integers(1, 70),
+       n=st.integers(1, 300), blocks=st.integers(1, 10), with_bias=st.booleans(), seed=st.integers(0, 2**31 - 1),
+       data=st.data())
+def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
+        kind: str, dtype: torch.dtype, m: int, other_m: int, n: int, blocks: int, with_bias: bool, seed: int,
+        data: st.DataObject) -> None:
+    """Every row of an M-row call equals that row computed alone (M=1), and within another batch
+    of `other_m` rows at a random position, and the whole call equals itself on 1 and 2 threads
+    (shapes up to ~7M multiply-adds, past the threshold for a second thread)."""
+    weight, x, bias = _operands(kind, seed, m, n, 32 * blocks, dtype, with_bias)
+    linear = QuantizedLinear.of(weight, bias, dtype)
+    together = linear(x)
+    assert together.shape == (m, n) and together.dtype == dtype
+    for i in range(m):
+        _assert_same_bits(together[i : i + 1], linear(x[i : i + 1]), f"row {i} of {m} against itself alone")
+    row = data.draw(st.integers(0, m - 1), label="row")
+    position = data.draw(st.integers(0, other_m - 1), label="position")
+    others = torch.randn(other_m, 32 * blocks, generator=torch.Generator().manual_seed(seed + 1)).to(dtype)
+    others[position] = x[row]
+    _assert_same_bits(linear(others)[position], together[row], f"row {row} at position {position} of {other_m}")
+    _assert_same_bits(_with_threads(1, linear, x), _with_threads(2, linear, x), "1 thread against 2")
+
+
+def test_a_prefill_sized_batch_equals_its_rows_one_at_a_time() -> None:
+    """200 rows (several row blocks and tasks, 2 threads) against 200 one-row calls, at the
+    default model's qkv shape in bf16 with a bias, for a 4-bit and an 8-bit kind."""
+    for kind in ("q4_1", "q8_0"):
+        weight, x, bias = _operands(kind, 3, 200, 960, 576, torch.bfloat16, True)
+        linear = QuantizedLinear.of(weight, bias, torch.bfloat16)
+        together = _with_threads(2, linear, x)
+        alone = torch.cat([linear(x[i : i + 1]) for i in range(200)])
+        _assert_same_bits(together, alone, f"{kind}: 200 rows against one at a time")
+        _assert_same_bits(_with_threads(1, linear, x[100:107]), together[100:107], f"{kind}: a 7-row slice on one thread")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_native_entry_gives_the_bits_of_the_call(dtype: torch.dtype) -> None:
+    """The entry `native` names, called through ctypes with its descriptor as the native step
+    calls it (rows at a stride wider than K, out contiguous), writes what `__call__` returns."""
+    weight, x, bias = _operands("q4_1", 5, 9, 100, 96, dtype, True)
+    linear = QuantizedLinear.of(weight, bias, dtype)
+    native = linear.native
+    assert isinstance(native, NativeProjectionEntry)
+    assert (native.in_features, native.out_features) == (96, 100)
+    wide = torch.zeros(9, 130, dtype=dtype)
+    wide[:, :96] = x
+    out = torch.full((9, 100), float("nan"), dtype=dtype)
+    _ENTRY(native.entry)(native.matrix, wide.data_ptr(), 130, 9, out.data_ptr(), 2)
+    _assert_same_bits(out, linear(x), "the native entry against __call__")
+    _assert_same_bits(linear(wide[:, :96]), linear(x), "strided rows against contiguous ones")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_nan_or_inf_stays_in_its_own_row(dtype: torch.dtype) -> None:
+    """A NaN in one input row makes that row's outputs NaN, an inf its row's outputs non-finite,
+    and the other rows stay bitwise as they are alone."""
+    weight, x, bias = _operands("q8_0", 2, 8, 40, 64, dtype, True)
+    linear = QuantizedLinear.of(weight, bias, dtype)
+    x[2, 5], x[6, 0] = float("nan"), float("inf")
+    got = linear(x)
+    assert bool(got[2].isnan().all()) and not bool(got[6].isfinite().any())
+    for i in (0, 1, 3, 4, 5, 7):
+        _assert_same_bits(got[i : i + 1], linear(x[i : i + 1]), f"row {i} beside a NaN row")
+
+
+def test_the_portable_path_computes_the_same_values_and_chains() -> None:
+    """Built without AVX2/FMA the kernel de-quantizes one value at a time and chains with
+    std::fma; every kind and dtype gives the AVX2 path's bits."""
+    portable = ql.bind(load_library(ql.SOURCE, (*ql.FLAGS, "-mno-avx2", "-mno-fma"), package="runtime-runner",
+                                    what="the quantized linear's portable path"))
+    assert portable.quantized_linear_has_avx2() == 0
+    for kind in KINDS:
+        for dtype in DTYPES:
+            weight, x, bias = _operands(kind, 9, 9, 77, 128, dtype, True)
+            linear = QuantizedLinear.of(weight, bias, dtype)
+            out = torch.empty(9, 77, dtype=dtype)
+            getattr(portable, f"quantized_linear_{linear.suffix}")(ctypes.addressof(linear.matrix), x.data_ptr(), 128, 9,
+                                                                   out.data_ptr(), 2)
+            _assert_same_bits(out, linear(x), f"portable {kind} {dtype}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_packing_keeps_the_quantized_size_and_no_copy_of_the_input(kind: str) -> None:
+    """The panels hold the weight's bytes reordered, rows padded to 16: no de-quantized copy."""
+    weight = _quantized(kind, 40, 64, 1)
+    linear = QuantizedLinear.of(weight, None, torch.bfloat16)
+    assert linear.packed.dtype in (torch.uint8, torch.int8)
+    assert linear.packed.numel() == weight.data.numel() // 40 * 48
+    assert linear.packed.data_ptr() != weight.data.data_ptr()
+    assert (linear.in_features, linear.out_features, linear.kind) == (64, 40, kind)
+
+
+def test_int8_quantizer_is_symmetric_per_row_and_rounds_to_nearest() -> None:
+    """scale = max |w_row| / 127, q = round(w / scale) (|q| <= 127, the row's largest at +-127),
+    de-quantized within half a scale of w; an all-zero row is scale 0, q 0."""
+    weight = torch.randn(7, 45) * torch.tensor([1e-3, 1, 10, 0, 3, 1e4, 0.5])[:, None]
+    quantized = int8_per_channel_of(weight.bfloat16())
+    wide = weight.bfloat16().float()
+    assert quantized.kind == "int8" and quantized.shape == (7, 45) and quantized.scales is not None
+    torch.testing.assert_close(quantized.scales, wide.abs().amax(dim=1) / 127, rtol=0, atol=0)
+    assert int(quantized.data.abs().max()) == 127 and bool((quantized.data[3] == 0).all())
+    error = (quantized.dequantize() - wide).abs()
+    assert bool((error <= quantized.scales[:, None] / 2 * (1 + 2**-20)).all())
+    assert bool((quantized.data.abs().amax(dim=1)[[0, 1, 2, 4, 5, 6]] == 127).all())
+
+
+def test_int8_quantizer_refuses_what_it_cannot_take() -> None:
+    with pytest.raises(ValueError, match="float32, bfloat16 or float16 weight \\[out, in\\]; got shape \\(3,\\)"):
+        int8_per_channel_of(torch.randn(3))
+    with pytest.raises(ValueError, match="got shape \\(2, 3\\), dtype torch.int32"):
+        int8_per_channel_of(torch.zeros(2, 3, dtype=torch.int32))
+    with pytest.raises(ValueError, match="finite values"):
+        int8_per_channel_of(torch.tensor([[1.0, float("nan")]]))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_rows_are_the_dequantized_rows_rounded_once(kind: str, dtype: torch.dtype) -> None:
+    """Rows of ids (repeated, any order, an id in the padded last panel) equal dequantize()'s rows
+    rounded to the dtype, bit for bit (signed zeros included); tied to a linear, the embedding
+    reads that linear's panels."""
+    weight = _quantized(kind, 45, 96, 4)
+    lm_head = QuantizedLinear.of(weight, None, dtype)
+    embedding = QuantizedEmbedding.tied_to(lm_head)
+    assert embedding.table.packed is lm_head.packed
+    ids = torch.tensor([44, 0, 15, 16, 15, 31, 32, 3])
+    _assert_same_bits(embedding(ids), weight.dequantize()[ids].to(dtype), f"{kind} rows")
+    _assert_same_bits(QuantizedEmbedding.of(weight, dtype)(ids.int()), weight.dequantize()[ids].to(dtype), "own table")
+    assert embedding(torch.tensor([], dtype=torch.int64)).shape == (0, 96)
+    assert (embedding.num_embeddings, embedding.embedding_dim) == (45, 96)
+
+
+def test_refuses_what_it_cannot_take() -> None:
+    weight = _quantized("q8_0", 6, 64, 0)
+    with pytest.raises(ValueError, match="takes float32 or bfloat16 activations; got torch.float16"):
+        QuantizedLinear.of(weight, None, torch.float16)
+    with pytest.raises(ValueError, match="a CPU bias \\[6\\] of float32, bfloat16 or float16; got shape \\(5,\\)"):
+        QuantizedLinear.of(weight, torch.randn(5), torch.float32)
+    with pytest.raises(ValueError, match="got shape \\(6,\\), dtype torch.float64"):
+        QuantizedLinear.of(weight, torch.randn(6).double(), torch.float32)
+    with pytest.raises(ValueError, match="is not one of q8_0, q4_0, q4_1, int8"):
+        QuantizedTensor("q5_0", weight.data, None, (6, 64))  # type: ignore[arg-type]
+    linear = QuantizedLinear.of(weight, None, torch.bfloat16)
+    with pytest.raises(ValueError, match="takes CPU rows \\[M, 64\\] of torch.bfloat16; got shape \\(3, 64\\), dtype torch.float32"):
+        linear(torch.randn(3, 64))
+    with pytest.raises(ValueError, match="got shape \\(3, 32\\)"):
+        linear(torch.randn(3, 32).bfloat16())
+    with pytest.raises(ValueError, match="got shape \\(64,\\)"):
+        linear(torch.randn(64).bfloat16())
+    with pytest.raises(ValueError, match="device meta"):
+        linear(torch.empty(3, 64, device="meta", dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="unit stride along in_features; got strides \\(1, 3\\)"):
+        linear(torch.randn(64, 3).bfloat16().t())
+    assert linear(torch.randn(0, 64).bfloat16()).shape == (0, 6)
+    embedding = QuantizedEmbedding.tied_to(linear)
+    with pytest.raises(ValueError, match="ids in \\[0, 6\\); got ids from 0 to 6"):
+        embedding(torch.tensor([0, 6]))
+    with pytest.raises(ValueError, match="ids in \\[0, 6\\); got ids from -1"):
+        embedding(torch.tensor([-1]))
+    with pytest.raises(ValueError, match="1-D integer tensor of ids; got shape \\(2,\\), dtype torch.float32"):
+        embedding(torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="got shape \\(1, 2\\)"):
+        embedding(torch.tensor([[0, 1]]))
