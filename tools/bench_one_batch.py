@@ -32,6 +32,7 @@ from config_bags import Bags, DeviceBag, ExecBag, GraphBag, KernelBag, MemoryBag
 from runtime_runner.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
+from weight_read_floor import weight_read_floor
 
 TEXT = (
     "The history of computing is a story of ideas that turned into machines and machines that changed ideas. "
@@ -103,16 +104,6 @@ def best(rates: list[Rates]) -> Rates:
     return Rates(prefill=max(r.prefill for r in rates), decode=max(r.decode for r in rates))
 
 
-def weight_read_floor(runner: ModelRunner) -> float:
-    """Batch-1 tokens/s if a decode step did nothing but read each weight matrix once from memory
-    (torch.sum over every matrix; the best of five passes). Batch-1 decode cannot beat it by much."""
-    w = runner.model.weights
-    mats = [m for layer in w.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)] + [w.lm_head]
-    with torch.inference_mode():
-        seconds = min(timed(lambda: [m.sum() for m in mats]) for _ in range(5))
-    return 1.0 / seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
@@ -177,7 +168,7 @@ def main() -> None:
                 print(f"| {dtype} | {batch} | {'on' if deterministic else 'off'} "
                       f"| {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
                       f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |", flush=True)
-        floors[dtype] = weight_read_floor(next(iter(runners.values())))
+        floors[dtype] = weight_read_floor(next(iter(runners.values())).model)
         del runners, reference
     unpublish()
     for dtype in args.dtypes:
