@@ -21,8 +21,13 @@
 // an int8 panel is [K][16 rows] int8, its scales fp32 [16 * panels]. The bytes are the file's
 // bytes reordered: the same size as the quantized matrix, never widened in memory.
 //
-// A task de-quantizes its panels into an fp32 scratch ([K][16] per panel, in L2), once, and runs
-// the chain over its rows from there (6-row micro-kernels, as the bf16 kernel's).
+// Two paths compute the rule, from the same de-quantization (Decoder<KIND>, below):
+// - few rows (M <= 8, decode): each block's weights are de-quantized in registers and used at
+//   once, so the quantized bytes stream from memory once per call, never widened; one row runs
+//   over two panels at a time (four independent chains), 2..8 rows in blocks of up to 4.
+// - more rows (prefill): a task de-quantizes a group of panels into an fp32 scratch (about half
+//   of L2), once, and runs 6-row micro-kernels over it, as the bf16 kernel does over its panels.
+// Threads split the panels (output columns) in contiguous runs; x is never split along k.
 
 #include <cmath>
 #include <cstdint>
@@ -45,7 +50,7 @@ constexpr int kMaxRows = 6;     // rows of x per micro-kernel
 
 enum Kind : int64_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_1 = 2, kInt8 = 3 };
 
-// The descriptor the Python object keeps alive (quantized_linear.py's _Matrix, field for field).
+// The descriptor the Python object keeps alive (quantized_linear.py's Matrix, field for field).
 struct Matrix {
     int64_t kind;
     int64_t n, k;          // out_features, in_features
@@ -105,59 +110,91 @@ inline float weight_at(const Matrix& m, int64_t p, int c, int64_t k) {
     return std::fma(d, static_cast<float>(q), half(block + 32 + 2 * c));
 }
 
+// Rows r0.. of the output: store `acc` + bias, rounded, for MR rows and the first `cols` of NP panels.
+template <typename T> struct Target {
+    T* out;              // row r0, column 16 * p0
+    int64_t ldo;         // N
+    const float* bias;   // at column 16 * p0, or null
+    int64_t cols;        // columns left from 16 * p0 (may exceed 16 * NP)
+};
+
 #if QL_AVX2
 
-// 8 int32 lanes as fp32 times the 8 scales d: the q8_0 / q4_0 / int8 de-quantization.
+inline __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i signed8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i unsigned8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256 scaled(__m256i q, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d); }
 
-// Panel p de-quantized into w [K][16] fp32.
-void dequantize_panel(const Matrix& m, int64_t p, float* w) {
-    const uint8_t* panel = m.data + p * panel_bytes(m);
-    if (m.kind == kInt8) {
-        const __m256 s_lo = _mm256_loadu_ps(m.scales + p * kPanel), s_hi = _mm256_loadu_ps(m.scales + p * kPanel + 8);
-        for (int64_t k = 0; k < m.k; ++k, panel += kPanel, w += kPanel) {
-            _mm256_storeu_ps(w, scaled(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(panel))), s_lo));
-            _mm256_storeu_ps(w + 8, scaled(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(panel + 8))), s_hi));
-        }
-        return;
+// One kind's de-quantization of a panel, a block of 32 k at a time (int8: 32 k of its [K][16]):
+// `start` reads the block's scales, `at` gives the 16 weights at k (0..31) of the block, columns
+// 0..7 in lo and 8..15 in hi: the rule's w exactly. The fused kernels and the scratch de-quantizer
+// both use these, so the two paths multiply by the same values.
+template <int64_t KIND> struct Decoder;
+
+template <> struct Decoder<kQ8_0> {
+    static constexpr int64_t kBytes = 16 * 34;
+    __m256 d_lo, d_hi;
+    void start(const uint8_t* block, const float*) {
+        d_lo = halves(block);
+        d_hi = halves(block + 16);
     }
-    const int64_t blocks = m.k / kBlock, bytes = block_bytes(m.kind), head = header_bytes(m.kind);
-    for (int64_t b = 0; b < blocks; ++b, panel += bytes, w += kBlock * kPanel) {
-        const __m256 d_lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel)));
-        const __m256 d_hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 16)));
-        const uint8_t* q = panel + head;
-        if (m.kind == kQ8_0) {
-            for (int k = 0; k < kBlock; ++k) {
-                const __m128i* row = reinterpret_cast<const __m128i*>(q + k * kPanel);
-                _mm256_storeu_ps(w + k * kPanel, scaled(_mm256_cvtepi8_epi32(_mm_loadl_epi64(row)), d_lo));
-                _mm256_storeu_ps(w + k * kPanel + 8, scaled(_mm256_cvtepi8_epi32(_mm_srli_si128(_mm_loadu_si128(row), 8)), d_hi));
-            }
-            continue;
-        }
-        const __m256i low = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
-        __m256 m_lo = _mm256_setzero_ps(), m_hi = _mm256_setzero_ps();
-        if (m.kind == kQ4_1) {
-            m_lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 32)));
-            m_hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 48)));
-        }
-        for (int j = 0; j < 16; ++j) {
-            const __m128i pair = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + j * kPanel));
-            const __m256i lo8 = _mm256_cvtepu8_epi32(pair), hi8 = _mm256_cvtepu8_epi32(_mm_srli_si128(pair, 8));
-            const __m256i v[4] = {_mm256_and_si256(lo8, low), _mm256_and_si256(hi8, low), _mm256_srli_epi32(lo8, 4),
-                                  _mm256_srli_epi32(hi8, 4)};
-            float* at[2] = {w + j * kPanel, w + (j + 16) * kPanel};
-            for (int h = 0; h < 2; ++h) {
-                if (m.kind == kQ4_0) {
-                    _mm256_storeu_ps(at[h], scaled(_mm256_sub_epi32(v[2 * h], eight), d_lo));
-                    _mm256_storeu_ps(at[h] + 8, scaled(_mm256_sub_epi32(v[2 * h + 1], eight), d_hi));
-                } else {
-                    _mm256_storeu_ps(at[h], _mm256_fmadd_ps(d_lo, _mm256_cvtepi32_ps(v[2 * h]), m_lo));
-                    _mm256_storeu_ps(at[h] + 8, _mm256_fmadd_ps(d_hi, _mm256_cvtepi32_ps(v[2 * h + 1]), m_hi));
-                }
-            }
-        }
+    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
+        lo = scaled(signed8(block + 32 + k * kPanel), d_lo);
+        hi = scaled(signed8(block + 40 + k * kPanel), d_hi);
     }
+};
+
+// q4_0 and q4_1: value k < 16 is the low nibble of byte row k, value k >= 16 the high one of row k - 16.
+inline __m256i nibble(const uint8_t* bytes, int k) {
+    const __m256i v = unsigned8(bytes + (k % 16) * kPanel);
+    return k < 16 ? _mm256_and_si256(v, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(v, 4);
 }
+
+// d * (q - 8) as fma(d, q, -8 d): exact, as d * (q - 8) and -8 d are (fp16 d times a small
+// integer), and one instruction fewer; only a zero's sign may differ, which no chain can see
+// (an fma chain from +0 never holds -0).
+template <> struct Decoder<kQ4_0> {
+    static constexpr int64_t kBytes = 16 * 18;
+    __m256 d_lo, d_hi, m_lo, m_hi;
+    void start(const uint8_t* block, const float*) {
+        d_lo = halves(block);
+        d_hi = halves(block + 16);
+        m_lo = _mm256_mul_ps(d_lo, _mm256_set1_ps(-8.0f));
+        m_hi = _mm256_mul_ps(d_hi, _mm256_set1_ps(-8.0f));
+    }
+    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
+        lo = _mm256_fmadd_ps(d_lo, _mm256_cvtepi32_ps(nibble(block + 32, k)), m_lo);
+        hi = _mm256_fmadd_ps(d_hi, _mm256_cvtepi32_ps(nibble(block + 40, k)), m_hi);
+    }
+};
+
+template <> struct Decoder<kQ4_1> {
+    static constexpr int64_t kBytes = 16 * 20;
+    __m256 d_lo, d_hi, m_lo, m_hi;
+    void start(const uint8_t* block, const float*) {
+        d_lo = halves(block);
+        d_hi = halves(block + 16);
+        m_lo = halves(block + 32);
+        m_hi = halves(block + 48);
+    }
+    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
+        lo = _mm256_fmadd_ps(d_lo, _mm256_cvtepi32_ps(nibble(block + 64, k)), m_lo);
+        hi = _mm256_fmadd_ps(d_hi, _mm256_cvtepi32_ps(nibble(block + 72, k)), m_hi);
+    }
+};
+
+template <> struct Decoder<kInt8> {
+    static constexpr int64_t kBytes = kBlock * kPanel;
+    __m256 s_lo, s_hi;
+    void start(const uint8_t*, const float* scales) {
+        s_lo = _mm256_loadu_ps(scales);
+        s_hi = _mm256_loadu_ps(scales + 8);
+    }
+    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
+        lo = scaled(signed8(block + k * kPanel), s_lo);
+        hi = scaled(signed8(block + k * kPanel + 8), s_hi);
+    }
+};
 
 // 8 bf16 bit patterns (in the low halves of 32-bit lanes) of v, rounded as narrow<bf16>.
 inline __m256i bf16_bits(__m256 v) {
@@ -193,106 +230,203 @@ inline void store_row(bf16* out, __m256 lo, __m256 hi, int64_t cols) {
     std::memcpy(out, row, cols * sizeof(uint16_t));
 }
 
-// Rows r0..r0+MR-1 x de-quantized panels w [NP][K][16]: 2 * MR * NP chains of the rule.
+// The epilogue of every kernel: acc + bias (fp32), rounded once, for MR rows x NP panels.
 template <int MR, int NP, typename T>
-inline void block(const float* x, int64_t ldx, int64_t K, const float* w, const float* bias, T* out, int64_t ldo,
-                  int64_t cols_left) {
-    const float* xr[MR];
+inline void finish(const __m256 (&acc)[MR][NP][2], const Target<T>& to) {
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) xr[r] = x + r * ldx;
+    for (int p = 0; p < NP; ++p) {
+        const int64_t cols = to.cols - p * kPanel < kPanel ? to.cols - p * kPanel : kPanel;
+        if (cols <= 0) break;
+        __m256 b_lo = _mm256_setzero_ps(), b_hi = _mm256_setzero_ps();
+        if (to.bias != nullptr) {
+            b_lo = _mm256_loadu_ps(to.bias + p * kPanel);
+            b_hi = _mm256_loadu_ps(to.bias + p * kPanel + 8);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            __m256 lo = acc[r][p][0], hi = acc[r][p][1];
+            if (to.bias != nullptr) {
+                lo = _mm256_add_ps(lo, b_lo);
+                hi = _mm256_add_ps(hi, b_hi);
+            }
+            store_row(to.out + r * to.ldo + p * kPanel, lo, hi, cols);
+        }
+    }
+}
+
+// Panel p de-quantized into w [K][16] fp32.
+template <int64_t KIND>
+void dequantize_panel(const Matrix& m, int64_t p, float* w) {
+    const uint8_t* block = m.data + p * panel_bytes(m);
+    const float* scales = m.scales == nullptr ? nullptr : m.scales + p * kPanel;
+    Decoder<KIND> dec;
+    for (int64_t k0 = 0; k0 < m.k; k0 += kBlock, block += Decoder<KIND>::kBytes) {
+        dec.start(block, scales);
+        const int n = m.k - k0 < kBlock ? static_cast<int>(m.k - k0) : static_cast<int>(kBlock);
+        for (int k = 0; k < n; ++k) {
+            __m256 lo, hi;
+            dec.at(block, k, lo, hi);
+            _mm256_storeu_ps(w + (k0 + k) * kPanel, lo);
+            _mm256_storeu_ps(w + (k0 + k) * kPanel + 8, hi);
+        }
+    }
+}
+
+// MR rows x NP panels straight from the quantized bytes, de-quantizing in registers (few rows:
+// the weights are read once per MR rows, at the speed memory gives them).
+template <int64_t KIND, int MR, int NP, typename T>
+void fused(const Matrix& m, const float* x, int64_t ldx, int64_t p0, const Target<T>& to) {
+    const int64_t stride = panel_bytes(m);
+    const uint8_t* block = m.data + p0 * stride;
+    const float* scales = m.scales == nullptr ? nullptr : m.scales + p0 * kPanel;
     __m256 acc[MR][NP][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
-    const int64_t panel = K * kPanel;
-    for (int64_t k = 0; k < K; ++k, w += kPanel) {
+    Decoder<KIND> dec[NP];
+    auto step = [&](int k, int64_t at) {
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p) {
-            // As in the bf16 kernel: re-broadcasting x per panel keeps everything in 16 registers.
-            if constexpr (MR > 1 && NP > 1) asm volatile("" ::: "memory");
-            const __m256 lo = _mm256_loadu_ps(w + p * panel), hi = _mm256_loadu_ps(w + p * panel + 8);
+            __m256 lo, hi;
+            dec[p].at(block + p * stride, k, lo, hi);
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
-                const __m256 xs = _mm256_broadcast_ss(xr[r] + k);
+                const __m256 xs = _mm256_broadcast_ss(x + r * ldx + at);
                 acc[r][p][0] = _mm256_fmadd_ps(xs, lo, acc[r][p][0]);
                 acc[r][p][1] = _mm256_fmadd_ps(xs, hi, acc[r][p][1]);
             }
         }
-    }
+    };
+    int64_t k0 = 0;
+    for (; k0 + kBlock <= m.k; k0 += kBlock, block += Decoder<KIND>::kBytes) {
 #pragma GCC unroll 8
-    for (int p = 0; p < NP; ++p) {
-        const int64_t cols = cols_left - p * kPanel < kPanel ? cols_left - p * kPanel : kPanel;
-        if (cols <= 0) break;
-        __m256 b_lo = _mm256_setzero_ps(), b_hi = _mm256_setzero_ps();
-        if (bias != nullptr) {
-            b_lo = _mm256_loadu_ps(bias + p * kPanel);
-            b_hi = _mm256_loadu_ps(bias + p * kPanel + 8);
-        }
+        for (int p = 0; p < NP; ++p) dec[p].start(block + p * stride, scales == nullptr ? nullptr : scales + p * kPanel);
+#pragma GCC unroll 32
+        for (int k = 0; k < kBlock; ++k) step(k, k0 + k);
+    }
+    if (k0 < m.k) {  // int8's last partial 32 (the GGUF kinds have whole blocks)
+        for (int p = 0; p < NP; ++p) dec[p].start(block + p * stride, scales == nullptr ? nullptr : scales + p * kPanel);
+        for (int k = 0; k < m.k - k0; ++k) step(k, k0 + k);
+    }
+    finish<MR, NP>(acc, to);
+}
+
+// MR rows x one de-quantized panel w [K][16]: 2 * MR chains of the rule (many rows: the panel was
+// de-quantized once into L2 for all of them).
+template <int MR, typename T>
+inline void block(const float* x, int64_t ldx, int64_t K, const float* w, const Target<T>& to) {
+    __m256 acc[MR][1][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) acc[r][0][0] = acc[r][0][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; ++k, w += kPanel) {
+        const __m256 lo = _mm256_loadu_ps(w), hi = _mm256_loadu_ps(w + 8);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
-            __m256 lo = acc[r][p][0], hi = acc[r][p][1];
-            if (bias != nullptr) {
-                lo = _mm256_add_ps(lo, b_lo);
-                hi = _mm256_add_ps(hi, b_hi);
-            }
-            store_row(out + r * ldo + p * kPanel, lo, hi, cols);
+            const __m256 xs = _mm256_broadcast_ss(x + r * ldx + k);
+            acc[r][0][0] = _mm256_fmadd_ps(xs, lo, acc[r][0][0]);
+            acc[r][0][1] = _mm256_fmadd_ps(xs, hi, acc[r][0][1]);
         }
     }
+    finish<MR, 1>(acc, to);
 }
 
 #else  // the portable path: the same values and chains with std::fma, one column at a time
 
+template <int64_t KIND>
 void dequantize_panel(const Matrix& m, int64_t p, float* w) {
     for (int64_t k = 0; k < m.k; ++k)
         for (int c = 0; c < kPanel; ++c) w[k * kPanel + c] = weight_at(m, p, c, k);
 }
 
-template <int MR, int NP, typename T>
-inline void block(const float* x, int64_t ldx, int64_t K, const float* w, const float* bias, T* out, int64_t ldo,
-                  int64_t cols_left) {
-    float acc[MR][NP][kPanel] = {};
+template <int MR, typename T>
+inline void block(const float* x, int64_t ldx, int64_t K, const float* w, const Target<T>& to) {
+    float acc[MR][kPanel] = {};
     for (int64_t k = 0; k < K; ++k)
-        for (int p = 0; p < NP; ++p)
-            for (int r = 0; r < MR; ++r)
-                for (int c = 0; c < kPanel; ++c)
-                    acc[r][p][c] = std::fma(x[r * ldx + k], w[(p * K + k) * kPanel + c], acc[r][p][c]);
-    for (int p = 0; p < NP; ++p)
         for (int r = 0; r < MR; ++r)
-            for (int64_t c = 0; c < kPanel && p * kPanel + c < cols_left; ++c)
-                out[r * ldo + p * kPanel + c] =
-                    narrow<T>(bias != nullptr ? acc[r][p][c] + bias[p * kPanel + c] : acc[r][p][c]);
+            for (int c = 0; c < kPanel; ++c) acc[r][c] = std::fma(x[r * ldx + k], w[k * kPanel + c], acc[r][c]);
+    for (int r = 0; r < MR; ++r)
+        for (int64_t c = 0; c < kPanel && c < to.cols; ++c)
+            to.out[r * to.ldo + c] = narrow<T>(to.bias != nullptr ? acc[r][c] + to.bias[c] : acc[r][c]);
 }
 
 #endif
 
-// Rows [r0, r1) of x over NP de-quantized panels starting at panel p0.
-template <int NP, typename T>
-void rows_over(const Matrix& m, const float* x, int64_t ldx, const float* w, int64_t p0, int64_t r0, int64_t r1, T* out) {
-    const float* bias = m.bias == nullptr ? nullptr : m.bias + p0 * kPanel;
-    const int64_t cols_left = m.n - p0 * kPanel;
-    for (int64_t i = r0; i < r1; i += kMaxRows) {
+// Rows [i0, i1) of x over panels [p0, p1), de-quantized in w ([K][16] each, in order): each
+// block of 6 rows runs over every panel while its rows stay in L1 and the panels in L2.
+template <typename T>
+void rows_from(const Matrix& m, const float* x, int64_t ldx, const float* w, int64_t p0, int64_t p1, int64_t i0,
+               int64_t i1, T* out) {
+    for (int64_t i = i0; i < i1; i += kMaxRows) {
         const float* xi = x + i * ldx;
-        T* oi = out + i * m.n + p0 * kPanel;
-        switch (r1 - i < kMaxRows ? r1 - i : kMaxRows) {
-            case 6: block<6, NP>(xi, ldx, m.k, w, bias, oi, m.n, cols_left); break;
-            case 5: block<5, NP>(xi, ldx, m.k, w, bias, oi, m.n, cols_left); break;
-            case 4: block<4, NP>(xi, ldx, m.k, w, bias, oi, m.n, cols_left); break;
-            case 3: block<3, NP>(xi, ldx, m.k, w, bias, oi, m.n, cols_left); break;
-            case 2: block<2, NP>(xi, ldx, m.k, w, bias, oi, m.n, cols_left); break;
-            default: block<1, NP>(xi, ldx, m.k, w, bias, oi, m.n, cols_left); break;
+        const int64_t rows = i1 - i < kMaxRows ? i1 - i : kMaxRows;
+        for (int64_t p = p0; p < p1; ++p) {
+            const float* wp = w + (p - p0) * m.k * kPanel;
+            const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
+                               m.n - p * kPanel};
+            switch (rows) {
+                case 6: block<6>(xi, ldx, m.k, wp, to); break;
+                case 5: block<5>(xi, ldx, m.k, wp, to); break;
+                case 4: block<4>(xi, ldx, m.k, wp, to); break;
+                case 3: block<3>(xi, ldx, m.k, wp, to); break;
+                case 2: block<2>(xi, ldx, m.k, wp, to); break;
+                default: block<1>(xi, ldx, m.k, wp, to); break;
+            }
         }
     }
 }
 
+// Panels per task of the scratch path: their de-quantized fp32 fits in about half of L2.
+inline int64_t group_panels(int64_t K) {
+    const int64_t group = (256 * 1024) / ((K > 0 ? K : 1) * kPanel * static_cast<int64_t>(sizeof(float)));
+    return group < 1 ? 1 : group;
+}
+
+#if QL_AVX2
+// Rows of x at most, in one call, for which de-quantizing in registers beats a scratch panel.
+constexpr int64_t kFusedRows = 8;
+// Panels per fused task: the one-row kernel runs two panels (four chains) to hide the FMA latency.
+constexpr int64_t kFusedPanels = 2;
+
+// All M (<= kFusedRows) rows over panels [p0, p1), de-quantizing in registers: one row over two
+// panels at a time, else blocks of up to 4 rows over one panel (5..8 rows as two even blocks).
+template <int64_t KIND, typename T>
+void rows_fused(const Matrix& m, const float* x, int64_t ldx, int64_t M, int64_t p0, int64_t p1, T* out) {
+    const int64_t first = M <= 4 ? M : (M + 1) / 2;
+    for (int64_t p = p0; p < p1;) {
+        const bool pair = M == 1 && p + 1 < p1;
+        for (int64_t i = 0; i < M; i += first) {
+            const float* xi = x + i * ldx;
+            const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
+                               m.n - p * kPanel};
+            if (pair) {
+                fused<KIND, 1, 2>(m, xi, ldx, p, to);
+                continue;
+            }
+            switch (M - i < first ? M - i : first) {
+                case 4: fused<KIND, 4, 1>(m, xi, ldx, p, to); break;
+                case 3: fused<KIND, 3, 1>(m, xi, ldx, p, to); break;
+                case 2: fused<KIND, 2, 1>(m, xi, ldx, p, to); break;
+                default: fused<KIND, 1, 1>(m, xi, ldx, p, to); break;
+            }
+        }
+        p += pair ? 2 : 1;
+    }
+}
+#else
+constexpr int64_t kFusedRows = 0;
+constexpr int64_t kFusedPanels = 1;
+template <int64_t KIND, typename T>
+void rows_fused(const Matrix&, const float*, int64_t, int64_t, int64_t, int64_t, T*) {}
+#endif
+
 // Below this many multiply-adds per thread the OpenMP hand-off costs more than it saves.
 constexpr int64_t kMinMacsPerThread = 1 << 16;
-// Rows per task at most: a task's de-quantized panel is read from L2 once per 6 of its rows.
+// Rows per task at most: a task's de-quantized panels are read from L2 once per 6 of its rows.
 constexpr int64_t kMaxRowBlock = 96;
 
-template <typename T>
-void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
-    if (M <= 0 || m.panels <= 0) return;
+template <int64_t KIND, typename T>
+void linear_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
     // x widened to fp32 once (exactly), unless it already is fp32, into the calling thread's
     // scratch: kept between calls (it only grows), so that a call maps no fresh pages.
     thread_local std::vector<float> widened;
@@ -306,13 +440,23 @@ void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t
         xf = widened.data();
         ldf = m.k;
     }
+    float* wide = widened.data();
     const int64_t useful = M * m.k * m.panels * kPanel / kMinMacsPerThread;
     const int nt = static_cast<int>(threads < useful ? (threads < 1 ? 1 : threads) : (useful < 1 ? 1 : useful));
-    // Tasks: one panel x a block of rows, panel major so that threads split the weights.
-    const int64_t row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
-    const int64_t row_block = (M + row_blocks - 1) / row_blocks;
-    const int64_t tasks = m.panels * row_blocks;
-    float* wide = widened.data();
+    const bool few = M <= kFusedRows;
+    // Tasks, group major and statically split, so that each thread streams its own run of the
+    // weights: few rows, kFusedPanels panels (all rows) each; else a group of panels x a block
+    // of rows, the groups as many as L2 asks, rounded up so that every thread gets as many.
+    int64_t row_blocks = 1, row_block = M, group = kFusedPanels;
+    if (!few) {
+        row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
+        row_block = ((M + row_blocks - 1) / row_blocks + kMaxRows - 1) / kMaxRows * kMaxRows;
+        row_blocks = (M + row_block - 1) / row_block;
+        int64_t groups = (m.panels + group_panels(m.k) - 1) / group_panels(m.k);
+        if (groups * row_blocks % nt != 0) groups = (groups + nt - 1) / nt * nt;
+        group = (m.panels + groups - 1) / groups;
+    }
+    const int64_t tasks = (m.panels + group - 1) / group * row_blocks;
 
 #pragma omp parallel num_threads(nt)
     {
@@ -321,19 +465,35 @@ void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t
             for (int64_t i = 0; i < M; ++i)
                 for (int64_t k = 0; k < m.k; ++k) wide[i * m.k + k] = widen(x[i * ldx + k]);
         }
-        thread_local std::vector<float> panel;
-        if (static_cast<int64_t>(panel.size()) < m.k * kPanel) panel.resize(m.k * kPanel);
-        int64_t held = -1;  // the panel de-quantized in `panel` by this thread's last task
+        thread_local std::vector<float> scratch;
+        if (!few && static_cast<int64_t>(scratch.size()) < group * m.k * kPanel) scratch.resize(group * m.k * kPanel);
+        int64_t held = -1;  // the group de-quantized in `scratch` by this thread's last task
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tasks; ++t) {
-            const int64_t p = t / row_blocks, rb = t % row_blocks;
-            if (p != held) {
-                dequantize_panel(m, p, panel.data());
-                held = p;
+            const int64_t g = t / row_blocks, rb = t % row_blocks;
+            const int64_t p0 = g * group, p1 = p0 + group < m.panels ? p0 + group : m.panels;
+            if (few) {
+                rows_fused<KIND>(m, xf, ldf, M, p0, p1, out);
+                continue;
+            }
+            if (g != held) {
+                for (int64_t p = p0; p < p1; ++p) dequantize_panel<KIND>(m, p, scratch.data() + (p - p0) * m.k * kPanel);
+                held = g;
             }
             const int64_t i1 = (rb + 1) * row_block < M ? (rb + 1) * row_block : M;
-            rows_over<1>(m, xf, ldf, panel.data(), p, rb * row_block, i1, out);
+            rows_from(m, xf, ldf, scratch.data(), p0, p1, rb * row_block, i1, out);
         }
+    }
+}
+
+template <typename T>
+void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
+    if (M <= 0 || m.panels <= 0) return;
+    switch (m.kind) {
+        case kQ8_0: linear_of<kQ8_0>(m, x, ldx, M, out, threads); break;
+        case kQ4_0: linear_of<kQ4_0>(m, x, ldx, M, out, threads); break;
+        case kQ4_1: linear_of<kQ4_1>(m, x, ldx, M, out, threads); break;
+        default: linear_of<kInt8>(m, x, ldx, M, out, threads); break;
     }
 }
 
