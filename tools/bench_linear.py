@@ -14,26 +14,38 @@ time), and the largest |invariant - F.linear| (the two round differently, so not
 stay hot in cache between calls, so one-row figures are a best case: a decode step reads ~30
 layers' weights, far more than L3 holds.
 
-    uv run python tools/bench_linear.py [--rows 1 32 512] [--dtypes bfloat16 float32] [--repeats 5] [--threads N]
+A second table times QuantizedLinear (weights kept quantized: q8_0, q4_0, q4_1, int8; bf16
+activations) beside the bf16 invariant kernel on the same shapes: milliseconds, the speed-up
+(invariant's time / quantized time), at one row the weight bytes each reads per second (GB/s;
+only lm_head's exceed L3, the others are read from cache), and whether its output is bitwise the
+invariant fp32 linear of the de-quantized matrix (its rule; "yes" expected).
+
+    uv run python tools/bench_linear.py [--rows 1 8 32 512] [--dtypes bfloat16 float32] [--kinds q8_0 ...]
+                                        [--repeats 5] [--threads N]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
+from gguf import quants
 
 from runtime_runner.batch_invariant_linear import InvariantLinear
 from runtime_runner.packed_linear import PackedLinear
+from runtime_runner.quantized_linear import QuantizedLinear
+from runtime_runner.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, QuantKind, int8_per_channel_of
 
 HIDDEN = 576
 SHAPES = {"qkv": (960, HIDDEN), "o": (HIDDEN, HIDDEN), "gate_up": (3072, HIDDEN), "down": (HIDDEN, 1536),
           "lm_head": (49152, HIDDEN)}
 MIN_TIMED_S = 0.02  # calls per timing are repeated until one timing lasts about this long
+KINDS: tuple[QuantKind, ...] = ("q8_0", "q4_0", "q4_1", "int8")
 
 
 def seconds_per_call(call: Callable[[], object], calls: int) -> float:
@@ -42,6 +54,19 @@ def seconds_per_call(call: Callable[[], object], calls: int) -> float:
     for _ in range(calls):
         call()
     return (time.perf_counter() - started) / calls
+
+
+def best_ms(paths: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Each path's best milliseconds per call over `repeats` timings, the paths alternating."""
+    calls = {}
+    for path, call in paths.items():
+        call()  # warm: first-touch of the outputs and, for a kernel, its build and scratch
+        calls[path] = max(1, math.ceil(MIN_TIMED_S / seconds_per_call(call, 1)))
+    best = dict.fromkeys(paths, math.inf)
+    for _ in range(repeats):
+        for path, call in paths.items():
+            best[path] = min(best[path], seconds_per_call(call, calls[path]) * 1e3)
+    return best
 
 
 def bench(name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int) -> str:
@@ -54,14 +79,7 @@ def bench(name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int) -> 
     paths: dict[str, Callable[[], torch.Tensor]] = {"invariant": lambda: invariant(x), "F.linear": lambda: F.linear(x, weight)}
     if packed.packed is not None:
         paths["packed"] = lambda: packed(x)
-    calls = {}
-    for path, call in paths.items():
-        call()  # warm: first-touch of the outputs and, for the kernel, its build and scratch
-        calls[path] = max(1, math.ceil(MIN_TIMED_S / seconds_per_call(call, 1)))
-    best = dict.fromkeys(paths, math.inf)
-    for _ in range(repeats):
-        for path, call in paths.items():
-            best[path] = min(best[path], seconds_per_call(call, calls[path]) * 1e3)
+    best = best_ms(paths, repeats)
     diff = float((invariant(x).float() - F.linear(x, weight).float()).abs().max())
     packed_ms = f"{best['packed']:.3f}" if "packed" in best else "n/a"
     packed_ratio = f"{best['packed'] / best['invariant']:.2f}x" if "packed" in best else "n/a"
@@ -70,11 +88,45 @@ def bench(name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int) -> 
             f"{best['F.linear'] / best['invariant']:.2f}x | {packed_ratio} | {diff:.2g} |")
 
 
+def quantized(kind: QuantKind, weight: torch.Tensor) -> QuantizedTensor:
+    """`weight` (fp32) quantized as `kind`: gguf's own quantizer for the GGUF kinds."""
+    if kind == "int8":
+        return int8_per_channel_of(weight)
+    blocks = quants.quantize(weight.numpy(), GGML_TYPE_OF[kind])
+    return QuantizedTensor(kind, torch.from_numpy(blocks), None, (weight.shape[0], weight.shape[1]))
+
+
+def bench_quantized(name: str, kinds: Sequence[QuantKind], rows: int, repeats: int, seed: int) -> list[str]:
+    """Markdown rows, one per kind: QuantizedLinear against the bf16 invariant kernel, bf16 rows."""
+    out_features, in_features = SHAPES[name]
+    gen = torch.Generator().manual_seed(seed)
+    weight = torch.randn(out_features, in_features, generator=gen) / math.sqrt(in_features)
+    x = torch.randn(rows, in_features, generator=gen).bfloat16()
+    invariant = InvariantLinear.of(weight.bfloat16())
+    matrices = {kind: quantized(kind, weight) for kind in kinds}
+    linears = {kind: QuantizedLinear.of(matrix, None, torch.bfloat16) for kind, matrix in matrices.items()}
+    paths: dict[str, Callable[[], object]] = {"invariant": lambda: invariant(x)}
+    paths.update({kind: functools.partial(linear, x) for kind, linear in linears.items()})
+    best = best_ms(paths, repeats)
+    lines = []
+    for kind, linear in linears.items():
+        dense = InvariantLinear.of(matrices[kind].dequantize())(x.float()).bfloat16()
+        same = "yes" if torch.equal(linear(x).view(torch.int16), dense.view(torch.int16)) else "NO"
+        weight_bytes = linear.packed.numel() + (0 if linear.scales is None else linear.scales.numel() * 4)
+        rates = (weight_bytes / best[kind] / 1e6, invariant.panels.numel() * 2 / best["invariant"] / 1e6)
+        rate_cells = " | ".join(f"{rate:.1f}" if rows == 1 else "" for rate in rates)
+        lines.append(f"| {name} | {out_features}x{in_features} | {rows} | {kind} | {best[kind]:.3f} | "
+                     f"{best['invariant']:.3f} | {best['invariant'] / best[kind]:.2f}x | {rate_cells} | {same} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, nargs="+", default=[1, 32, 512], help="M, rows per call")
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32, 512], help="M, rows per call")
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float32", "float16"])
     parser.add_argument("--layers", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--kinds", nargs="*", default=list(KINDS), choices=KINDS,
+                        help="quantized kinds of the second table (none: no second table)")
     parser.add_argument("--repeats", type=int, default=5, help="alternating timings per path; the best is reported")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
@@ -90,6 +142,17 @@ def main() -> None:
             for rows in args.rows:
                 for name in args.layers:
                     print(bench(name, dtype, rows, args.repeats, args.seed), flush=True)
+    if not args.kinds:
+        return
+    print("\nweights kept quantized, bf16 activations: QuantizedLinear against the bf16 invariant kernel; "
+          "speed-up = invariant's time / quantized time; GB/s = weight bytes read per second (M = 1)\n")
+    print("| layer | N x K | M | kind | quantized ms | invariant bf16 ms | speed-up | quantized GB/s | invariant GB/s "
+          "| bits = fp32 invariant of de-quantized |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    with torch.inference_mode():
+        for rows in args.rows:
+            for name in args.layers:
+                print("\n".join(bench_quantized(name, args.kinds, rows, args.repeats, args.seed)), flush=True)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,9 @@ def test_matches_the_float64_product_of_the_dequantized_matrix(kind: str, dtype:
     round once, as dequantize does), so the only errors are the fp32 chain's, bounded by
     K * 2^-24 * (sum_k |x_k w_k| + |b|) (Higham's gamma_K for K fused multiply-adds and the bias
     add), and for bf16 the output's rounding, half an ulp: 2^-8 |y| bounds it with room for the
-    chain's error moving y across a binade."""
+    chain's error moving y across a binade. Reverse-verified: de-quantizing q4_0 as d * q (no -8)
+    fails every q4_0 case, and dropping the bias add from the kernels' epilogue fails every
+    with_bias case."""
     k = 320
     for m in (*range(1, 8), 70):
         weight, x, bias = _operands(kind, 100 + m, m, 333, k, dtype, with_bias)
@@ -110,7 +112,14 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
         data: st.DataObject) -> None:
     """Every row of an M-row call equals that row computed alone (M=1), and within another batch
     of `other_m` rows at a random position, and the whole call equals itself on 1 and 2 threads
-    (shapes up to ~7M multiply-adds, past the threshold for a second thread)."""
+    (shapes up to ~7M multiply-adds, past the threshold for a second thread).
+
+    Reverse-verified by hand, each restored after: ending the chain of the many-rows path (M > 8)
+    with a separate multiply and add instead of an fma, a reduction that depends on M, fails at
+    once (shrunk to M=9, N=1, one block: row 0 differs from itself alone); doing so only on the
+    second OpenMP thread of the few-rows path, a reduction that depends on the thread split,
+    fails too (shrunk to M=4, N=113, 8 blocks: a row alone, on one thread, differs from itself
+    in a two-thread call)."""
     weight, x, bias = _operands(kind, seed, m, n, 32 * blocks, dtype, with_bias)
     linear = QuantizedLinear.of(weight, bias, dtype)
     together = linear(x)
@@ -125,16 +134,17 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
     _assert_same_bits(_with_threads(1, linear, x), _with_threads(2, linear, x), "1 thread against 2")
 
 
-def test_a_prefill_sized_batch_equals_its_rows_one_at_a_time() -> None:
-    """200 rows (several row blocks and tasks, 2 threads) against 200 one-row calls, at the
-    default model's qkv shape in bf16 with a bias, for a 4-bit and an 8-bit kind."""
-    for kind in ("q4_1", "q8_0"):
-        weight, x, bias = _operands(kind, 3, 200, 960, 576, torch.bfloat16, True)
-        linear = QuantizedLinear.of(weight, bias, torch.bfloat16)
-        together = _with_threads(2, linear, x)
-        alone = torch.cat([linear(x[i : i + 1]) for i in range(200)])
-        _assert_same_bits(together, alone, f"{kind}: 200 rows against one at a time")
-        _assert_same_bits(_with_threads(1, linear, x[100:107]), together[100:107], f"{kind}: a 7-row slice on one thread")
+@pytest.mark.parametrize(("kind", "dtype"), [("q4_1", torch.float32), ("q8_0", torch.bfloat16)])
+def test_a_prefill_sized_batch_equals_its_rows_one_at_a_time(kind: str, dtype: torch.dtype) -> None:
+    """200 rows (the many-rows path: several row blocks and tasks, 2 threads) against 200 one-row
+    calls (the few-rows path, one thread), at the default model's qkv shape with a bias; fp32
+    output shows every difference of the chains, bf16 is what is served."""
+    weight, x, bias = _operands(kind, 3, 200, 960, 576, dtype, True)
+    linear = QuantizedLinear.of(weight, bias, dtype)
+    together = _with_threads(2, linear, x)
+    alone = torch.cat([_with_threads(1, linear, x[i : i + 1]) for i in range(200)])
+    _assert_same_bits(together, alone, f"{kind}: 200 rows against one at a time")
+    _assert_same_bits(_with_threads(1, linear, x[100:107]), together[100:107], f"{kind}: a 7-row slice on one thread")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -169,7 +179,8 @@ def test_a_nan_or_inf_stays_in_its_own_row(dtype: torch.dtype) -> None:
 
 def test_the_portable_path_computes_the_same_values_and_chains() -> None:
     """Built without AVX2/FMA the kernel de-quantizes one value at a time and chains with
-    std::fma; every kind and dtype gives the AVX2 path's bits."""
+    std::fma; every kind and dtype gives the AVX2 path's bits. Reverse-verified: accumulating the
+    portable path as x * w + acc (two roundings) makes 298 of the 693 q8_0 fp32 elements differ."""
     portable = ql.bind(load_library(ql.SOURCE, (*ql.FLAGS, "-mno-avx2", "-mno-fma"), package="runtime-runner",
                                     what="the quantized linear's portable path"))
     assert portable.quantized_linear_has_avx2() == 0
@@ -222,7 +233,8 @@ def test_int8_quantizer_refuses_what_it_cannot_take() -> None:
 def test_embedding_rows_are_the_dequantized_rows_rounded_once(kind: str, dtype: torch.dtype) -> None:
     """Rows of ids (repeated, any order, an id in the padded last panel) equal dequantize()'s rows
     rounded to the dtype, bit for bit (signed zeros included); tied to a linear, the embedding
-    reads that linear's panels."""
+    reads that linear's panels. Reverse-verified: de-quantizing q4_0 rows as fma(d, q, -8 d), the
+    same values but +0 where d * (q - 8) is -0, fails both q4_0 cases."""
     weight = _quantized(kind, 45, 96, 4)
     lm_head = QuantizedLinear.of(weight, None, dtype)
     embedding = QuantizedEmbedding.tied_to(lm_head)
