@@ -16,10 +16,11 @@
 // padded with zero rows); a GGUF panel is its blocks in k order, each block the 16 rows' block
 // of 32 values transposed so that one k (or one nibble pair) of the 16 rows is 16 consecutive bytes:
 //     q8_0  16 fp16 d | [32 k][16 rows] int8                                   (16 * 34 bytes)
-//     q4_0  16 fp16 d | [16 j][16 rows] bytes, value j low nibble, j+16 high   (16 * 18 bytes)
+//     q4_0  16 fp16 d | [16 j][16 rows] bytes, value 2j low nibble, 2j+1 high  (16 * 18 bytes)
 //     q4_1  16 fp16 d | 16 fp16 m | [16 j][16 rows] nibble bytes               (16 * 20 bytes)
 // an int8 panel is [K][16 rows] int8, its scales fp32 [16 * panels]. The bytes are the file's
-// bytes reordered: the same size as the quantized matrix, never widened in memory.
+// bytes reordered (a GGUF byte j holds values j and j+16; here one load serves two neighbouring
+// k): the same size as the quantized matrix, never widened in memory.
 //
 // Two paths compute the rule, from the same de-quantization (Decoder<KIND>, below):
 // - few rows (M <= 8, decode): each block's weights are de-quantized in registers and used at
@@ -104,8 +105,8 @@ inline float weight_at(const Matrix& m, int64_t p, int c, int64_t k) {
     const int64_t at = k % kBlock;
     const float d = half(block + 2 * c);
     if (m.kind == kQ8_0) return d * static_cast<float>(static_cast<int8_t>(block[32 + at * kPanel + c]));
-    const uint8_t byte = block[header_bytes(m.kind) + (at % 16) * kPanel + c];
-    const int q = at < 16 ? byte & 0x0F : byte >> 4;
+    const uint8_t byte = block[header_bytes(m.kind) + at / 2 * kPanel + c];
+    const int q = at % 2 == 0 ? byte & 0x0F : byte >> 4;
     if (m.kind == kQ4_0) return d * static_cast<float>(q - 8);
     return std::fma(d, static_cast<float>(q), half(block + 32 + 2 * c));
 }
@@ -144,10 +145,10 @@ template <> struct Decoder<kQ8_0> {
     }
 };
 
-// q4_0 and q4_1: value k < 16 is the low nibble of byte row k, value k >= 16 the high one of row k - 16.
+// q4_0 and q4_1: value k is the low nibble of byte row k / 2 when k is even, else its high one.
 inline __m256i nibble(const uint8_t* bytes, int k) {
-    const __m256i v = unsigned8(bytes + (k % 16) * kPanel);
-    return k < 16 ? _mm256_and_si256(v, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(v, 4);
+    const __m256i v = unsigned8(bytes + k / 2 * kPanel);
+    return k % 2 == 0 ? _mm256_and_si256(v, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(v, 4);
 }
 
 // d * (q - 8) as fma(d, q, -8 d): exact, as d * (q - 8) and -8 d are (fp16 d times a small

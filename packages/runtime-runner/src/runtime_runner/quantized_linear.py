@@ -82,11 +82,20 @@ def pack_panels(weight: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor | N
         return rows.view(panels, PANEL, k).transpose(1, 2).contiguous(), scales
     blocks, block_bytes, head = k // BLOCK, BLOCK_BYTES[weight.kind], _HEADER_BYTES[weight.kind]
     tiled = rows.view(panels, PANEL, blocks, block_bytes)
+    values = tiled[..., head:]
+    if weight.kind != "q8_0":
+        values = _nibbles_in_pairs(values)
     # Header: [panel, block, d|m, 16 rows, 2 bytes]; values: [panel, block, byte, 16 rows].
     header = tiled[..., :head].reshape(panels, PANEL, blocks, head // 2, 2).permute(0, 2, 3, 1, 4)
-    values = tiled[..., head:].permute(0, 2, 3, 1)
-    packed = torch.cat([header.reshape(panels, blocks, -1), values.reshape(panels, blocks, -1)], dim=2)
+    packed = torch.cat([header.reshape(panels, blocks, -1), values.permute(0, 2, 3, 1).reshape(panels, blocks, -1)], dim=2)
     return packed.contiguous(), None
+
+
+def _nibbles_in_pairs(packed: torch.Tensor) -> torch.Tensor:
+    """GGUF's 16 nibble bytes of a block (byte j: value j low, value j + 16 high) as the kernel's
+    (byte j: value 2j low, value 2j + 1 high), so that one load serves two neighbouring k."""
+    values = torch.cat([packed & 0x0F, packed >> 4], dim=-1)  # values 0..31 in order
+    return values[..., 0::2] | (values[..., 1::2] << 4)
 
 
 def _checked_bias(bias: torch.Tensor | None, n: int, panels: int) -> torch.Tensor | None:
