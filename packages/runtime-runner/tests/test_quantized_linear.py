@@ -254,6 +254,8 @@ def test_refuses_what_it_cannot_take() -> None:
         QuantizedLinear.of(weight, torch.randn(5), torch.float32)
     with pytest.raises(ValueError, match="got shape \\(6,\\), dtype torch.float64"):
         QuantizedLinear.of(weight, torch.randn(6).double(), torch.float32)
+    with pytest.raises(ValueError, match="takes a QuantizedTensor \\(q8_0, q4_0, q4_1 or int8\\); got Tensor"):
+        QuantizedLinear.of(torch.randn(6, 64), None, torch.float32)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="is not one of q8_0, q4_0, q4_1, int8"):
         QuantizedTensor("q5_0", weight.data, None, (6, 64))  # type: ignore[arg-type]
     linear = QuantizedLinear.of(weight, None, torch.bfloat16)

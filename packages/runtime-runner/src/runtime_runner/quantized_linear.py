@@ -125,6 +125,8 @@ class QuantizedLinear:
         """`weight` packed for the kernel, with an optional `bias` [N] (a CPU float32, bfloat16 or
         float16 vector), for activations of `activation_dtype` (float32 or bfloat16). ValueError
         for anything else."""
+        if not isinstance(weight, QuantizedTensor):
+            raise ValueError(f"QuantizedLinear takes a QuantizedTensor (q8_0, q4_0, q4_1 or int8); got {type(weight).__name__}")
         if activation_dtype not in ACTIVATION_DTYPES:
             raise ValueError(f"QuantizedLinear takes float32 or bfloat16 activations; got {activation_dtype}")
         if weight.data.device.type != "cpu":
