@@ -56,3 +56,7 @@ class CheckpointReader:
         if tuple(tensor.shape) != shape:
             raise CheckpointError(f"tensor {name!r} has shape {list(tensor.shape)}; the config implies {list(shape)}")
         return tensor.to(device=device, dtype=dtype)
+
+    def read_matrix(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """Weight matrix `name`: a safetensors checkpoint holds every matrix dense, so as `read`."""
+        return self.read(name, shape, dtype, device)

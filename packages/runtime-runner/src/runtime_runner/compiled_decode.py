@@ -42,7 +42,7 @@ MIN_CHUNK_ROWS = 64
 def _fixed_tensors(model: DecoderForCausalLM) -> Iterable[torch.Tensor]:
     """Every tensor of the model whose shape never changes between steps."""
     w = model.weights
-    yield from (w.embed, w.final_norm, w.lm_head, model.rope.cos, model.rope.signed_sin)
+    yield from (t for t in (w.embed, w.final_norm, w.lm_head, model.rope.cos, model.rope.signed_sin) if isinstance(t, torch.Tensor))
     for layer in w.layers:
         yield from (t for t in vars(layer).values() if isinstance(t, torch.Tensor))
 

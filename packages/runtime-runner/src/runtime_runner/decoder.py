@@ -4,6 +4,8 @@ Attention is handed in as a callable per layer (the runner writes the layer's ne
 pool and runs its attention backend), so the decoder knows nothing about pages or backends. A
 batch-invariant decoder (deterministic inference) runs its projections through InvariantLinear,
 whose row i depends on input row i alone; the others through PackedLinear (oneDNN where it packs).
+A quantized matrix (a GGUF file's, or int8) runs the quantized kernel in either mode
+(runtime_runner.matrix_projection), and its packed copy is the only one the decoder keeps.
 Every other op of the forward is per row already: the fused norms, rotary and SiLU-and-mul
 (cpu_fused_ops) and the embedding gather.
 
@@ -20,25 +22,24 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 import torch
-import torch.nn.functional as F
+from config_bags.bags.model import Quantization
 
 from runtime_runner.arch_config import ArchConfig
-from runtime_runner.batch_invariant_linear import InvariantLinear
-from runtime_runner.checkpoint import CheckpointReader
 from runtime_runner.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
+from runtime_runner.checkpoint_source import weight_reader_at
 from runtime_runner.decoder_weights import DecoderWeights, load_decoder_weights
+from runtime_runner.int8_weights import Int8Weights
 from runtime_runner.loader_hooks import FusedProjections, decisions_of
+from runtime_runner.matrix_projection import LinearOf as LinearOf
+from runtime_runner.matrix_projection import Projection as Projection
+from runtime_runner.matrix_projection import embedding_of, linear_of
 from runtime_runner.mlp_activation import silu_and_mul
 from runtime_runner.norm import add_rms_norm, rms_norm
-from runtime_runner.packed_linear import PackedLinear
 from runtime_runner.rope import RopeTable, apply_rope
+from runtime_runner.weight_matrix import Matrix, loaded, split_rows
 
 # (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
 LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-# rows [T, in] -> rows [T, out]: a PackedLinear, an InvariantLinear or a ConcatProjection of them
-Projection = Callable[[torch.Tensor], torch.Tensor]
-# (weight [out, in], bias [out] or None) -> its projection, packed once
-LinearOf = Callable[[torch.Tensor, torch.Tensor | None], Projection]
 
 
 @dataclass(frozen=True)
@@ -52,14 +53,14 @@ class ConcatProjection:
         return torch.cat([part(x) for part in self.parts], dim=-1)
 
 
-def group_projection(linear: LinearOf, weight: torch.Tensor, bias: torch.Tensor | None, rows: Sequence[int],
+def group_projection(linear: LinearOf, weight: Matrix, bias: torch.Tensor | None, rows: Sequence[int],
                      fused: bool) -> Projection:
     """The projection of a concatenated group (`rows` output rows per checkpoint matrix): one matmul
-    over the whole matrix when fused, else one per part over views of it."""
+    over the whole matrix when fused, else one per part over its rows."""
     if fused:
         return linear(weight, bias)
     biases: Sequence[torch.Tensor | None] = [None] * len(rows) if bias is None else torch.split(bias, list(rows))
-    return ConcatProjection(tuple(linear(w, b) for w, b in zip(torch.split(weight, list(rows)), biases, strict=True)))
+    return ConcatProjection(tuple(linear(w, b) for w, b in zip(split_rows(weight, rows), biases, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -84,31 +85,34 @@ class DecoderForCausalLM:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed
         over `weights.lm_head` (a draft's target's), used instead of packing another."""
         self.cfg = cfg
-        self.weights = weights
         self.rope = rope
         self.batch_invariant = batch_invariant
-        # Packed once here, for every forward (on CPU a second copy of each matrix, in the kernel's layout).
-        linear: LinearOf = InvariantLinear.of if batch_invariant else PackedLinear.of
+        # Packed once here, for every forward (a dense matrix on CPU: a second copy, in the kernel's layout).
+        linear = linear_of(batch_invariant, weights.final_norm.dtype)
         q_out, kv_out = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
         qkv_rows, gate_up_rows = (q_out, kv_out, kv_out), (cfg.intermediate_size, cfg.intermediate_size)
         self._projections = tuple(
-            LayerProjections(group_projection(linear, layer.qkv, layer.qkv_bias, qkv_rows, fused.qkv),
-                             linear(layer.o_proj, layer.o_bias),
-                             group_projection(linear, layer.gate_up, layer.gate_up_bias, gate_up_rows, fused.gate_up),
-                             linear(layer.down, layer.down_bias))
+            LayerProjections(group_projection(linear, loaded(layer.qkv), layer.qkv_bias, qkv_rows, fused.qkv),
+                             linear(loaded(layer.o_proj), layer.o_bias),
+                             group_projection(linear, loaded(layer.gate_up), layer.gate_up_bias, gate_up_rows, fused.gate_up),
+                             linear(loaded(layer.down), layer.down_bias))
             for layer in weights.layers
         )
-        self.head_projection: Projection = head_projection if head_projection is not None else linear(weights.lm_head, None)
+        own_head = head_projection is None
+        self.head_projection: Projection = linear(loaded(weights.lm_head), None) if head_projection is None else head_projection
+        tied_head = self.head_projection if own_head and weights.lm_head is weights.embed else None
+        self._embedding = embedding_of(loaded(weights.embed), tied_head, weights.final_norm.dtype)
+        self.weights = weights.released()
 
     @property
     def dtype(self) -> torch.dtype:
-        """The weights' element type."""
-        return self.weights.embed.dtype
+        """The activations' element type (the dense weights', the norms' always among them)."""
+        return self.weights.final_norm.dtype
 
     @property
     def device(self) -> torch.device:
         """Where the weights live."""
-        return self.weights.embed.device
+        return self.weights.final_norm.device
 
     @property
     def attention_scale(self) -> float:
@@ -117,7 +121,7 @@ class DecoderForCausalLM:
 
     def embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The embedding rows [tokens, hidden] of the tokens."""
-        return F.embedding(input_ids, self.weights.embed)
+        return self._embedding(input_ids)
 
     def rope_rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, signed sin) [tokens, head_dim] of each token's position."""
@@ -165,12 +169,16 @@ class TargetDecoder(DecoderForCausalLM):
 
     @classmethod
     def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *,
-             batch_invariant: bool) -> Self:
-        """Load the checkpoint's weights as this class's loader decisions say, pack them and build
-        the rotary tables; `batch_invariant` picks projections whose rows never depend on the batch
-        (a CPU only)."""
+             batch_invariant: bool, quantization: Quantization | None = None) -> Self:
+        """Load the checkpoint's weights (a Hugging Face directory, or a GGUF file whose quantized
+        matrices stay so) as this class's loader decisions say, pack them and build the rotary
+        tables; `batch_invariant` picks projections whose rows never depend on the batch (a CPU
+        only); `quantization` (model.quantization) quantizes a dense checkpoint's matrices at load."""
         decisions = decisions_of(cls, cfg)
-        weights = load_decoder_weights(CheckpointReader(model_dir), cfg, decisions, dtype, device)
+        reader = weight_reader_at(model_dir)
+        if quantization == "int8":
+            reader = Int8Weights(reader)
+        weights = load_decoder_weights(reader, cfg, decisions, dtype, device)
         rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
         return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections)
 

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -92,9 +93,10 @@ def convert_gguf(gguf: Path, target: Path) -> None:
     steps.close()
 
 
-def move_into_place(scratch: Path, target: Path) -> None:
-    """Rename the finished conversion `scratch` to `target`, first renaming aside (then deleting)
-    whatever outdated directory `target` holds: at no moment is `target` a partial directory."""
+def move_into_place(scratch: Path, target: Path, complete: Callable[[Path], bool] = is_converted) -> None:
+    """Rename the finished directory `scratch` to `target`, first renaming aside (then deleting)
+    whatever outdated directory `target` holds: at no moment is `target` a partial directory.
+    `complete` tells a finished directory (another process's, should it win the race)."""
     retired = scratch.with_name(f"{scratch.name}-outdated")
     try:
         target.rename(retired)
@@ -103,7 +105,7 @@ def move_into_place(scratch: Path, target: Path) -> None:
     try:
         scratch.rename(target)
     except OSError:
-        if not is_converted(target):  # another process may have won the race; anything else is a real failure
+        if not complete(target):  # another process may have won the race; anything else is a real failure
             raise
     finally:
         if retired.exists():

@@ -49,9 +49,10 @@ class DraftDecoder(DecoderForCausalLM):
         shares_head = weights.lm_head is target.weights.lm_head and batch_invariant == target.batch_invariant
         super().__init__(cfg, weights, rope, batch_invariant=batch_invariant, fused=fused,
                          head_projection=target.head_projection if shares_head else None)
-        shared = weights.embed.nbytes if weights.embed is target.weights.embed else 0
-        if weights.lm_head is target.weights.lm_head and weights.lm_head is not weights.embed:
-            shared += weights.lm_head.nbytes
+        embed, head = weights.embed, weights.lm_head
+        shared = embed.nbytes if isinstance(embed, torch.Tensor) and embed is target.weights.embed else 0
+        if isinstance(head, torch.Tensor) and head is target.weights.lm_head and head is not embed:
+            shared += head.nbytes
         if shares_head:
             shared += kernel_copy_bytes(self.head_projection)
         self._bytes_shared_with_target = shared
@@ -66,7 +67,9 @@ class DraftDecoder(DecoderForCausalLM):
             raise UnsupportedConfigError(f"the draft checkpoint {model_dir} has vocab_size {cfg.vocab_size}, the target "
                                          f"{target.cfg.vocab_size}; accepted: a draft over the target's vocabulary")
         decisions = decisions_of(cls, cfg)
-        in_hand = {EMBED: target.weights.embed, LM_HEAD: target.weights.lm_head}
+        # A quantized target's embedding and head live only in its kernels: the draft reads its own, dense.
+        in_hand = {name: held for name, held in ((EMBED, target.weights.embed), (LM_HEAD, target.weights.lm_head))
+                   if isinstance(held, torch.Tensor)}
         weights = load_decoder_weights(CheckpointReader(model_dir), cfg, decisions, dtype, device, in_hand=in_hand)
         rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
         return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections, target=target)

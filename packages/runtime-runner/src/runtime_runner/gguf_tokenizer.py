@@ -19,6 +19,7 @@ import gguf
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from runtime_runner.errors import UnsupportedConfigError
+from runtime_runner.gguf_format import read_gguf_layout
 
 
 def _gpt2_split() -> pre_tokenizers.PreTokenizer:
@@ -55,34 +56,33 @@ class GgufTokenizer:
         return None if token_id is None else self.tokens[token_id]
 
 
-def _field(reader: gguf.GGUFReader, key: str) -> Any:
-    field = reader.get_field(key)
-    return None if field is None else field.contents()
-
-
 def read_gguf_tokenizer(path: Path) -> GgufTokenizer:
     """The byte-level BPE tokenizer of the GGUF file at `path`; refuses any other tokenizer kind."""
-    reader = gguf.GGUFReader(path)
+    metadata = read_gguf_layout(path, strings=True).metadata
+
+    def field(key: str) -> Any:
+        return metadata.get(key)
+
     keys = gguf.Keys.Tokenizer
-    kind = _field(reader, keys.MODEL)
+    kind = field(keys.MODEL)
     if kind != "gpt2":
         raise UnsupportedConfigError(f"{path.name}: {keys.MODEL} = {kind!r} is not supported; accepted: 'gpt2' (byte-level BPE)")
-    pre = _field(reader, keys.PRE)
+    pre = field(keys.PRE)
     if pre not in PRE_TOKENIZERS:
         raise UnsupportedConfigError(f"{path.name}: {keys.PRE} = {pre!r} is not supported; accepted: {sorted(PRE_TOKENIZERS)}")
-    architecture = _field(reader, gguf.Keys.General.ARCHITECTURE)
+    architecture = field(gguf.Keys.General.ARCHITECTURE)
     return GgufTokenizer(
         pre=pre,
-        tokens=tuple(_field(reader, keys.LIST)),
-        token_types=tuple(_field(reader, keys.TOKEN_TYPE)),
-        merges=tuple(_field(reader, keys.MERGES)),
-        bos_id=_field(reader, keys.BOS_ID),
-        eos_id=_field(reader, keys.EOS_ID),
-        unk_id=_field(reader, keys.UNK_ID),
-        pad_id=_field(reader, keys.PAD_ID),
-        add_bos=_field(reader, keys.ADD_BOS),
-        chat_template=_field(reader, keys.CHAT_TEMPLATE),
-        context_length=int(_field(reader, gguf.Keys.LLM.CONTEXT_LENGTH.format(arch=architecture))),
+        tokens=tuple(field(keys.LIST)),
+        token_types=tuple(field(keys.TOKEN_TYPE)),
+        merges=tuple(field(keys.MERGES)),
+        bos_id=field(keys.BOS_ID),
+        eos_id=field(keys.EOS_ID),
+        unk_id=field(keys.UNK_ID),
+        pad_id=field(keys.PAD_ID),
+        add_bos=field(keys.ADD_BOS),
+        chat_template=field(keys.CHAT_TEMPLATE),
+        context_length=int(field(gguf.Keys.LLM.CONTEXT_LENGTH.format(arch=architecture))),
     )
 
 

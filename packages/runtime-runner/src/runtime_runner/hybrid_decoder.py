@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 
 from runtime_runner.arch_config import ArchConfig
-from runtime_runner.batch_invariant_linear import InvariantLinear
 from runtime_runner.checkpoint import CheckpointReader
 from runtime_runner.checkpoint_layout import TensorSpec, WeightLayout
 from runtime_runner.decoder import LayerAttention, LinearOf, Projection, group_projection
@@ -32,8 +31,8 @@ from runtime_runner.hybrid_weights import (
     load_hybrid_weights,
 )
 from runtime_runner.loader_hooks import FusedProjections, decisions_of
+from runtime_runner.matrix_projection import linear_of
 from runtime_runner.norm import add_rms_norm, gated_rms_norm, rms_norm
-from runtime_runner.packed_linear import PackedLinear
 from runtime_runner.rope import RopeTable, apply_rope
 from runtime_runner.sparse_moe import DenseMlp, SparseMoe
 
@@ -114,7 +113,7 @@ class HybridDecoder:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed."""
         hybrid = hybrid_of(cfg)
         self.cfg, self.weights, self.rope, self.batch_invariant = cfg, weights, rope, batch_invariant
-        linear: LinearOf = InvariantLinear.of if batch_invariant else PackedLinear.of
+        linear: LinearOf = linear_of(batch_invariant, weights.embed.dtype)
         self._mixers: list[_LinearMixer | _GatedAttention] = []
         for layer in weights.layers:
             if isinstance(layer.mixer, LinearAttnWeights):

@@ -17,10 +17,15 @@ def device_of(device: DeviceBag) -> torch.device:
     return torch.device(device.device)
 
 
-def model_dtype_of(model: ModelBag, checkpoint_dtype: str, device: torch.device) -> torch.dtype:
-    """model.dtype; auto means the checkpoint's, except float32 on CPU becomes bfloat16 (AMX matmuls)."""
+def model_dtype_of(model: ModelBag, checkpoint_dtype: str, device: torch.device, *, quantized: bool = False) -> torch.dtype:
+    """model.dtype; auto means the checkpoint's, except on a CPU: float32 becomes bfloat16 (AMX
+    matmuls) for dense weights, and `quantized` weights (a GGUF file's, or int8) compute in float32:
+    their kernels de-quantize to fp32 and read the same bytes whatever the activations, so bfloat16
+    would only round more (the default model's GGUF decodes no slower in float32)."""
     if model.dtype != "auto":
         return _DTYPES[model.dtype]
+    if quantized and device.type == "cpu":
+        return torch.float32
     dtype = _DTYPES.get(checkpoint_dtype, torch.float32)
     if dtype == torch.float32 and device.type == "cpu":
         return torch.bfloat16

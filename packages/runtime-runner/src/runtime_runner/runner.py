@@ -27,10 +27,11 @@ from config_bags import (
     publish,
 )
 
-from runtime_runner.arch_config import ArchConfig, read_arch_config
-from runtime_runner.architectures import draft_class_for, model_class_for
+from runtime_runner.arch_config import ArchConfig
+from runtime_runner.architectures import draft_class_for
 from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
+from runtime_runner.checkpoint_source import arch_config_at, draft_arch_config
 from runtime_runner.compiled_decode import CompiledDecode, check_compiled_decode_traceable
 from runtime_runner.decoder import DecoderForCausalLM, LayerAttention
 from runtime_runner.default_model import ensure_default_model
@@ -45,9 +46,11 @@ from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFac
 from runtime_runner.native_step import NativeDecoderStep
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
+from runtime_runner.quantization_support import serves_quantized
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
 from runtime_runner.sampler import sample
 from runtime_runner.standalone import StandaloneDriver
+from runtime_runner.target_loading import load_target
 from runtime_runner.verify_sampling import sample_verify
 
 
@@ -76,9 +79,10 @@ class ModelRunner:
         if threads is not None:
             torch.set_num_threads(threads)
         model_dir = self._model_dir(target)
-        cfg = read_arch_config(model_dir)
+        cfg = arch_config_at(model_dir) if target is None else draft_arch_config(model_dir)
         device = device_of(get_device())
-        dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device)
+        dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device,
+                               quantized=target is None and serves_quantized(get_model(), model_dir))
         batch_invariant = batch_invariance_for(device.type)
         self.is_draft = target is not None
         self.model: DecoderForCausalLM | HybridDecoder
@@ -86,7 +90,7 @@ class ModelRunner:
             raise UnsupportedConfigError(f"enable_torch_compile compiles the Llama-family decode step; {cfg.architecture} "
                                          "(a Gated-DeltaNet hybrid) decodes eagerly; accepted: enable_torch_compile off")
         if target is None:
-            self.model = model_class_for(cfg.architecture).load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
+            self.model = load_target(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, model=get_model(), exec=get_exec())
         else:
             self.model = self._draft_model(model_dir, cfg, dtype, device, batch_invariant, target)
             if self.context_length < target.context_length:

@@ -1,10 +1,14 @@
 """The rules serve publishes with its bags in every process, on top of config-bags' invariants:
 no absent feature configured, attention kernels that run on this host, a decode half torch.compile
 can trace when it compiles, batch-invariant kernels when deterministic inference is on, speculative
-leaves only with the algorithm that reads them and no draft tree, and a context length the served
-model can hold. Resolution checks the same rules, so each exists once."""
+leaves only with the algorithm that reads them and no draft tree, quantized weights only where
+their kernels run, and a context length the served model can hold. Resolution checks the same
+rules, so each exists once."""
 
 from __future__ import annotations
+
+import functools
+from pathlib import Path
 
 from attn_backends import batch_invariance_refusal, effective_backend_name, refusal_on
 from config_bags import (
@@ -15,9 +19,11 @@ from config_bags import (
     context_length_within_model,
     deterministic_inference_of,
 )
-from runtime_runner import device_of
+from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError, device_of
+from runtime_runner.checkpoint_source import arch_config_at, gguf_file_of
 from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
 from runtime_runner.determinism import batch_invariance_refusal_of
+from runtime_runner.quantization_support import quantized_weights_refusal_of
 
 from serve.absent_features import absent_feature_rules
 
@@ -143,7 +149,45 @@ DRAFT_ATTENTION_RUNS_HERE = Rule(
 )
 
 
+@functools.lru_cache(maxsize=8)
+def _arch_config(model_path: str, size: int, modified_ns: int) -> ArchConfig | None:
+    """The checkpoint's ArchConfig, read once per version of its file (an override re-checks the
+    rules in every process); None where it cannot be read, which the model's handlers name."""
+    try:
+        return arch_config_at(Path(model_path))
+    except (CheckpointError, UnsupportedConfigError, OSError, ValueError):
+        return None
+
+
+def _checkpoint_config(model_path: str | None) -> ArchConfig | None:
+    if model_path is None:
+        return None  # the default model, resolved before anything serves it
+    path = Path(model_path)
+    gguf = gguf_file_of(path)
+    file = gguf if gguf is not None else path / "config.json"
+    if not file.is_file():
+        return None
+    stat = file.stat()
+    return _arch_config(model_path, stat.st_size, stat.st_mtime_ns)
+
+
+def _unserved_quantized_weights(bags: Bags) -> str | None:
+    model = bags.model
+    try:
+        device_type = _device_type(bags)
+        gguf = None if model.model_path is None else gguf_file_of(Path(model.model_path))
+    except (RuntimeError, CheckpointError):
+        return None  # a device torch cannot see, or a model path the model's handlers name
+    return quantized_weights_refusal_of(model, bags.exec, device_type, gguf, lambda: _checkpoint_config(model.model_path))
+
+
+QUANTIZED_WEIGHTS_RUN_HERE = Rule(
+    "quantized_weights_run_here", ("quantization", "model_path", "dtype", "enable_torch_compile", "device"),
+    _unserved_quantized_weights,
+)
+
+
 def launch_rules(model_max_length: int) -> tuple[Rule, ...]:
     """Every rule of a launch serving a model of `model_max_length` positions."""
     return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS,
-            SPECULATION_AS_BUILT, DRAFT_ATTENTION_RUNS_HERE, context_length_within_model(model_max_length))
+            SPECULATION_AS_BUILT, DRAFT_ATTENTION_RUNS_HERE, QUANTIZED_WEIGHTS_RUN_HERE, context_length_within_model(model_max_length))

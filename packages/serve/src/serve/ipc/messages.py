@@ -74,14 +74,16 @@ class RunnerStamp(msgspec.Struct, frozen=True, kw_only=True):
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     """The served model as the scheduler's runners built it: its limits, each runner's attention
-    stamp (keyed by runner: "target", and "draft" when a draft model speculates), and the
-    speculative algorithm it serves with (None: none)."""
+    stamp (keyed by runner: "target", and "draft" when a draft model speculates), the
+    speculative algorithm it serves with (None: none), and what its weights are (None: dense as
+    the checkpoint stores them; `int8`; or a GGUF file's tensor types)."""
 
     context_length: int  # longest prompt plus completion, tokens
     max_total_tokens: int  # KV-cache token slots
     vocab_size: int
     runners: dict[str, RunnerStamp]
     speculative_algorithm: str | None = None
+    quantization: str | None = None
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):

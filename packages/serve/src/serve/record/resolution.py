@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 from config_bags import Bags, LeafValueError, Rule, broken_rule, checked_value, leaf_spec
-from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError, read_arch_config
+from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError
+from runtime_runner.checkpoint_source import arch_config_at
 
 from serve.record.errors import ResolutionError
 from serve.record.provenance import is_operator_set, resolved_by
@@ -47,13 +48,14 @@ class Resolution:
 
     @cached_property
     def model(self) -> ArchConfig:
-        """The decoder shape of the checkpoint at model_path, read as the runner reads it (once
-        per resolution), so the sizes resolution derives are the sizes the runner builds."""
+        """The decoder shape of the checkpoint at model_path (config.json, or a GGUF file's
+        metadata), read as the runner reads it (once per resolution), so the sizes resolution
+        derives are the sizes the runner builds."""
         if self.server_args.model_path is None:
             raise ResolutionError("model_path is unset when a handler needs the model's config.json; pass --model-path DIR")
         model_dir = Path(self.server_args.model_path)
         try:
-            return read_arch_config(model_dir)
+            return arch_config_at(model_dir)
         except (CheckpointError, UnsupportedConfigError, ValueError) as err:
             raise ResolutionError(f"model_path {model_dir}: {err}") from None
 

@@ -72,6 +72,7 @@ class ServerArgs:
     dtype: Literal["auto", "float32", "bfloat16", "float16"]
     context_length: int | None
     trust_remote_code: bool
+    quantization: Literal["int8"] | None
     # parallel
     tp_size: int
     pp_size: int

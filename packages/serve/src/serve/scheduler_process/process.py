@@ -10,6 +10,7 @@ from typing import Any
 import config_bags
 import zmq
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
+from runtime_runner.quantization_support import quantization_description
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ModelExecutor, Scheduler, Speculator
 from spec_workers import DraftModelWorker, NgramWorker
@@ -58,7 +59,8 @@ def run_scheduler(handover: Handover, addresses: Addresses) -> None:
     config_bags.begin_serving()
     target = runners.target
     model = ModelInfo(context_length=target.context_length, max_total_tokens=target.pool.num_slots, vocab_size=target.arch.vocab_size,
-                      runners=runners.stamps(), speculative_algorithm=config_bags.get_spec().speculative_algorithm)
+                      runners=runners.stamps(), speculative_algorithm=config_bags.get_spec().speculative_algorithm,
+                      quantization=quantization_description(config_bags.get_model()))
     logger.info("model loaded: %s", model)
     to_detokenizer.send(
         ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from config_bags import max_total_tokens_of
 from runtime_runner import device_of, kv_bytes_per_token, kv_dtype_of, model_dtype_of
+from runtime_runner.quantization_support import serves_quantized
 
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
@@ -19,7 +22,8 @@ def max_total_tokens(res: Resolution) -> None:
         device = device_of(bags.device)
     except RuntimeError as err:
         raise ResolutionError(f"device={args.device!r} (from {args.origin_of('device') or args.provenance_of('device')}): {err}") from None
-    kv_dtype = kv_dtype_of(bags.memory, model_dtype_of(bags.model, res.model.checkpoint_dtype, device))
+    quantized = bags.model.model_path is not None and serves_quantized(bags.model, Path(bags.model.model_path))
+    kv_dtype = kv_dtype_of(bags.memory, model_dtype_of(bags.model, res.model.checkpoint_dtype, device, quantized=quantized))
     per_token = kv_bytes_per_token(res.model.kv_layers, res.model.num_kv_heads, res.model.head_dim, kv_dtype)
     total = max_total_tokens_of(bags.memory, per_token)
     page = args.page_size

@@ -8,9 +8,11 @@ from pathlib import Path
 from attn_backends import AttentionBackendUnavailableError, linear_attn_kernels_for
 from config_bags import context_length_of, context_length_within_model, leaf_spec, leaf_value_of
 from runtime_runner import device_of, ensure_default_model
-from runtime_runner.arch_config import read_arch_config
+from runtime_runner.checkpoint_source import draft_arch_config, gguf_file_of
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
+from runtime_runner.gguf_tokenizer_cache import ensure_gguf_tokenizer
 
+from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 
@@ -26,15 +28,47 @@ def default_model(res: Resolution) -> None:
         res.declare("default_model", model_path=str(res.default_model()))
 
 
+def _gguf_file(res: Resolution) -> Path | None:
+    """The GGUF file model_path names, None for a Hugging Face directory."""
+    model_path = res.bags().model.model_path
+    try:
+        return None if model_path is None else gguf_file_of(Path(model_path))
+    except CheckpointError as err:
+        raise ResolutionError(f"model_path {model_path}: {err}") from None
+
+
+def quantized_weights_run_here(res: Resolution) -> None:
+    """Quantized weights (a GGUF checkpoint, or quantization = int8 over a dense one) run the
+    quantized CPU kernels: on a CPU, eagerly, in float32 or bfloat16, for a Llama, Qwen2 or Qwen3
+    model; int8 does not quantize a GGUF file twice. The checkpoint is read first, so a GGUF file
+    of a tensor type not served is refused before anything is written for it."""
+    res.model  # read first: a checkpoint it cannot serve (a GGUF tensor of a type not served) is refused here
+    res.check(QUANTIZED_WEIGHTS_RUN_HERE)
+
+
 def tokenizer_path(res: Resolution) -> None:
-    """The tokenizer lives with the model unless the operator named another directory."""
-    res.declare("tokenizer_path", tokenizer_path=res.server_args.model_path)
+    """The tokenizer lives with the model unless the operator named another directory; a GGUF
+    checkpoint's is written from the file's metadata once, into the model cache."""
+    gguf, model = _gguf_file(res), res.bags().model
+    if gguf is None:
+        res.declare("tokenizer_path", tokenizer_path=model.model_path)
+        return
+    if model.tokenizer_path is not None:
+        return  # the operator's: nothing to write
+    try:
+        written = ensure_gguf_tokenizer(gguf)
+    except (CheckpointError, UnsupportedConfigError, ValueError) as err:
+        raise ResolutionError(f"model_path {gguf}: its tokenizer: {err}; or name a Hugging Face tokenizer directory with "
+                              "--tokenizer-path") from None
+    res.declare("tokenizer_path", tokenizer_path=str(written))
 
 
 def served_model_name(res: Resolution) -> None:
-    """The API names the model after its directory."""
-    if res.server_args.model_path is not None:
-        res.declare("served_model_name", served_model_name=Path(res.server_args.model_path).name)
+    """The API names the model after its directory, or its GGUF file's name without .gguf."""
+    model_path = res.bags().model.model_path
+    if model_path is not None:
+        gguf = _gguf_file(res)
+        res.declare("served_model_name", served_model_name=Path(model_path).name if gguf is None else gguf.stem)
 
 
 def context_length(res: Resolution) -> None:
@@ -80,7 +114,7 @@ def draft_model(res: Resolution) -> None:
         return
     draft_dir = Path(spec.speculative_draft_model_path)
     try:
-        draft = read_arch_config(draft_dir)
+        draft = draft_arch_config(draft_dir)
     except (CheckpointError, UnsupportedConfigError, ValueError) as err:
         raise ResolutionError(f"speculative_draft_model_path {draft_dir}: {err}") from None
     target = res.model

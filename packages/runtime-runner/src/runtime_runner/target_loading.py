@@ -1,0 +1,30 @@
+"""Loading the served model (a runner's target): its entry class over its checkpoint, with the
+weights quantized as model.quantization and the checkpoint say, refused where they cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from config_bags import ExecBag, ModelBag
+
+from runtime_runner.arch_config import ArchConfig
+from runtime_runner.architectures import model_class_for
+from runtime_runner.checkpoint_source import gguf_file_of
+from runtime_runner.decoder import DecoderForCausalLM, TargetDecoder
+from runtime_runner.errors import UnsupportedConfigError
+from runtime_runner.hybrid_decoder import HybridDecoder
+from runtime_runner.quantization_support import quantized_weights_refusal_of
+
+
+def load_target(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
+                model: ModelBag, exec: ExecBag) -> DecoderForCausalLM | HybridDecoder:
+    """The entry class of `cfg` loaded from `model_dir` (a Hugging Face directory or a GGUF file);
+    UnsupportedConfigError where quantized weights cannot run (quantization_support)."""
+    reason = quantized_weights_refusal_of(model, exec, device.type, gguf_file_of(model_dir), lambda: cfg)
+    if reason is not None:
+        raise UnsupportedConfigError(reason)
+    entry = model_class_for(cfg.architecture)
+    if issubclass(entry, TargetDecoder):
+        return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, quantization=model.quantization)
+    return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)

@@ -1,0 +1,104 @@
+"""A tiny GGUF checkpoint written from a transformers model as llama.cpp's converter lays one out, and
+its reference: the same weights de-quantized, saved as a Hugging Face checkpoint.
+
+The tensor names come from gguf-py's own name map (llama.cpp's), not from the runner's, and a Llama
+model's Q and K rows are interleaved per head as the converter does for its rotary layout, so a
+reader that mis-maps or fails to undo the interleave reads other weights than the reference holds.
+Matrices are quantized to one GGUF type; norms stay F32.
+
+Quantizing works on blocks along a row, so interleaving rows commutes with it: the reference is each
+matrix quantized and de-quantized in Hugging Face's row order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType
+
+# GGUF type name -> the type (every one the runner serves, and Q5_0, one it refuses).
+GGUF_TYPES = {t.name: t for t in (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16,
+                                  GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1,
+                                  GGMLQuantizationType.Q5_0)}
+_ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
+
+
+def interleaved_rotary_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """`weight`'s rows (or a bias's values) per head from Hugging Face's halves [h, half, j] to
+    llama.cpp's interleave [h, j, half]."""
+    per_half = weight.shape[0] // heads // 2
+    return weight.reshape(heads, 2, per_half, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _stored(values: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
+    """`values` (fp32) as the file stores them in `kind`: its blocks, or F16/F32 numbers."""
+    if kind == GGMLQuantizationType.F32:
+        return values
+    if kind == GGMLQuantizationType.F16:
+        return values.astype(np.float16)
+    return gguf.quants.quantize(values, kind)
+
+
+def _read_back(stored: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
+    """The fp32 values `stored` stands for."""
+    if kind in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+        return stored.astype(np.float32)
+    return np.asarray(gguf.quants.dequantize(stored, kind), dtype=np.float32)
+
+
+def write_tiny_gguf(model: Any, folder: Path, matrix_type: str, *, embedding_type: str | None = None) -> tuple[Path, Path]:
+    """Write `model` (a transformers Llama, Qwen2 or Qwen3 in fp32) as `folder/model.gguf` with its
+    matrices in `matrix_type` (a GGUF_TYPES name) and the token embedding in `embedding_type`
+    (default: the same), and its de-quantized reference as a Hugging Face checkpoint in
+    `folder/reference`; answers (the GGUF file, the reference directory)."""
+    config = model.config
+    arch = config.model_type
+    name_map = gguf.get_tensor_name_map(_ARCHES[arch], config.num_hidden_layers)
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model.gguf"
+    writer = gguf.GGUFWriter(path, arch)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(float(getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]))
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_vocab_size(config.vocab_size)
+    reference: dict[str, torch.Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight" and config.tie_word_embeddings:
+            continue
+        values = tensor.detach().float().numpy()
+        chosen = embedding_type if name == "model.embed_tokens.weight" and embedding_type is not None else matrix_type
+        kind = GGUF_TYPES[chosen] if values.ndim == 2 else GGMLQuantizationType.F32
+        stored = _stored(values, kind)
+        reference[name] = torch.from_numpy(_read_back(stored, kind).reshape(values.shape).copy())
+        if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
+            stored = _stored(interleaved_rotary_rows(values, heads if ".q_proj." in name else kv_heads), kind)
+        gguf_name = name_map.get_name(name, try_suffixes=(".weight", ".bias"))
+        if gguf_name is None:
+            raise ValueError(f"gguf-py has no name for {name} under {arch}")
+        writer.add_tensor(gguf_name, stored, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    transformers: Any = importlib.import_module("transformers")
+    # The file holds the norm epsilon as an fp32 number: the reference holds the same number.
+    stored_config = type(config).from_dict({**config.to_dict(), "rms_norm_eps": float(np.float32(config.rms_norm_eps))})
+    dequantized = getattr(transformers, type(model).__name__)(stored_config)
+    dequantized.load_state_dict(reference, strict=not config.tie_word_embeddings)
+    dequantized.save_pretrained(folder / "reference")
+    return path, folder / "reference"

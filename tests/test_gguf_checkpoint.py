@@ -1,0 +1,219 @@
+"""A GGUF checkpoint served as it is: tiny random Llama (with attention biases), Qwen2 (tied) and
+Qwen3 models written as llama.cpp lays a GGUF file out (serve.testing.tiny_gguf: gguf-py's names,
+Llama's Q/K rows interleaved for its rotary layout), their matrices in Q8_0, Q4_0 or Q4_1 kept in
+their blocks, and their reference: the same weights de-quantized, saved as a safetensors checkpoint.
+
+Tolerances, and why:
+- the runner on the GGUF against the runner on the reference, both fp32 and batch-invariant: equal
+  bitwise. The quantized kernel computes the batch-invariant fp32 linear of the de-quantized matrix
+  (the same fp32 chain over k as InvariantLinear), and a quantized embedding row is its
+  de-quantized row, so nothing differs but where the weights come from;
+- with batch invariance off the reference runs oneDNN's fp32 matmul, which sums in another order:
+  1e-5;
+- against transformers loading the GGUF file itself (its own de-quantization and un-interleaving):
+  atol/rtol 1e-4 (fp32, as the runner parity tests), and the same greedy tokens.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from attn_backends import build_attention_pair
+from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, unpublish
+from serve.testing.tiny_gguf import write_tiny_gguf
+
+from runtime_runner.errors import CheckpointError, UnsupportedConfigError
+from runtime_runner.quantized_embedding import QuantizedEmbedding
+from runtime_runner.quantized_linear import QuantizedLinear
+from runtime_runner.runner import ModelRunner
+from runtime_runner.standalone import StandaloneDriver
+from runtime_runner.weight_matrix import KernelOwned
+
+TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
+                            bos_token_id=None, eos_token_id=None, pad_token_id=None)
+# id -> (transformers class, config overrides, GGUF type of the matrices)
+CASES: dict[str, tuple[str, dict[str, Any], str]] = {
+    "llama-q8_0": ("LlamaForCausalLM", {"attention_bias": True}, "Q8_0"),
+    "llama-q4_0": ("LlamaForCausalLM", {"attention_bias": True}, "Q4_0"),
+    "llama-q4_1": ("LlamaForCausalLM", {"attention_bias": True}, "Q4_1"),
+    "llama-bf16": ("LlamaForCausalLM", {}, "BF16"),
+    "qwen2-tied-q4_0": ("Qwen2ForCausalLM", {"tie_word_embeddings": True}, "Q4_0"),
+    # transformers reads a qwen3 GGUF with its default head_dim of 128, so the fixture has it.
+    "qwen3-q8_0": ("Qwen3ForCausalLM", {"head_dim": 128}, "Q8_0"),
+}
+PROMPTS = ([5, 17, 99, 3, 42, 8, 64, 1, 120], [7, 7, 30], list(range(40, 66)))
+NEW_TOKENS = 6
+POOL = MemoryBag(max_total_tokens=16384)  # the default prefill budget fits it
+Build = Callable[..., ModelRunner]
+
+
+@pytest.fixture
+def runner_of(standalone_runner: Build) -> Build:
+    """`standalone_runner` over a small pool, each build publishing afresh."""
+
+    def build(model: Path, **bags: Any) -> ModelRunner:
+        unpublish()
+        return standalone_runner(model, memory=POOL, **bags)
+
+    return build
+
+
+def _model(architecture: str, overrides: dict[str, Any]) -> Any:
+    transformers: Any = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    config = getattr(transformers, architecture.replace("ForCausalLM", "Config"))(**{**TINY, **overrides})
+    return getattr(transformers, architecture)(config).eval()
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Each case's (GGUF file, de-quantized reference directory)."""
+    return {case: write_tiny_gguf(_model(architecture, overrides), tmp_path_factory.mktemp(case), kind)
+            for case, (architecture, overrides, kind) in CASES.items()}
+
+
+Outcome = tuple[torch.Tensor, list[list[int]]]
+
+
+def _prefill_and_greedy(runner: ModelRunner) -> Outcome:
+    """The prompts' last logits, prefilled together, and their greedy tokens, decoded together."""
+    driver = StandaloneDriver(runner)
+    seqs = [driver.add(prompt) for prompt in PROMPTS]
+    logits = driver.step().logits.clone()
+    for seq in seqs:
+        driver.finish(seq)
+    return logits, driver.generate(PROMPTS, NEW_TOKENS)
+
+
+@pytest.fixture(scope="module")
+def served(written: dict[str, tuple[Path, Path]]) -> dict[str, tuple[Outcome, Outcome]]:
+    """Each case's outcome on the GGUF and on its reference (fp32, batch-invariant), computed once."""
+    outcomes = {}
+    for case, (gguf_file, reference) in written.items():
+        pair = []
+        for model in (gguf_file, reference):
+            unpublish()
+            publish(Bags(model=ModelBag(model_path=str(model), dtype="float32"), memory=POOL), role="standalone")
+            pair.append(_prefill_and_greedy(ModelRunner(build_attention_pair)))
+        outcomes[case] = (pair[0], pair[1])
+    unpublish()
+    return outcomes
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_gguf_serves_its_dequantized_weights_bitwise(case: str, served: dict[str, tuple[Outcome, Outcome]]) -> None:
+    """Reverse-verified: with llama left out of gguf_arch.PERMUTED_QK (the Q/K rows left
+    interleaved) every llama case failed here and against transformers, and the others passed."""
+    on_gguf, on_reference = served[case]
+    assert torch.equal(on_gguf[0], on_reference[0])
+    assert on_gguf[1] == on_reference[1]
+
+
+@pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0"])
+def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(case: str, written: dict[str, tuple[Path, Path]],
+                                                                           runner_of: Build) -> None:
+    """Reverse-verified: with linear_of packing a de-quantized copy (a PackedLinear) when batch
+    invariance is off, the kind check failed (the logits still agreed: only the memory differed)."""
+    gguf_file, reference = written[case]
+    loose = ExecBag(kernel=KernelBag(enable_deterministic_inference=False))
+    runner = runner_of(gguf_file, exec=loose)
+    assert not runner.batch_invariant and isinstance(runner.model.projections[0].qkv, QuantizedLinear)
+    served = _prefill_and_greedy(runner)
+    expected = _prefill_and_greedy(runner_of(reference, exec=loose))
+    torch.testing.assert_close(served[0], expected[0], atol=1e-5, rtol=1e-5)
+    assert served[1] == expected[1]
+
+
+# One case per family (the Llama one interleaved and Q4_1, the Qwen2 one tied): transformers' load is
+# the slow part, and the other cases equal their reference bitwise, which is de-quantized apart.
+@pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0", "qwen3-q8_0"])
+def test_the_gguf_agrees_with_transformers_reading_the_same_file(case: str, written: dict[str, tuple[Path, Path]],
+                                                                 served: dict[str, tuple[Outcome, Outcome]]) -> None:
+    from transformers import AutoModelForCausalLM
+
+    gguf_file, _ = written[case]
+    model: Any = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        expected = torch.stack([model(torch.tensor([prompt])).logits[0, -1] for prompt in PROMPTS])
+        tokens = [model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long), max_new_tokens=NEW_TOKENS,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)[0, len(p):].tolist() for p in PROMPTS]
+    logits, greedy = served[case][0]
+    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-4)
+    assert greedy == tokens
+
+
+def test_a_quantized_matrix_is_held_once_and_a_tied_head_is_the_embedding(written: dict[str, tuple[Path, Path]],
+                                                                          runner_of: Build) -> None:
+    """Every quantized matrix lives only in its kernel's panels (the decoder's weights keep its
+    description), and a tied model's embedding reads its LM head's panels.
+
+    Reverse-verified: without `weights.released()` in the decoder the QuantizedTensors stayed in its
+    weights; with the tied head left unshared (`tied_head` None) the embedding packed its own table."""
+    runner = runner_of(written["qwen2-tied-q4_0"][0])
+    model = runner.model
+    held = [model.weights.embed, model.weights.lm_head, *(m for layer in model.weights.layers
+                                                          for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down))]
+    assert all(isinstance(matrix, KernelOwned) and matrix.kind == "q4_0" for matrix in held)
+    embedding = model._embedding
+    assert isinstance(embedding, QuantizedEmbedding) and embedding.table is model.head_projection
+
+
+def _with_tensor(source: Path, target: Path, name: str, values: np.ndarray, kind: gguf.GGMLQuantizationType) -> Path:
+    """A copy of the GGUF file `source` with one more tensor."""
+    reader = gguf.GGUFReader(source)
+    writer = gguf.GGUFWriter(target, str(reader.get_field("general.architecture").contents()))
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        writer.add_key_value(field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None)
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
+    writer.add_tensor(name, values, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
+
+
+def test_a_tensor_of_a_type_not_served_is_refused_naming_it(tmp_path: Path, runner_of: Build) -> None:
+    """Reverse-verified: without the type check in GgufFile the Q5_0 embedding was read as if it
+    were dense, and the load failed with a RuntimeError naming no tensor ("Unknown device: 84")."""
+    gguf_file, _ = write_tiny_gguf(_model("LlamaForCausalLM", {}), tmp_path / "q5", "Q4_0", embedding_type="Q5_0")
+    with pytest.raises(UnsupportedConfigError, match=r"model\.gguf: tensor token_embd\.weight is Q5_0, a type this build does not "
+                                                     r"serve; accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1"):
+        runner_of(gguf_file)
+
+
+def test_a_tensor_without_a_place_is_refused_naming_it(written: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                      runner_of: Build) -> None:
+    """llama.cpp writes Llama 3's rope scaling as a rope_freqs tensor, which this decoder would ignore.
+
+    Reverse-verified: with GgufFile skipping a tensor it has no name for, the file loaded."""
+    gguf_file = _with_tensor(written["llama-q8_0"][0], tmp_path / "rope.gguf", "rope_freqs.weight", np.ones(8, dtype=np.float32),
+                             gguf.GGMLQuantizationType.F32)
+    with pytest.raises(UnsupportedConfigError, match=r"rope\.gguf: tensor rope_freqs\.weight has no place in this build's llama decoder"):
+        runner_of(gguf_file)
+
+
+def test_a_directory_of_one_gguf_is_served_and_of_two_is_refused(written: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                                 runner_of: Build) -> None:
+    """Reverse-verified: without the count check in gguf_file_of the directory of two files served the first."""
+    gguf_file, reference = written["llama-q8_0"]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    shutil.copy(gguf_file, folder / "one.gguf")
+    assert torch.equal(_prefill_and_greedy(runner_of(folder))[0],
+                       _prefill_and_greedy(runner_of(reference))[0])
+    shutil.copy(gguf_file, folder / "two.gguf")
+    with pytest.raises(CheckpointError, match=r"holds 2 GGUF files \(one\.gguf, two\.gguf\); accepted: a model path naming one"):
+        runner_of(folder)

@@ -1,0 +1,154 @@
+"""Launching a GGUF checkpoint or --quantization int8: what resolution declares (a tokenizer written
+once from the GGUF metadata into the model cache, the name the API serves, the context from the
+metadata), and the one-line refusals, at launch and on every override, of quantized weights where
+their kernels cannot run.
+
+The launch cases run `serve`'s own entry point in this process with --dump-config (as
+tests/test_e2e_bad_input_launch.py does), so a case that wrongly resolved prints its config.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import config_bags
+import pytest
+import torch
+from config_bags import LeafValueError
+from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
+from serve.main import main
+from serve.record import ServerArgs, project, resolve
+from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve.testing.tiny_gguf import write_tiny_gguf
+from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
+
+from runtime_runner.default_model import CACHE_ENV, bundled_gguf
+from runtime_runner.gguf_tokenizer_cache import gguf_tokenizer_dir
+
+
+@pytest.fixture(autouse=True)
+def _unpublished() -> Iterator[None]:
+    config_bags.unpublish()
+    yield
+    config_bags.unpublish()
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh model cache, so the tokenizer is written by this module's first launch."""
+    saved = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("model-cache"))
+    yield Path(os.environ[CACHE_ENV])
+    if saved is None:
+        del os.environ[CACHE_ENV]
+    else:
+        os.environ[CACHE_ENV] = saved
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("dense") / "tiny-llama", max_position_embeddings=4096)
+
+
+def test_a_gguf_resolves_its_tokenizer_name_and_context_from_the_file(model_cache: Path) -> None:
+    """Reverse-verified: with the tokenizer_path handler declaring model_path for a GGUF file (as
+    for a directory) the tokenizer directory was the file itself; with served_model_name naming
+    the path's last part, the name kept its .gguf."""
+    gguf = bundled_gguf()
+    args = resolve(ServerArgs(model_path=str(gguf))).server_args
+    assert args.tokenizer_path == str(gguf_tokenizer_dir(gguf)) and Path(args.tokenizer_path).parent.parent == model_cache
+    assert args.provenance_of("tokenizer_path") == "resolved:tokenizer_path"
+    assert args.served_model_name == "SmolLM2-135M-Instruct.Q4_1"
+    assert args.context_length == 8192
+    from transformers import AutoTokenizer
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(args.tokenizer_path)
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.chat_template is not None
+    written = (Path(args.tokenizer_path) / "tokenizer.json").stat().st_mtime_ns
+    resolve(ServerArgs(model_path=str(gguf)))
+    assert (Path(args.tokenizer_path) / "tokenizer.json").stat().st_mtime_ns == written, "written once"
+
+
+def test_an_operators_tokenizer_is_kept_and_nothing_is_written(tmp_path: Path, dense: Path, model_cache: Path) -> None:
+    """Reverse-verified: with the handler writing the GGUF's tokenizer whatever the operator set, it was written."""
+    gguf = tmp_path / "copy.gguf"
+    gguf.symlink_to(bundled_gguf())
+    args = resolve(ServerArgs(model_path=str(gguf), tokenizer_path=str(dense))).server_args
+    assert args.tokenizer_path == str(dense) and not gguf_tokenizer_dir(gguf).exists()
+
+
+def _transformers_model(architecture: str, **config: Any) -> Any:
+    transformers: Any = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    sizes = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=512)
+    return getattr(transformers, architecture)(getattr(transformers, architecture.replace("ForCausalLM", "Config"))(**sizes, **config))
+
+
+# (id, the model: "gguf" (the bundled file), "dense", "hybrid" or "q5_0", argv, what the one line must name)
+CASES: list[tuple[str, str, list[str], list[str]]] = [
+    ("int8 of a gguf", "gguf", ["--quantization", "int8"],
+     ["quantization = 'int8' quantizes a bf16/fp32 checkpoint at load", "is a GGUF checkpoint, quantized already",
+      "rule quantized_weights_run_here", "--quantization int8"]),
+    ("gguf compiled", "gguf", ["--enable-torch-compile", "--enable-deterministic-inference", "false"],
+     ["(GGUF): enable_torch_compile compiles the dense decode step, and quantized weights decode eagerly"]),
+    ("gguf in float16", "gguf", ["--dtype", "float16"],
+     ["(GGUF): the quantized kernels compute in float32 or bfloat16, and dtype = 'float16' computes in float16"]),
+    ("int8 in float16", "dense", ["--quantization", "int8", "--dtype", "float16"], ["quantization = 'int8': the quantized kernels"]),
+    ("int8 of a hybrid", "hybrid", ["--quantization", "int8"],
+     ["quantization = 'int8': Qwen3NextForCausalLM is not served with quantized weights; accepted: LlamaForCausalLM"]),
+    ("a type not served", "q5_0", [], ["tensor token_embd.weight is Q5_0, a type this build does not serve; accepted: F32, F16"]),
+    ("a gguf draft", "dense", ["--speculative-algorithm", "draft_model", "--speculative-draft-model-path", "GGUF"],
+     ["is a GGUF checkpoint, and a draft is read from a Hugging Face checkpoint directory only"]),
+]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, dense: Path) -> dict[str, Path]:
+    q5, _ = write_tiny_gguf(_transformers_model("LlamaForCausalLM"), tmp_path_factory.mktemp("q5"), "Q4_0", embedding_type="Q5_0")
+    return {"gguf": bundled_gguf(), "dense": dense, "q5_0": q5,
+            "hybrid": build_tiny_hybrid_checkpoint(tmp_path_factory.mktemp("hybrid"), family="qwen3_next")}
+
+
+@pytest.mark.parametrize(("model", "argv", "needles"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_quantized_weights_where_they_cannot_run_exit_2_with_one_line(model: str, argv: list[str], needles: list[str],
+                                                                      models: dict[str, Path], model_cache: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Reverse-verified: with QUANTIZED_WEIGHTS_RUN_HERE answering nothing, the five cases it
+    states resolved and printed their config; with the draft handler reading a GGUF draft as a
+    directory, its line said only that the path holds no config.json."""
+    argv = [str(models["gguf"]) if arg == "GGUF" else arg for arg in argv]
+    assert main(["--model-path", str(models[model]), *argv, "--dump-config"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith("serve: error: "), captured.err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_dump_config_and_explain_show_the_leaf(dense: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--model-path", str(dense), "--quantization", "int8", "--dump-config"]) == 0
+    dumped = json.loads(capsys.readouterr().out)
+    assert json.dumps(dumped).count('"quantization"') >= 1
+    assert main(["--model-path", str(dense), "--quantization", "int8", "--explain", "quantization"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("quantization = 'int8'\n") and "provenance: cli" in text and "Quantize a bf16/fp32 checkpoint" in text
+
+
+@pytest.mark.parametrize("leaves", [{"quantization": "int8"}, {"dtype": "float16"}], ids=["int8", "float16"])
+def test_a_refused_override_changes_nothing(leaves: dict[str, Any], model_cache: Path) -> None:
+    """A startup override of a GGUF launch's bags is checked against the rule as the launch is.
+
+    Reverse-verified: with QUANTIZED_WEIGHTS_RUN_HERE answering nothing, both overrides applied."""
+    resolved = resolve(ServerArgs(model_path=str(bundled_gguf())))
+    config_bags.publish(project(resolved), role="standalone", rules=(QUANTIZED_WEIGHTS_RUN_HERE,))
+    before = (config_bags.published_bags(), config_bags.config_hash())
+    with pytest.raises(LeafValueError, match="rule quantized_weights_run_here|quantized"):
+        config_bags.override("admin", **leaves)
+    assert (config_bags.published_bags(), config_bags.config_hash()) == before
+    assert config_bags.overrides_log() == []
