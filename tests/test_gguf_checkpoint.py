@@ -188,9 +188,19 @@ def _with_tensor(source: Path, target: Path, name: str, values: np.ndarray, kind
 def test_a_tensor_of_a_type_not_served_is_refused_naming_it(tmp_path: Path, runner_of: Build) -> None:
     """Reverse-verified: without the type check in GgufFile the Q5_0 embedding was read as if it
     were dense, and the load failed with a RuntimeError naming no tensor ("Unknown device: 84")."""
-    gguf_file, _ = write_tiny_gguf(_model("LlamaForCausalLM", {}), tmp_path / "q5", "Q4_0", embedding_type="Q5_0")
+    gguf_file, _ = write_tiny_gguf(_model("LlamaForCausalLM", {}), tmp_path / "q5", "Q4_0", types={"model.embed_tokens.weight": "Q5_0"})
     with pytest.raises(UnsupportedConfigError, match=r"model\.gguf: tensor token_embd\.weight is Q5_0, a type this build does not "
                                                      r"serve; accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1"):
+        runner_of(gguf_file)
+
+
+def test_a_fused_group_of_two_kinds_is_refused_naming_them(tmp_path: Path, runner_of: Build) -> None:
+    """q, k and v run as one matmul of one kind. Reverse-verified: without the kind check in
+    cat_rows, QuantizedTensor.cat refused with a message naming no tensor."""
+    gguf_file, _ = write_tiny_gguf(_model("LlamaForCausalLM", {}), tmp_path / "mixed", "Q4_0",
+                                   types={"model.layers.0.self_attn.v_proj.weight": "Q8_0"})
+    with pytest.raises(CheckpointError, match=r"a fused projection group holds matrices of one kind; got "
+                                              r"model\.layers\.0\.self_attn\.q_proj\.weight q4_0, .*v_proj\.weight q8_0"):
         runner_of(gguf_file)
 
 

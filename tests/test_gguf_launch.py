@@ -110,7 +110,8 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, dense: Path) -> dict[str, Path]:
-    q5, _ = write_tiny_gguf(_transformers_model("LlamaForCausalLM"), tmp_path_factory.mktemp("q5"), "Q4_0", embedding_type="Q5_0")
+    q5, _ = write_tiny_gguf(_transformers_model("LlamaForCausalLM"), tmp_path_factory.mktemp("q5"), "Q4_0",
+                            types={"model.embed_tokens.weight": "Q5_0"})
     return {"gguf": bundled_gguf(), "dense": dense, "q5_0": q5,
             "hybrid": build_tiny_hybrid_checkpoint(tmp_path_factory.mktemp("hybrid"), family="qwen3_next")}
 

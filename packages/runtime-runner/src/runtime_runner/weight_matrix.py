@@ -50,11 +50,6 @@ def loaded(matrix: HeldMatrix) -> Matrix:
     return matrix
 
 
-def matrix_bytes(matrix: Matrix) -> int:
-    """Bytes the matrix holds in memory."""
-    return matrix.nbytes if isinstance(matrix, QuantizedTensor) else matrix.numel() * matrix.element_size()
-
-
 def cat_rows(parts: Sequence[Matrix], names: Sequence[str]) -> Matrix:
     """The parts' rows one after another; parts of different kinds (a quantized q with a dense k, or
     Q8_0 with Q4_0) are refused naming each, since one group runs as one matmul of one kind."""

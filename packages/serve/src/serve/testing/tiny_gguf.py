@@ -13,7 +13,9 @@ matrix quantized and de-quantized in Hugging Face's row order.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import gguf
@@ -51,10 +53,11 @@ def _read_back(stored: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
     return np.asarray(gguf.quants.dequantize(stored, kind), dtype=np.float32)
 
 
-def write_tiny_gguf(model: Any, folder: Path, matrix_type: str, *, embedding_type: str | None = None) -> tuple[Path, Path]:
+def write_tiny_gguf(model: Any, folder: Path, matrix_type: str, *, types: Mapping[str, str] = MappingProxyType({})
+                    ) -> tuple[Path, Path]:
     """Write `model` (a transformers Llama, Qwen2 or Qwen3 in fp32) as `folder/model.gguf` with its
-    matrices in `matrix_type` (a GGUF_TYPES name) and the token embedding in `embedding_type`
-    (default: the same), and its de-quantized reference as a Hugging Face checkpoint in
+    matrices in `matrix_type` (a GGUF_TYPES name), those whose Hugging Face name `types` holds in
+    the type it names, and its de-quantized reference as a Hugging Face checkpoint in
     `folder/reference`; answers (the GGUF file, the reference directory)."""
     config = model.config
     arch = config.model_type
@@ -81,8 +84,7 @@ def write_tiny_gguf(model: Any, folder: Path, matrix_type: str, *, embedding_typ
         if name == "lm_head.weight" and config.tie_word_embeddings:
             continue
         values = tensor.detach().float().numpy()
-        chosen = embedding_type if name == "model.embed_tokens.weight" and embedding_type is not None else matrix_type
-        kind = GGUF_TYPES[chosen] if values.ndim == 2 else GGMLQuantizationType.F32
+        kind = GGUF_TYPES[types.get(name, matrix_type)] if values.ndim == 2 else GGMLQuantizationType.F32
         stored = _stored(values, kind)
         reference[name] = torch.from_numpy(_read_back(stored, kind).reshape(values.shape).copy())
         if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
