@@ -97,6 +97,9 @@ def test_int8_serves_its_dequantized_matrices_bitwise(case: str, outcomes: dict[
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_int8_stays_within_its_tolerance_of_the_unquantized_model(case: str, outcomes: dict[str, dict[str, Outcome]]) -> None:
+    """Reverse-verified: with Int8Weights rounding to 4 bits (scale 1/7 of each row's largest) the
+    logits differed by up to 1.1 and both cases failed; one scale per matrix rather than per row
+    stays within it on these near-uniform random weights (the default model's test catches that)."""
     quantized, dense = outcomes[case]["int8"], outcomes[case]["dense"]
     assert float((quantized[0] - dense[0]).abs().max()) <= TOLERANCE
     margins = dense[0].topk(2).values
