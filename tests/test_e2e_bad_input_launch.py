@@ -55,7 +55,20 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
     ("queue cap zero", ["--max-queued-requests", "0"], ["max_queued_requests", ">= 1"]),
     ("unknown kv dtype", ["--kv-cache-dtype", "int8"], ["kv_cache_dtype", "accepted: one of auto, float32, bfloat16, float16"]),
     ("chunk of zero", ["--chunked-prefill-size", "0"], ["chunked_prefill_size = 0 is not accepted"]),
-    ("tensor parallel", ["--tp-size", "2"], ["tp_size = 2: this build has no tensor parallelism; accepted: 1 (the default)", "--tp-size 2"]),
+    ("pipeline parallel", ["--pp-size", "2"], ["pp_size = 2: this build has no pipeline parallelism; accepted: 1 (the default)", "--pp-size 2"]),
+    # The tiny checkpoint: 4 attention heads, 2 KV heads, 128 intermediate rows.
+    ("heads over tp", ["--tp-size", "3"], ["num_attention_heads = 4 not divisible by tp_size = 3", "rule tensor_parallel_fits_model",
+                                           "--tp-size 3"]),
+    ("ranks over nodes", ["--tp-size", "2", "--nnodes", "4", "--dist-init-addr", "10.0.0.1:29500"],
+     ["tp_size * pp_size = 2 * 1 = 2 not divisible by nnodes = 4", "rule nodes_divide_ranks"]),
+    ("nodes without a rendezvous", ["--tp-size", "2", "--nnodes", "2"], ["nnodes = 2 > 1 requires dist_init_addr"]),
+    ("rendezvous without a port", ["--dist-init-addr", "10.0.0.1"], ["dist_init_addr", "accepted: str of the form host:port"]),
+    ("replicas across nodes", ["--tp-size", "2", "--dp-size", "2", "--nnodes", "2", "--dist-init-addr", "10.0.0.1:29500"],
+     ["dp_size = 2 with nnodes = 2: data-parallel replicas run on node 0", "rule parallel_as_built"]),
+    ("quantized weights over ranks", ["--tp-size", "2", "--quantization", "int8", "--device", "cpu"],
+     ["tp_size = 2 slices dense weight matrices, and quantization = 'int8' keeps them quantized"]),
+    ("compiled decode over ranks", ["--tp-size", "2", "--enable-torch-compile", "--enable-deterministic-inference", "false"],
+     ["enable_torch_compile = True compiles a one-process decode step, and tp_size = 2 splits the model"]),
     ("speculation off", ["--speculative-num-steps", "5"], ["speculative_num_steps = 5 configures speculative decoding, which is off"]),
     ("draft tree", ["--speculative-algorithm", "ngram", "--speculative-eagle-topk", "2", "--page-size", "1"],
      ["speculative_eagle_topk = 2 asks for a tree of drafts; this build verifies a chain of drafts, not a tree; accepted: 1"]),
@@ -117,7 +130,8 @@ def test_a_missing_model_directory_is_named(tmp_path: Path, capsys: pytest.Captu
 ENV_CASES: list[tuple[str, dict[str, str], list[str]]] = [
     ("negative page size", {"SERVE_PAGE_SIZE": "-1"}, ["SERVE_PAGE_SIZE", "page_size"]),
     ("unknown variable", {"SERVE_PAGESIZE": "4"}, ["unknown environment variable SERVE_PAGESIZE", "SERVE_PAGE_SIZE"]),
-    ("absent feature", {"SERVE_DP_SIZE": "2"}, ["dp_size = 2: this build has no data-parallel replicas", "SERVE_DP_SIZE"]),
+    ("absent feature", {"SERVE_PP_SIZE": "2"}, ["pp_size = 2: this build has no pipeline parallelism", "SERVE_PP_SIZE"]),
+    ("topology", {"SERVE_TP_SIZE": "3"}, ["num_attention_heads = 4 not divisible by tp_size = 3", "SERVE_TP_SIZE"]),
 ]
 
 

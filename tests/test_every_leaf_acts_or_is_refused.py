@@ -24,6 +24,7 @@ from config_bags import Bags, LeafSpec, LeafValueError, leaf_spec, leaf_specs
 from serve.absent_features import ABSENT_FEATURES, absent_feature_of
 from serve.launch_rules import launch_rules
 from serve.record import ResolutionError, ServerArgs, resolve
+from serve.served_model import ServedModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,7 +105,9 @@ def test_a_refused_leaf_is_refused_at_resolution_naming_the_leaf(leaf: str, mode
 @pytest.fixture
 def published_with_launch_rules() -> Iterator[Callable[[], tuple[Bags, str]]]:
     config_bags.unpublish()
-    config_bags.publish(Bags(), role="standalone", rules=launch_rules(256))
+    model = ServedModel(architecture="LlamaForCausalLM", max_positions=256, num_attention_heads=2, num_key_value_heads=1,
+                        intermediate_size=64, linear_attention=False)
+    config_bags.publish(Bags(), role="standalone", rules=launch_rules(model))
     yield lambda: (config_bags.published_bags(), config_bags.config_hash())
     config_bags.unpublish()
 

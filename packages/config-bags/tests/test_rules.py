@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import config_bags
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, Rule, RuleBrokenError, ScheduleBag, SpecBag
+from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ParallelBag, Rule, RuleBrokenError, ScheduleBag, SpecBag
 
 
 def _snapshot() -> tuple[Bags, str, int]:
@@ -29,7 +29,8 @@ BREAKS: list[tuple[str, Bags, dict[str, Any], str]] = [
     ("prefill_budget_fits_pool", Bags(schedule=ScheduleBag(chunked_prefill_size=64, max_prefill_tokens=64), memory=MemoryBag(max_total_tokens=100)),
      {"max_prefill_tokens": 101}, "max_prefill_tokens = 101 requires max_prefill_tokens <= max_total_tokens, got max_total_tokens = 100"),
     ("expert_parallel_divides_tp", Bags(), {"ep_size": 4}, "ep_size = 4 requires tp_size to be a multiple of ep_size, got tp_size = 1"),
-    ("nodes_divide_ranks", Bags(), {"nnodes": 2}, "nnodes = 2 requires tp_size * pp_size to be a multiple of nnodes, got tp_size * pp_size = 1"),
+    ("nodes_divide_ranks", Bags(parallel=ParallelBag(dist_init_addr="10.0.0.1:29500")), {"nnodes": 2},
+     "tp_size * pp_size = 1 * 1 = 1 not divisible by nnodes = 2"),
 ]
 
 

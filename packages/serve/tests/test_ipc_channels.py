@@ -42,8 +42,8 @@ MESSAGES: list[Message] = [
     ),
     AbortRequest(rid="a", reason="client disconnected"),
     OverrideRequest(seq=3, source="http", leaves={"max_running_requests": 4, "schedule_policy": "lpm"}),
-    OverrideAck(seq=3, role="scheduler", config_hash="0123456789abcdef", error=None),
-    ProcessReady(role="scheduler", pid=42, config_hash="0123456789abcdef", role_check="enforce", model=ModelInfo(context_length=128, max_total_tokens=256, vocab_size=384,
+    OverrideAck(seq=3, process="scheduler.dp1.tp0", config_hash="0123456789abcdef", error=None),
+    ProcessReady(name="scheduler.dp1.tp0", role="scheduler", pid=42, config_hash="0123456789abcdef", role_check="enforce", model=ModelInfo(context_length=128, max_total_tokens=256, vocab_size=384,
                                                                                                 runners={"target": RunnerStamp(prefill="torch_native", decode="cpu_paged", is_draft_override=False, batch_invariant=False)})),
     TokenBatch(
         outputs=(
@@ -91,7 +91,8 @@ def test_a_bad_request_is_refused_on_decode() -> None:
 
 
 def test_fresh_addresses_are_private_and_distinct() -> None:
-    first, second = Addresses.fresh(), Addresses.fresh()
+    first, second = Addresses.fresh(replicas=2), Addresses.fresh()
     assert first.folder() != second.folder()
-    assert len({first.scheduler, first.detokenizer, first.tokenizer}) == 3
-    assert all(a.startswith("ipc://" + first.folder()) for a in (first.scheduler, first.detokenizer, first.tokenizer))
+    every = (*first.schedulers, first.detokenizer, first.tokenizer)
+    assert len(set(every)) == 4 and len(second.schedulers) == 1
+    assert all(a.startswith("ipc://" + first.folder()) for a in every)

@@ -65,7 +65,7 @@ class ManagerRig:
         addresses = Addresses.fresh()
         self.manager = TokenizerManager(eos_token_ids(tokenizer), addresses)
         self.context: zmq.Context[Any] = zmq.Context()
-        self.scheduler_end = Receiver(self.context, addresses.scheduler)
+        self.scheduler_end = Receiver(self.context, addresses.schedulers[0])
         self.to_manager = Sender(self.context, addresses.tokenizer)
 
     async def received_by_scheduler(self) -> list[Message]:

@@ -61,6 +61,9 @@ def test_an_operator_context_length_is_kept_within_the_models_maximum(tiny_model
         ({}, BF16_BYTES_PER_TOKEN),
         ({"kv_cache_dtype": "float32"}, 2 * BF16_BYTES_PER_TOKEN),
         ({"dtype": "float32"}, 2 * BF16_BYTES_PER_TOKEN),
+        # A tensor-parallel rank's pool holds its KV heads: one of the two over 2 ranks, one replicated over 4.
+        ({"tp_size": 2}, BF16_BYTES_PER_TOKEN // 2),
+        ({"tp_size": 4}, BF16_BYTES_PER_TOKEN // 2),
     ],
 )
 def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: dict[str, object], bytes_per_token: int) -> None:
@@ -71,12 +74,11 @@ def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: d
 
 @pytest.mark.parametrize(
     ("leaf", "feature"),
-    [("tp_size", "tensor parallelism"), ("pp_size", "pipeline parallelism"), ("dp_size", "data-parallel replicas"),
-     ("nnodes", "multi-node serving"), ("ep_size", r"mixture-of-experts kernel choice or expert parallelism \(sparse layers run each expert in torch\)")],
+    [("pp_size", "pipeline parallelism"), ("ep_size", r"mixture-of-experts kernel choice or expert parallelism \(sparse layers run each expert in torch\)")],
 )
 def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: str, feature: str) -> None:
-    """The runner holds the whole model on one device. Reverse-verified: without the
-    absent_features handler (and the final rules check), tp_size=2 resolved silently."""
+    """No runner splits the layers over pipeline stages or experts over ranks. Reverse-verified:
+    without the absent_features handler (and the final rules check), pp_size=2 resolved silently."""
     with pytest.raises(ResolutionError, match=rf"^{leaf} = 2: this build has no {feature}; accepted: 1 \(the default\) \(rule absent_.*; from assigned 2\)$"):
         resolved(tiny_model, **{leaf: 2})
 
@@ -162,10 +164,10 @@ def test_the_split_pair_is_never_filled_from_the_base_field(tiny_model: Path) ->
 
 def test_every_absent_feature_is_refused_when_set_off_its_default(tiny_model: Path) -> None:
     """One leaf of each absent feature, set off its default, is refused at resolution with the
-    feature and the accepted value. Reverse-verified: with the tensor-parallelism row removed
-    from ABSENT_FEATURES, `tp_size=2` resolved."""
+    feature and the accepted value. Reverse-verified: with the pipeline-parallelism row removed
+    from ABSENT_FEATURES, `pp_size=2` resolved."""
     cases = {
-        "tp_size": (2, "tensor parallelism", "1"),
+        "pp_size": (2, "pipeline parallelism", "1"),
         "disable_cuda_graph": (True, "CUDA-graph capture", "False"),
         "moe_runner_backend": ("triton", "mixture-of-experts kernel choice or expert parallelism", "'auto'"),
         "enable_two_batch_overlap": (True, "two-batch overlap", "False"),

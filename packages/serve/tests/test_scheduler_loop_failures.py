@@ -50,8 +50,8 @@ class Pipes:
     def __init__(self) -> None:
         self.context: zmq.Context[Any] = zmq.Context()
         addresses = Addresses.fresh()
-        self.inbox = Receiver(self.context, addresses.scheduler)
-        self.to_loop = Sender(self.context, addresses.scheduler)
+        self.inbox = Receiver(self.context, addresses.schedulers[0])
+        self.to_loop = Sender(self.context, addresses.schedulers[0])
         self.from_loop = Receiver(self.context, addresses.detokenizer)
         self.outbox = Sender(self.context, addresses.detokenizer)
         self.deltas: dict[str, list[TokenDelta]] = {}

@@ -12,11 +12,14 @@ from config_bags import Bags, ColdLeafError, LeafValueError, UnknownLeafError
 from serve.config_override import apply_override, check_runtime_override, hot_leaf_names
 from serve.ipc.messages import OverrideRequest
 from serve.launch_rules import launch_rules
+from serve.served_model import ServedModel
 
 
 @pytest.fixture
 def serving() -> Iterator[None]:
-    config_bags.publish(Bags(), role="launcher", rules=launch_rules(4096))
+    model = ServedModel(architecture="LlamaForCausalLM", max_positions=4096, num_attention_heads=4, num_key_value_heads=2,
+                        intermediate_size=128, linear_attention=False)
+    config_bags.publish(Bags(), role="launcher", rules=launch_rules(model))
     config_bags.begin_serving()
     yield
     config_bags.unpublish()
@@ -54,7 +57,7 @@ def test_check_is_pure_and_apply_acknowledges(serving: None) -> None:
 
 def test_apply_reports_a_refusal(serving: None) -> None:
     ack = apply_override(OverrideRequest(seq=2, source="test", leaves={"page_size": 4}), "detokenizer")
-    assert ack.error is not None and "cold" in ack.error and ack.role == "detokenizer"
+    assert ack.error is not None and "cold" in ack.error and ack.process == "detokenizer"
 
 
 def test_hot_leaves_are_exactly_the_hot_ones() -> None:

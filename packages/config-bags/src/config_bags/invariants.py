@@ -74,9 +74,10 @@ def _expert_parallel_divides_tp(bags: Bags) -> str | None:
 
 
 def _nodes_divide_ranks(bags: Bags) -> str | None:
-    nodes, ranks = bags.parallel.nnodes, bags.parallel.tp_size * bags.parallel.pp_size
+    parallel = bags.parallel
+    nodes, ranks = parallel.nnodes, parallel.tp_size * parallel.pp_size
     if ranks % nodes:
-        return f"nnodes = {nodes} requires tp_size * pp_size to be a multiple of nnodes, got tp_size * pp_size = {ranks}"
+        return f"tp_size * pp_size = {parallel.tp_size} * {parallel.pp_size} = {ranks} not divisible by nnodes = {nodes}"
     return None
 
 

@@ -88,4 +88,6 @@ def _describe(tp: Any) -> str:
                 text += f"{' and' if text[-1].isdigit() else ''} {sign} {_bound_text(bound)}"
         if meta.min_length is not None:
             text += f" of length >= {meta.min_length}"
+        if meta.pattern is not None:  # the pattern's title says it as an operator writes it
+            text += f" of the form {meta.title or meta.pattern}"
     return text

@@ -30,11 +30,13 @@ ROLE_READS: Mapping[Role, frozenset[str]] = MappingProxyType(
         "launcher": ALL_NAMESPACES,
         "standalone": ALL_NAMESPACES,
         # The HTTP front end, which also tokenizes (serve runs the two in one process).
-        "http": frozenset({"serving", "model", "observability"}),
+        # parallel: it routes each request to a data-parallel replica and hears every rank.
+        "http": frozenset({"serving", "model", "parallel", "observability"}),
         "tokenizer": frozenset({"model", "serving", "mm", "observability"}),
         # The scheduler and the runner it drives in the same process.
         # spec: the hybrid attention container picks a target verify's half by speculative_attention_mode.
-        "scheduler": frozenset({"schedule", "memory", "model", "spec", "exec", "device", "observability"}),
+        # parallel: its rank's slice of the model, its group, and its share of the CPU's threads.
+        "scheduler": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
         "runner": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
         "detokenizer": frozenset({"model", "serving", "observability"}),
     }

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
 import torch
 from config_bags.bags.model import Quantization
@@ -37,6 +37,9 @@ from runtime_runner.mlp_activation import silu_and_mul
 from runtime_runner.norm import add_rms_norm, rms_norm
 from runtime_runner.rope import RopeTable, apply_rope
 from runtime_runner.weight_matrix import Matrix, loaded, split_rows
+
+if TYPE_CHECKING:
+    from runtime_runner.tensor_parallel import TensorParallel
 
 # (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
 LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -81,27 +84,35 @@ class DecoderForCausalLM:
     architecture: ClassVar[str] = ""
 
     def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool,
-                 fused: FusedProjections, head_projection: Projection | None = None) -> None:
+                 fused: FusedProjections, head_projection: Projection | None = None,
+                 tensor_parallel: TensorParallel | None = None) -> None:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed
-        over `weights.lm_head` (a draft's target's), used instead of packing another."""
+        over `weights.lm_head` (a draft's target's), used instead of packing another. With
+        `tensor_parallel`, `cfg` and `weights` are one rank's (runtime_runner.tensor_parallel):
+        o and down sum their partial products across the ranks, the embedding and LM head
+        cover the whole vocabulary."""
         self.cfg = cfg
         self.rope = rope
         self.batch_invariant = batch_invariant
         # Packed once here, for every forward (a dense matrix on CPU: a second copy, in the kernel's layout).
         linear = linear_of(batch_invariant, weights.final_norm.dtype)
+        row_linear = linear if tensor_parallel is None else tensor_parallel.row_parallel(linear)
         q_out, kv_out = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
         qkv_rows, gate_up_rows = (q_out, kv_out, kv_out), (cfg.intermediate_size, cfg.intermediate_size)
         self._projections = tuple(
             LayerProjections(group_projection(linear, loaded(layer.qkv), layer.qkv_bias, qkv_rows, fused.qkv),
-                             linear(loaded(layer.o_proj), layer.o_bias),
+                             row_linear(loaded(layer.o_proj), layer.o_bias),
                              group_projection(linear, loaded(layer.gate_up), layer.gate_up_bias, gate_up_rows, fused.gate_up),
-                             linear(loaded(layer.down), layer.down_bias))
+                             row_linear(loaded(layer.down), layer.down_bias))
             for layer in weights.layers
         )
         own_head = head_projection is None
         self.head_projection: Projection = linear(loaded(weights.lm_head), None) if head_projection is None else head_projection
         tied_head = self.head_projection if own_head and weights.lm_head is weights.embed else None
         self._embedding = embedding_of(loaded(weights.embed), tied_head, weights.final_norm.dtype)
+        if tensor_parallel is not None:
+            self.head_projection = tensor_parallel.head(self.head_projection, cfg.vocab_size)
+            self._embedding = tensor_parallel.embedding(self._embedding)
         self.weights = weights.released()
 
     @property
@@ -169,18 +180,21 @@ class TargetDecoder(DecoderForCausalLM):
 
     @classmethod
     def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *,
-             batch_invariant: bool, quantization: Quantization | None = None) -> Self:
+             batch_invariant: bool, quantization: Quantization | None = None, tensor_parallel: TensorParallel | None = None) -> Self:
         """Load the checkpoint's weights (a Hugging Face directory, or a GGUF file whose quantized
         matrices stay so) as this class's loader decisions say, pack them and build the rotary
         tables; `batch_invariant` picks projections whose rows never depend on the batch (a CPU
-        only); `quantization` (model.quantization) quantizes a dense checkpoint's matrices at load."""
+        only); `quantization` (model.quantization) quantizes a dense checkpoint's matrices at load;
+        with `tensor_parallel`, the decoder keeps this rank's slices and shape."""
         decisions = decisions_of(cls, cfg)
         reader = weight_reader_at(model_dir)
         if quantization == "int8":
             reader = Int8Weights(reader)
         weights = load_decoder_weights(reader, cfg, decisions, dtype, device)
+        if tensor_parallel is not None:
+            weights, cfg = tensor_parallel.weights(weights), tensor_parallel.layout.arch(cfg)
         rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
-        return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections)
+        return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections, tensor_parallel=tensor_parallel)
 
 
 ALL_FUSED = FusedProjections(qkv=True, gate_up=True)

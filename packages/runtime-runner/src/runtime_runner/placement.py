@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from config_bags import DeviceBag, MemoryBag, ModelBag
+from config_bags import DeviceBag, MemoryBag, ModelBag, ParallelBag
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -35,3 +35,13 @@ def model_dtype_of(model: ModelBag, checkpoint_dtype: str, device: torch.device,
 def kv_dtype_of(memory: MemoryBag, model_dtype: torch.dtype) -> torch.dtype:
     """memory.kv_cache_dtype; auto means the model's dtype."""
     return model_dtype if memory.kv_cache_dtype == "auto" else _DTYPES[memory.kv_cache_dtype]
+
+
+def torch_threads_of(device: DeviceBag, parallel: ParallelBag, cores: int) -> int | None:
+    """Torch intra-op threads of one rank: device.cpu_threads when set, else the node's `cores`
+    shared out among the ranks it runs (dp_size * tp_size / nnodes), at least one each; None
+    (torch's own default) when the node runs one rank."""
+    if device.cpu_threads is not None:
+        return device.cpu_threads
+    ranks = parallel.dp_size * parallel.tp_size // parallel.nnodes
+    return None if ranks == 1 else max(1, cores // ranks)

@@ -8,10 +8,12 @@ draft entry class, over a pool of the target's slots.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from config_bags import (
     AttentionStamp,
     Bags,
@@ -21,6 +23,7 @@ from config_bags import (
     get_exec,
     get_memory,
     get_model,
+    get_parallel,
     get_schedule,
     get_spec,
     is_published,
@@ -45,12 +48,13 @@ from runtime_runner.linear_attn_plan import LinearAttnPlanner
 from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFactory
 from runtime_runner.native_step import NativeDecoderStep
 from runtime_runner.output import ForwardOutput
-from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
+from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of, torch_threads_of
 from runtime_runner.quantization_support import serves_quantized
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
 from runtime_runner.sampler import sample
 from runtime_runner.standalone import StandaloneDriver
 from runtime_runner.target_loading import load_target
+from runtime_runner.tensor_parallel import runner_tensor_parallel
 from runtime_runner.verify_sampling import sample_verify
 
 
@@ -68,14 +72,16 @@ class ModelRunner:
     """One model on one device with its paged KV cache (and a hybrid's recurrent-state pool)."""
 
     def __init__(self, attention_pair_factory: AttentionPairFactory, *, target: ModelRunner | None = None,
-                 linear_attn_factory: LinearAttnFactory | None = None) -> None:
+                 linear_attn_factory: LinearAttnFactory | None = None, tensor_parallel_group: dist.ProcessGroup | None = None) -> None:
         """Build the served model's runner; with `target`, that target's draft runner
         (spec.speculative_draft_model_path; serve hands it attn_backends.DraftBackendFactory).
         A model with linear-attention layers needs `linear_attn_factory` (serve hands it
-        attn_backends.LinearAttnBackendFactory)."""
+        attn_backends.LinearAttnBackendFactory). With parallel.tp_size > 1 the runner holds its
+        rank's slice of the model and needs `tensor_parallel_group`, its rank's torch.distributed
+        group (runtime_runner.tensor_parallel)."""
         if not is_published():
             publish(Bags(), role="standalone")
-        threads = get_device().cpu_threads
+        threads = torch_threads_of(get_device(), get_parallel(), len(os.sched_getaffinity(0)))
         if threads is not None:
             torch.set_num_threads(threads)
         model_dir = self._model_dir(target)
@@ -89,8 +95,10 @@ class ModelRunner:
         if cfg.hybrid is not None and get_exec().graph.enable_torch_compile:
             raise UnsupportedConfigError(f"enable_torch_compile compiles the Llama-family decode step; {cfg.architecture} "
                                          "(a Gated-DeltaNet hybrid) decodes eagerly; accepted: enable_torch_compile off")
+        tensor_parallel = runner_tensor_parallel(tensor_parallel_group, cfg, batch_invariant=batch_invariant, draft=target is not None)
         if target is None:
-            self.model = load_target(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, model=get_model(), exec=get_exec())
+            self.model = load_target(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, model=get_model(), exec=get_exec(),
+                                     tensor_parallel=tensor_parallel)
         else:
             self.model = self._draft_model(model_dir, cfg, dtype, device, batch_invariant, target)
             if self.context_length < target.context_length:
@@ -98,7 +106,7 @@ class ModelRunner:
                     f"the draft checkpoint {model_dir} holds {self.context_length} positions, fewer than the served context length "
                     f"{target.context_length}; accepted: a draft at least as long, or model.context_length <= {self.context_length}")
         self.pool: KVPool = KVPool(
-            num_layers=cfg.kv_layers, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+            num_layers=cfg.kv_layers, num_kv_heads=self.arch.num_kv_heads, head_dim=cfg.head_dim,  # a rank's own under tensor parallelism
             dtype=kv_dtype_of(get_memory(), dtype), device=device, num_slots=None if target is None else target.pool.num_slots,
         )
         self._generator = torch.Generator().manual_seed(get_device().random_seed)
@@ -113,8 +121,10 @@ class ModelRunner:
         self._linear: LinearAttnPlanner | None = None
         if cfg.hybrid is not None:
             self._linear = self._linear_attention(cfg, linear_attn_factory, device, dtype, target)
-        # The whole forward in one C++ call where every piece has a C entry (a CPU, native projections).
-        self.native_step = NativeDecoderStep.of(self.model, self.pool) if isinstance(self.model, DecoderForCausalLM) else None
+        # The whole forward in one C++ call where every piece has a C entry (a CPU, native projections);
+        # op by op under tensor parallelism, whose collectives run between the ops.
+        one_process = get_parallel().tp_size == 1
+        self.native_step = NativeDecoderStep.of(self.model, self.pool) if isinstance(self.model, DecoderForCausalLM) and one_process else None
         self._warm_up()
 
     def _linear_attention(self, cfg: ArchConfig, factory: LinearAttnFactory | None, device: torch.device, dtype: torch.dtype,

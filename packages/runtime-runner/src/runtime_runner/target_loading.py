@@ -15,16 +15,19 @@ from runtime_runner.decoder import DecoderForCausalLM, TargetDecoder
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.hybrid_decoder import HybridDecoder
 from runtime_runner.quantization_support import quantized_weights_refusal_of
+from runtime_runner.tensor_parallel import TensorParallel
 
 
 def load_target(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
-                model: ModelBag, exec: ExecBag) -> DecoderForCausalLM | HybridDecoder:
+                model: ModelBag, exec: ExecBag, tensor_parallel: TensorParallel | None = None) -> DecoderForCausalLM | HybridDecoder:
     """The entry class of `cfg` loaded from `model_dir` (a Hugging Face directory or a GGUF file);
-    UnsupportedConfigError where quantized weights cannot run (quantization_support)."""
+    UnsupportedConfigError where quantized weights cannot run (quantization_support). With
+    `tensor_parallel` (a Llama-family decoder only), this rank's slices of it."""
     reason = quantized_weights_refusal_of(model, exec, device.type, gguf_file_of(model_dir), lambda: cfg)
     if reason is not None:
         raise UnsupportedConfigError(reason)
     entry = model_class_for(cfg.architecture)
     if issubclass(entry, TargetDecoder):
-        return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, quantization=model.quantization)
+        return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, quantization=model.quantization,
+                          tensor_parallel=tensor_parallel)
     return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)

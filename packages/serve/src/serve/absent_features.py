@@ -15,10 +15,7 @@ from config_bags import Bags, Rule, leaf_spec, leaf_value_of
 # feature (as a sentence's object: "this build has no ...") -> the leaves that configure it
 ABSENT_FEATURES: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
     {
-        "tensor parallelism": ("tp_size",),
         "pipeline parallelism": ("pp_size",),
-        "data-parallel replicas": ("dp_size",),
-        "multi-node serving": ("nnodes", "node_rank"),
         "CUDA-graph capture (decode runs eagerly)": ("disable_cuda_graph", "cuda_graph_max_bs", "cuda_graph_decode_bs"),
         "mixture-of-experts kernel choice or expert parallelism (sparse layers run each expert in torch)": (
             "moe_runner_backend", "ep_size", "disable_shared_experts_fusion"),

@@ -14,6 +14,7 @@ import msgspec
 from config_bags import Role, get_observability
 
 from serve.launch_rules import launch_rules
+from serve.served_model import ServedModel
 
 _PR_SET_PDEATHSIG = 1
 
@@ -30,17 +31,18 @@ def die_with_parent() -> None:
 
 class Handover(msgspec.Struct, frozen=True, kw_only=True):
     """What the launcher hands each child: the encoded bags it published, and the served model's
-    maximum positions, which the launch's rules need."""
+    shape, which the launch's rules need."""
 
     bags: bytes
-    model_max_length: int
+    model: ServedModel
 
 
-def publish_received(handover: Handover, role: Role) -> None:
+def publish_received(handover: Handover, role: Role, name: str | None = None) -> None:
     """Publish the bags the launcher handed over, under the launch's rules, so this process
-    reports the launcher's hash and refuses what the launcher refuses."""
-    config_bags.publish(config_bags.decode(handover.bags), role=role, rules=launch_rules(handover.model_max_length))
-    configure_logging(role)
+    reports the launcher's hash and refuses what the launcher refuses; its log lines name it
+    `name` (serve.process_names; unset: its role)."""
+    config_bags.publish(config_bags.decode(handover.bags), role=role, rules=launch_rules(handover.model))
+    configure_logging(name or role)
 
 
 def configure_logging(role: str) -> None:

@@ -32,10 +32,11 @@ def hot_leaf_names() -> list[str]:
     return [spec.name for spec in config_bags.leaf_specs().values() if spec.hot]
 
 
-def apply_override(request: OverrideRequest, role: str) -> OverrideAck:
-    """Apply an override in this process and say how it went (the hash afterwards, or the error)."""
+def apply_override(request: OverrideRequest, process: str) -> OverrideAck:
+    """Apply an override in this process (named `process`, serve.process_names) and say how it
+    went (the hash afterwards, or the error)."""
     try:
         config_bags.override(request.source, **request.leaves)
     except Exception as err:  # reported back to the front end, which answers the client
-        return OverrideAck(seq=request.seq, role=role, config_hash=config_bags.config_hash(), error=str(err))
-    return OverrideAck(seq=request.seq, role=role, config_hash=config_bags.config_hash())
+        return OverrideAck(seq=request.seq, process=process, config_hash=config_bags.config_hash(), error=str(err))
+    return OverrideAck(seq=request.seq, process=process, config_hash=config_bags.config_hash())

@@ -2,8 +2,8 @@
 no absent feature configured, attention kernels that run on this host, a decode half torch.compile
 can trace when it compiles, batch-invariant kernels when deterministic inference is on, speculative
 leaves only with the algorithm that reads them and no draft tree, quantized weights only where
-their kernels run, and a context length the served model can hold. Resolution checks the same
-rules, so each exists once."""
+their kernels run, a parallel launch this build runs over a model that splits, and a context
+length the served model can hold. Resolution checks the same rules, so each exists once."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from runtime_runner.determinism import batch_invariance_refusal_of
 from runtime_runner.quantization_support import quantized_weights_refusal_of
 
 from serve.absent_features import absent_feature_rules
+from serve.parallel_rules import PARALLEL_AS_BUILT, tensor_parallel_fits_model
+from serve.served_model import ServedModel
 
 ATTENTION_BACKEND_LEAVES = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
@@ -187,7 +189,9 @@ QUANTIZED_WEIGHTS_RUN_HERE = Rule(
 )
 
 
-def launch_rules(model_max_length: int) -> tuple[Rule, ...]:
-    """Every rule of a launch serving a model of `model_max_length` positions."""
+def launch_rules(model: ServedModel) -> tuple[Rule, ...]:
+    """Every rule of a launch serving `model` (its positions bound the context length; its shape
+    must split over the tensor-parallel ranks: serve.parallel_rules)."""
     return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS,
-            SPECULATION_AS_BUILT, DRAFT_ATTENTION_RUNS_HERE, QUANTIZED_WEIGHTS_RUN_HERE, context_length_within_model(model_max_length))
+            SPECULATION_AS_BUILT, DRAFT_ATTENTION_RUNS_HERE, QUANTIZED_WEIGHTS_RUN_HERE, PARALLEL_AS_BUILT,
+            tensor_parallel_fits_model(model), context_length_within_model(model.max_positions))

@@ -1,8 +1,14 @@
-"""The launcher: start the scheduler and detokenizer processes with the encoded bags, serve HTTP
-in this process once both are ready, and take everything down together.
+"""The launcher: start the scheduler processes (each rank of each data-parallel replica) and the
+detokenizer with the encoded bags, serve HTTP in this process once all are ready, and take
+everything down together.
 
 If a child dies while serving, in-flight requests get a 503, /health turns unhealthy, and after
-a short grace period the server stops, the other child is terminated and `launch` returns 1.
+a short grace period the server stops, the other children are terminated and `launch` returns 1.
+
+With nnodes > 1 every node runs `serve` with the same flags but --node-rank: node 0 runs the
+above with its share of the ranks; another node's launcher starts only its share (ranks that
+take their messages from node 0's over torch.distributed), serves no HTTP, and ends, taking
+its ranks down, when one of them dies (as they do once node 0 is gone) or it is interrupted.
 """
 
 from __future__ import annotations
@@ -10,22 +16,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import multiprocessing.connection
 import shutil
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 
 
 import config_bags
 import uvicorn
-from config_bags import get_model, get_serving
+from config_bags import get_model, get_parallel, get_serving
 
 from serve.child_process import Handover, configure_logging
 from serve.detokenizer.process import run_detokenizer
 from serve.http.app import create_app
 from serve.ipc.channels import Addresses
 from serve.launch_rules import launch_rules
+from serve.process_names import DETOKENIZER
 from serve.resolved_view import ResolvedConfig
+from serve.scheduler_process.placement import RankPlacement, ranks_on_node
 from serve.scheduler_process.process import run_scheduler
 from serve.tokenizer.eos import eos_token_ids
 from serve.tokenizer.loading import load_tokenizer
@@ -44,15 +54,19 @@ def say(text: str) -> None:
     print(f"serve: {text}", flush=True)
 
 
-def start_children(handover: Handover, addresses: Addresses) -> dict[str, BaseProcess]:
-    """Start the scheduler and detokenizer processes (spawned: no state shared but the handover)."""
+def start_children(handover: Handover, addresses: Addresses, ranks: Sequence[RankPlacement], *,
+                   detokenizer: bool) -> dict[str, BaseProcess]:
+    """Start a scheduler process for each of `ranks` and, with `detokenizer`, the detokenizer
+    (spawned: no state shared but the handover), keyed by process name."""
     context = multiprocessing.get_context("spawn")
-    targets: dict[str, Callable[[Handover, Addresses], None]] = {"scheduler": run_scheduler, "detokenizer": run_detokenizer}
     children: dict[str, BaseProcess] = {}
-    for role, target in targets.items():
-        child = context.Process(target=target, args=(handover, addresses), name=f"serve-{role}", daemon=True)
+    for placement in ranks:
+        children[placement.name] = context.Process(target=run_scheduler, args=(handover, addresses, placement),
+                                                   name=f"serve-{placement.name}", daemon=True)
+    if detokenizer:
+        children[DETOKENIZER] = context.Process(target=run_detokenizer, args=(handover, addresses), name="serve-detokenizer", daemon=True)
+    for child in children.values():
         child.start()
-        children[role] = child
     return children
 
 
@@ -143,24 +157,48 @@ async def _run_http(resolved: ResolvedConfig, manager: TokenizerManager, worker:
     return 1 if watch.dead is not None else 0
 
 
+def _rendezvous() -> str | None:
+    """Where the torch.distributed world meets: parallel.dist_init_addr, else a free local port;
+    None with tp_size 1 (no world)."""
+    parallel = get_parallel()
+    if parallel.dist_init_addr is not None or parallel.tp_size == 1:
+        return parallel.dist_init_addr
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+def _run_other_node(children: dict[str, BaseProcess]) -> int:
+    """A node other than 0: wait until one of its ranks ends (they end when node 0 goes); 1."""
+    parallel = get_parallel()
+    say(f"node {parallel.node_rank} of {parallel.nnodes}: running {', '.join(children)}; node 0 serves HTTP")
+    ended = multiprocessing.connection.wait([child.sentinel for child in children.values()])
+    dead = next(name for name, child in children.items() if child.sentinel in ended)
+    children[dead].join(1.0)
+    say(f"the {dead} process ended (exit code {children[dead].exitcode}); stopping this node")
+    return 1
+
+
 def launch(resolved: ResolvedConfig) -> int:
     """Serve `resolved` until interrupted or a process dies; the exit code (0 after a clean stop).
 
     Publishes the resolved bags under the launch's rules as the HTTP process (this process serves
     the API and tokenizes) if the caller has not, hands every child the encoded bags, and leaves
-    no child process behind however it ends.
+    no child process behind however it ends. On a node other than 0, starts only its ranks.
     """
     if not config_bags.is_published():
-        config_bags.publish(resolved.bags(), role="http", rules=launch_rules(resolved.model_max_length))
+        config_bags.publish(resolved.bags(), role="http", rules=launch_rules(resolved.served_model))
     configure_logging("main")
     # The children keep OpenMP's default wait policy (spin briefly, then sleep). PASSIVE, once set
     # here, made every op of a step pay a thread wake-up (docs/benchmarks.md, serving).
-    addresses = Addresses.fresh()
+    parallel = get_parallel()
+    addresses = Addresses.fresh(parallel.dp_size)
     say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
-    handover = Handover(bags=config_bags.encode(config_bags.published_bags()), model_max_length=resolved.model_max_length)
-    children = start_children(handover, addresses)
+    handover = Handover(bags=config_bags.encode(config_bags.published_bags()), model=resolved.served_model)
+    node_zero = parallel.node_rank == 0
+    children = start_children(handover, addresses, ranks_on_node(parallel, _rendezvous()), detokenizer=node_zero)
     try:
-        return asyncio.run(_serve(resolved, addresses, children))
+        return asyncio.run(_serve(resolved, addresses, children)) if node_zero else _run_other_node(children)
     except SystemExit as stop:  # uvicorn exits this way when it cannot bind
         return stop.code if isinstance(stop.code, int) else 1
     except KeyboardInterrupt:

@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         request = launch_request(args, os.environ)
         if request.launches:
-            refuse_a_taken_port(request.serving())
+            operator = request.operator_bags()
+            if operator.parallel.node_rank == 0:  # only node 0 serves HTTP
+                refuse_a_taken_port(operator.serving)
         resolved = resolve(request.server_args)
         project(resolved)
     except (LaunchInputError, ConfigError) as err:

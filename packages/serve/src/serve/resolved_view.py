@@ -7,13 +7,15 @@ from typing import Any, Protocol
 
 from config_bags import Bags
 
+from serve.served_model import ServedModel
+
 
 class ResolvedConfig(Protocol):
     """The sealed, resolved launch configuration."""
 
     @property
-    def model_max_length(self) -> int:
-        """The served model's maximum positions, for the context-length rule every process publishes."""
+    def served_model(self) -> ServedModel:
+        """The served model's shape, for the rules every process publishes."""
         ...
 
     def bags(self) -> Bags:

@@ -1,10 +1,12 @@
-"""The detokenizer process: publishes its bags, then turns the scheduler's token batches into text
-for the tokenizer manager, applying runtime overrides on the way."""
+"""The detokenizer process: publishes its bags, then turns the schedulers' token batches (one
+scheduler per data-parallel replica) into text for the tokenizer manager, applying runtime
+overrides on the way."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import config_bags
@@ -26,6 +28,7 @@ from serve.ipc.messages import (
     TextOutput,
     TokenBatch,
 )
+from serve.process_names import DETOKENIZER
 from serve.tokenizer.loading import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -34,20 +37,24 @@ logger = logging.getLogger(__name__)
 class Detokenizer:
     """Routes messages: requests register text state, token batches become text batches."""
 
-    def __init__(self, tokenizer: Any, to_tokenizer: Sender, to_scheduler: Sender) -> None:
+    def __init__(self, tokenizer: Any, to_tokenizer: Sender, to_schedulers: Sequence[Sender]) -> None:
+        """`to_schedulers`: the pipe to each data-parallel replica's scheduler, by replica."""
         self._tokenizer = tokenizer
         self._to_tokenizer = to_tokenizer
-        self._to_scheduler = to_scheduler
+        self._to_schedulers = tuple(to_schedulers)
         self._requests: dict[str, RequestText] = {}
+        self._applied_override = 0  # the last override seq applied: every replica forwards each one
 
     def handle(self, message: Message) -> None:
-        """Act on one message from the scheduler."""
+        """Act on one message from a scheduler."""
         if isinstance(message, GenerateRequest):
             self._requests[message.rid] = RequestText(self._tokenizer, message)
         elif isinstance(message, TokenBatch):
             self._on_tokens(message)
         elif isinstance(message, OverrideRequest):
-            self._to_tokenizer.send(apply_override(message, "detokenizer"))
+            if message.seq > self._applied_override:
+                self._applied_override = message.seq
+                self._to_tokenizer.send(apply_override(message, DETOKENIZER))
         elif isinstance(message, (OverrideAck, ProcessReady, SchedulerStats)):
             self._to_tokenizer.send(message)
         else:
@@ -63,7 +70,7 @@ class Detokenizer:
             if text is not None:
                 texts.append(text)
             if stopped:
-                self._to_scheduler.send(AbortRequest(rid=out.rid, reason="stop string matched"))
+                self._to_schedulers[state.replica].send(AbortRequest(rid=out.rid, reason="stop string matched"))
             if stopped or out.finish is not None:
                 del self._requests[out.rid]
         if texts:
@@ -77,10 +84,11 @@ def run_detokenizer(handover: Handover, addresses: Addresses) -> None:
     tokenizer = load_tokenizer()
     context: zmq.Context[Any] = zmq.Context()
     inbox = Receiver(context, addresses.detokenizer)
-    detokenizer = Detokenizer(tokenizer, Sender(context, addresses.tokenizer), Sender(context, addresses.scheduler))
+    to_schedulers = [Sender(context, address) for address in addresses.schedulers]
+    detokenizer = Detokenizer(tokenizer, Sender(context, addresses.tokenizer), to_schedulers)
     config_bags.begin_serving()
     detokenizer.handle(
-        ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
+        ProcessReady(name=DETOKENIZER, role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
                      role_check=config_bags.ROLE_CHECK_MODE.value)
     )
     while True:

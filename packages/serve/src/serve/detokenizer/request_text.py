@@ -17,6 +17,7 @@ class RequestText:
 
     def __init__(self, tokenizer: Any, request: GenerateRequest) -> None:
         self.rid = request.rid
+        self.replica = request.replica  # where a stop string's abort goes
         self._tokenizer = tokenizer
         self._incremental = IncrementalText(tokenizer, request.skip_special_tokens)
         self._stops = StopMatch(request.stop_strings)

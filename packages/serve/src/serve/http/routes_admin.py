@@ -10,6 +10,7 @@ import msgspec
 from config_bags import ConfigError, config_hash, get_observability, leaf_spec, leaf_value, overrides_log, published_role
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from runtime_scheduler import SchedulerMetrics
 
 from serve.config_override import hot_leaf_names
 from serve.http.errors import APIError, bad_request
@@ -55,13 +56,14 @@ async def models(request: Request) -> dict[str, Any]:
 @router.get("/server_info")
 async def server_info(request: Request) -> dict[str, Any]:
     """The config with provenance (hash and derived values as published now), the current bags,
-    the overrides log, each process's role, pid and config hash, and the pool and queue state."""
+    the overrides log, each process's role, pid and config hash, and the pool and queue state
+    (server-wide, and each data-parallel replica's with the tokens the router counts outstanding there)."""
     manager = _manager(request)
     resolved: ResolvedConfig = request.app.state.resolved
     hashes = {"main": config_hash(), **manager.process_hashes}
     pids = {"main": request.app.state.pid, **manager.process_pids}
-    # A child is keyed by the role it published and reported in its ProcessReady.
-    roles = {"main": published_role(), **{role: role for role in manager.process_hashes}}
+    # A child is keyed by the name it reported in its ProcessReady (serve.process_names).
+    roles = {"main": published_role(), **manager.process_roles}
     role_checks = {"main": config_bags.ROLE_CHECK_MODE.value, **manager.process_role_checks}
     worker_pid = _worker(request).pid
     return {
@@ -74,7 +76,8 @@ async def server_info(request: Request) -> dict[str, Any]:
         "processes": {
             name: {"role": roles[name], "pid": pids.get(name), "config_hash": hashes[name], "role_check": role_checks.get(name)} for name in hashes
         },
-        "pool_and_queue": _pool_and_queue(manager),
+        "pool_and_queue": _pool_and_queue(manager.metrics.scheduler),
+        "replicas": _replicas(manager),
         "model": {"name": served_model_name(), **msgspec.to_builtins(manager.model_info)},
         "speculative": _speculative(manager),
     }
@@ -89,10 +92,16 @@ def _speculative(manager: TokenizerManager) -> dict[str, Any] | None:
     return {"algorithm": algorithm, **(speculative_summary(stats) if stats is not None else {})}
 
 
-def _pool_and_queue(manager: TokenizerManager) -> dict[str, int] | None:
-    """The KV pool's pages and the scheduler's queues, as its last stats message (sent a few times
+def _replicas(manager: TokenizerManager) -> list[dict[str, Any]]:
+    """Each data-parallel replica's pool and queues, and the tokens the router counts outstanding there."""
+    outstanding = manager.router.outstanding()
+    return [{"replica": replica, "outstanding_tokens": tokens, "pool_and_queue": _pool_and_queue(manager.metrics.replicas.get(replica))}
+            for replica, tokens in enumerate(outstanding)]
+
+
+def _pool_and_queue(stats: SchedulerMetrics | None) -> dict[str, int] | None:
+    """The KV pool's pages and the scheduler's queues, as the last stats messages (sent a few times
     a second) gave them; None before the first."""
-    stats = manager.metrics.scheduler
     if stats is None:
         return None
     return {

@@ -20,21 +20,27 @@ _decoder: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)
 
 
 class Addresses(msgspec.Struct, frozen=True, kw_only=True):
-    """The ipc endpoint of each receiving process."""
+    """The ipc endpoint of each receiving process: the first rank of each data-parallel replica
+    (its scheduler), the detokenizer and the tokenizer manager."""
 
-    scheduler: str
+    schedulers: tuple[str, ...]
     detokenizer: str
     tokenizer: str
 
     @classmethod
-    def fresh(cls) -> Addresses:
-        """New endpoints in a private temporary folder (unique per launch)."""
+    def fresh(cls, replicas: int = 1) -> Addresses:
+        """New endpoints in a private temporary folder (unique per launch), one per replica's scheduler."""
         folder = tempfile.mkdtemp(prefix="serve-ipc-")
-        return cls(**{name: f"ipc://{os.path.join(folder, name)}" for name in ("scheduler", "detokenizer", "tokenizer")})
+
+        def at(name: str) -> str:
+            return f"ipc://{os.path.join(folder, name)}"
+
+        return cls(schedulers=tuple(at(f"scheduler-{replica}") for replica in range(replicas)), detokenizer=at("detokenizer"),
+                   tokenizer=at("tokenizer"))
 
     def folder(self) -> str:
         """The temporary folder holding the socket files."""
-        return os.path.dirname(self.scheduler.removeprefix("ipc://"))
+        return os.path.dirname(self.tokenizer.removeprefix("ipc://"))
 
 
 def encode(message: Message) -> bytes:

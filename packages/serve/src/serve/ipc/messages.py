@@ -1,14 +1,17 @@
 """Every message the processes exchange, as frozen msgspec structs tagged for one union decoder.
 
-Routes (each arrow one ZMQ PUSH/PULL pipe):
+Routes (each arrow one ZMQ PUSH/PULL pipe; "scheduler" is the first rank of a data-parallel
+replica, which takes every message of its replica):
     tokenizer manager -> scheduler:   GenerateRequest, AbortRequest, OverrideRequest
-    detokenizer -> scheduler:         AbortRequest (a stop string matched)
+    detokenizer -> scheduler:         AbortRequest (a stop string matched; to the request's replica)
     scheduler -> detokenizer:         GenerateRequest, TokenBatch, SchedulerStats, OverrideRequest,
                                       OverrideAck, ProcessReady
     detokenizer -> tokenizer manager: TextBatch, SchedulerStats, OverrideAck, ProcessReady
 The scheduler forwards each request before admitting it (so the detokenizer knows its stop strings before
 its first token) and each override it applied (so the detokenizer applies it next); its acks and
 readiness travel through the detokenizer too, so the tokenizer manager hears everything in order.
+A replica's other tensor-parallel ranks get its messages from the first rank over torch.distributed,
+and hand their acks and readiness to it the same way (serve.scheduler_process.lockstep).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     request: Request
     stop_strings: tuple[str, ...] = ()  # matched by the detokenizer
     skip_special_tokens: bool = True
+    replica: int = 0  # the data-parallel replica the tokenizer manager routed it to
 
     @property
     def rid(self) -> str:
@@ -52,10 +56,11 @@ class OverrideRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class OverrideAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """One process applied (or refused) override `seq`; `config_hash` is its hash afterwards."""
+    """One process (named as in /server_info) applied (or refused) override `seq`;
+    `config_hash` is its hash afterwards."""
 
     seq: int
-    role: str
+    process: str
     config_hash: str
     error: str | None = None
 
@@ -87,9 +92,11 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """A child finished constructing: the role it published, how its role checks run
-    (`config_bags.ROLE_CHECK_MODE`), its hash; the scheduler also reports the model's limits."""
+    """A child finished constructing: its name (`serve.process_names`), the role it published,
+    how its role checks run (`config_bags.ROLE_CHECK_MODE`), its hash; a replica's first
+    scheduler rank also reports the model's limits."""
 
+    name: str
     role: str
     pid: int
     config_hash: str
@@ -157,9 +164,10 @@ class TextBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class SchedulerStats(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """The scheduler's snapshot, sent between steps (a few times a second at most) and when idle."""
+    """A replica's scheduler snapshot, sent between steps (a few times a second at most) and when idle."""
 
     metrics: SchedulerMetrics
+    replica: int = 0
 
 
 Message = Union[

@@ -1,14 +1,19 @@
 """Everything /metrics reports: request latencies measured in the main process, and the
-scheduler's gauges and counters as its last stats message gave them."""
+schedulers' gauges and counters as their last stats messages gave them: server-wide (summed over
+the data-parallel replicas, serve.metrics.replicas) unlabelled, and each replica's own labelled
+`replica="N"` under `serve_replica_*`."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
+from config_bags import get_parallel
 from runtime_scheduler import SchedulerMetrics
 
 from serve.metrics.histogram import Histogram
+from serve.metrics.replicas import combined
 from serve.metrics.speculative import accept_length_histogram, speculative_rows
 
 _THROUGHPUT_WINDOW_S = 10.0
@@ -30,7 +35,14 @@ class ServerMetrics:
         self.requests_aborted = 0
         self.requests_failed = 0
         self._recent: deque[tuple[float, int]] = deque()  # (time, tokens) of the last window
-        self.scheduler: SchedulerMetrics | None = None  # until the scheduler's first stats arrive
+        self.replicas: dict[int, SchedulerMetrics] = {}  # each replica's last stats, by replica
+
+    @property
+    def scheduler(self) -> SchedulerMetrics | None:
+        """The server-wide scheduler figures, once every replica reported (None before)."""
+        if len(self.replicas) < get_parallel().dp_size:
+            return None
+        return combined([self.replicas[replica] for replica in sorted(self.replicas)])
 
     def tokens_generated(self, count: int, now: float) -> None:
         """Count `count` output tokens delivered at `now` (time.monotonic())."""
@@ -56,10 +68,14 @@ class ServerMetrics:
             *self._scheduler_rows(),
         ):
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+        for name, kind, help_text, value_of in _REPLICA_ROWS if self.replicas else ():
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+            lines += [f'{name}{{replica="{replica}"}} {value_of(self.replicas[replica])}' for replica in sorted(self.replicas)]
         for histogram in (self.ttft, self.itl, self.e2e):
             lines += histogram.exposition()
-        if self.scheduler is not None and self.scheduler.spec_accept_length_counts:
-            lines += accept_length_histogram(self.scheduler).exposition()
+        stats = self.scheduler
+        if stats is not None and stats.spec_accept_length_counts:
+            lines += accept_length_histogram(stats).exposition()
         return "\n".join(lines) + "\n"
 
     def _scheduler_rows(self) -> list[tuple[str, str, str, float]]:
@@ -77,3 +93,17 @@ class ServerMetrics:
             ("serve_retractions_total", "counter", "Requests retracted to free KV pages.", stats.num_retractions),
             *(speculative_rows(stats) if stats.spec_accept_length_counts else ()),
         ]
+
+
+# Each replica's own gauges and counters (name, kind, help, value of its stats).
+_REPLICA_ROWS: tuple[tuple[str, str, str, Callable[[SchedulerMetrics], float]], ...] = (
+    ("serve_replica_num_running_requests", "gauge", "Requests in a replica's running batch.", lambda s: s.num_running),
+    ("serve_replica_num_waiting_requests", "gauge", "Requests waiting for admission at a replica.", lambda s: s.num_waiting),
+    ("serve_replica_kv_free_pages", "gauge", "Pages on a replica's free list.", lambda s: s.free_pages),
+    ("serve_replica_kv_usage_ratio", "gauge", "Fraction of a replica's pool held by requests.", lambda s: s.token_usage),
+    ("serve_replica_cache_hit_rate", "gauge", "Fraction of a replica's admitted prompt tokens served from its prefix cache.",
+     lambda s: s.cache_hit_rate),
+    ("serve_replica_requests_finished_total", "counter", "Requests a replica finished.", lambda s: s.num_finished),
+    ("serve_replica_requests_aborted_total", "counter", "Requests a replica stopped early (client gone, stop string).",
+     lambda s: s.num_aborted),
+)

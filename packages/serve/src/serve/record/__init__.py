@@ -3,7 +3,7 @@ resolve with named handlers and provenance, seal, and project into `Bags`.
 
     request = launch_request(sys.argv[1:], os.environ)
     resolved = resolve(request.server_args)
-    publish(project(resolved), role="http", rules=launch_rules(resolved.model_max_length))
+    publish(project(resolved), role="http", rules=launch_rules(resolved.served_model))
 """
 
 from serve.record.errors import ConfigFileError, LaunchInputError, ResolutionError, SealedRecordError

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
-from config_bags import LeafValueError, ServingBag, leaf_specs
+from config_bags import Bags, LeafValueError, leaf_specs
 
 from serve.record.cli import CliInput, flag_of, leaf_name_of, parsed_cli
 from serve.record.config_file import config_file_entries
@@ -35,9 +35,10 @@ class LaunchRequest(msgspec.Struct, frozen=True):
         """Whether the operator asked to serve (rather than to dump or explain the config)."""
         return not self.dump_config and self.explain is None
 
-    def serving(self) -> ServingBag:
-        """The serving bag as the operator set it (host and port: resolution never changes them)."""
-        return self.server_args.bags().serving
+    def operator_bags(self) -> Bags:
+        """The bags as the operator set them, unresolved: their serving and parallel leaves are
+        final (resolution never changes host, port or where the node sits)."""
+        return self.server_args.bags()
 
 
 def env_var_of(name: str) -> str:

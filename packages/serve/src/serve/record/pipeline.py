@@ -12,6 +12,7 @@ from serve.record.handlers import memory, model, schedule, this_build
 from serve.record.resolution import DefaultModel, Resolution
 from serve.record.resolved import ResolvedArgs
 from serve.record.server_args import ServerArgs
+from serve.served_model import ServedModel
 
 Handler = Callable[[Resolution], None]
 
@@ -30,6 +31,7 @@ HANDLERS: tuple[Handler, ...] = (
     model.tokenizer_path,
     model.served_model_name,
     model.context_length,
+    model.tensor_parallel,
     model.linear_attention,
     model.draft_model,
     memory.max_total_tokens,
@@ -63,6 +65,6 @@ def resolve(
         handler(res)
     res.running = None
     res.server_args.seal()
-    model_max_length = res.model.max_position_embeddings
-    res.check(*INVARIANTS, *launch_rules(model_max_length))
-    return ResolvedArgs(server_args=res.server_args, declarations=tuple(res.declarations), model_max_length=model_max_length)
+    served = ServedModel.of(res.model)
+    res.check(*INVARIANTS, *launch_rules(served))
+    return ResolvedArgs(server_args=res.server_args, declarations=tuple(res.declarations), served_model=served)

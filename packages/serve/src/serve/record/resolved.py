@@ -31,6 +31,7 @@ from config_bags import (
 
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
+from serve.served_model import ServedModel
 
 if TYPE_CHECKING:
     from serve.record.resolution import Declaration
@@ -38,12 +39,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ResolvedArgs:
-    """A sealed `ServerArgs`, the declarations that resolved it, and the served model's maximum
-    positions (what `launch_rules` needs in every process)."""
+    """A sealed `ServerArgs`, the declarations that resolved it, and the served model's shape
+    (what `launch_rules` needs in every process)."""
 
     server_args: ServerArgs
     declarations: tuple[Declaration, ...]
-    model_max_length: int
+    served_model: ServedModel
 
     def bags(self) -> Bags:
         """The bags this launch publishes."""

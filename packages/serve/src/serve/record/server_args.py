@@ -79,6 +79,7 @@ class ServerArgs:
     dp_size: int
     nnodes: int
     node_rank: int
+    dist_init_addr: str | None
     # spec
     speculative_algorithm: Literal["ngram", "draft_model"] | None
     speculative_draft_model_path: str | None

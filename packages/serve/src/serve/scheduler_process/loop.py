@@ -1,6 +1,10 @@
 """The scheduler process's serving loop: take messages without blocking while there is work, run
 one scheduler step, send its tokens to the detokenizer, apply overrides between steps.
 
+With tensor parallelism a replica's ranks each run this loop in lockstep (serve.scheduler_process.
+lockstep): the first rank takes the messages and shares them, every rank handles them and steps,
+and only the first rank sends anything to the detokenizer.
+
 A request that failed in the scheduler (its sampling raised, or its step's forward did: the
 scheduler attributes it, see runtime_scheduler/executor.py) reaches the detokenizer as a delta
 finishing with "abort" and `failure` naming the cause, and the loop serves on. An unrecoverable
@@ -26,6 +30,8 @@ from serve.ipc.messages import (
     TokenDelta,
     TokenLogprob,
 )
+from serve.scheduler_process.lockstep import Lockstep
+from serve.scheduler_process.placement import ALONE, RankPlacement
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +52,17 @@ class _Tracked:
 class SchedulerLoop:
     """Routes messages into the scheduler and its events out to the detokenizer."""
 
-    def __init__(self, scheduler: Scheduler, inbox: Receiver, to_detokenizer: Sender) -> None:
+    def __init__(self, scheduler: Scheduler, inbox: Receiver | None, to_detokenizer: Sender | None, *,
+                 lockstep: Lockstep | None = None, placement: RankPlacement = ALONE) -> None:
+        """A replica's first rank (`lockstep.leads`) has the `inbox` and the pipe `to_detokenizer`;
+        its other ranks have neither and get every message through `lockstep`."""
+        self._lockstep = lockstep or Lockstep.alone()
+        if (inbox is not None and to_detokenizer is not None) != self._lockstep.leads:
+            raise ValueError("a replica's first rank takes an inbox and a pipe to the detokenizer, and its other ranks neither")
         self._scheduler = scheduler
         self._inbox = inbox
         self._out = to_detokenizer
+        self._placement = placement
         self._live: dict[str, _Tracked] = {}
         self._last_stats = 0.0
 
@@ -59,38 +72,49 @@ class SchedulerLoop:
             self.run_once()
 
     def run_once(self) -> None:
-        """One iteration: messages (waiting only when idle), then one step if there is work."""
-        busy = self._scheduler.has_work()
-        if self._inbox.poll(0 if busy else _IDLE_POLL_MS):
-            for message in self._inbox.drain():
-                self.handle(message)
+        """One iteration: messages (waiting only when idle; shared with the replica's other
+        ranks), then one step if there is work."""
+        drained: list[Message] = []
+        if self._inbox is not None and self._inbox.poll(0 if self._scheduler.has_work() else _IDLE_POLL_MS):
+            drained = self._inbox.drain()
+        for message in self._lockstep.share(drained):
+            self.handle(message)
         if self._scheduler.has_work():
             events = self._scheduler.step()
-            if events:
+            if events and self._out is not None:
                 self._out.send(TokenBatch(outputs=tuple(self._deltas(events))))
         now = time.monotonic()
-        if now - self._last_stats >= _STATS_INTERVAL_S:
+        if self._out is not None and now - self._last_stats >= _STATS_INTERVAL_S:
             self._last_stats = now
-            self._out.send(SchedulerStats(metrics=self._scheduler.metrics()))
+            self._out.send(SchedulerStats(metrics=self._scheduler.metrics(), replica=self._placement.replica))
+
+    def _send(self, message: Message) -> None:
+        """To the detokenizer, from the replica's first rank (the others' scheduler is its twin)."""
+        if self._out is not None:
+            self._out.send(message)
 
     def handle(self, message: Message) -> None:
         """Act on one message, between steps."""
         if isinstance(message, GenerateRequest):
-            self._out.send(message)  # the detokenizer registers it before any of its tokens arrive
+            self._send(message)  # the detokenizer registers it before any of its tokens arrive
             refusal = self._scheduler.add_request(message.request)
             if refusal is not None:
-                self._out.send(TokenBatch(outputs=(TokenDelta(rid=refusal.rid, new_ids=(), finish="abort", error=refusal.reason),)))
+                self._send(TokenBatch(outputs=(TokenDelta(rid=refusal.rid, new_ids=(), finish="abort", error=refusal.reason),)))
                 return
             request = message.request
-            self._live[request.rid] = _Tracked(len(request.prompt_ids), request.sampling.logprobs)
+            if self._out is not None:
+                self._live[request.rid] = _Tracked(len(request.prompt_ids), request.sampling.logprobs)
         elif isinstance(message, AbortRequest):
             if self._scheduler.abort(message.rid):
                 self._live.pop(message.rid, None)
-                self._out.send(TokenBatch(outputs=(TokenDelta(rid=message.rid, new_ids=(), finish="abort"),)))
+                self._send(TokenBatch(outputs=(TokenDelta(rid=message.rid, new_ids=(), finish="abort"),)))
                 logger.debug("aborted %s: %s", message.rid, message.reason)
         elif isinstance(message, OverrideRequest):
-            self._out.send(apply_override(message, "scheduler"))
-            self._out.send(message)  # the detokenizer applies it next and acknowledges for itself
+            # Every rank applies it at this point of the same message order, and acknowledges itself.
+            ack = apply_override(message, self._placement.name)
+            for each in self._lockstep.gather(ack):
+                self._send(each)
+            self._send(message)  # the detokenizer applies it next and acknowledges for itself
         else:
             logger.error("scheduler got an unexpected %s", type(message).__name__)
 

@@ -1,4 +1,5 @@
-"""Entry point of the scheduler process: publish, build the runner and the scheduler, serve."""
+"""Entry point of a scheduler process: publish, join the replica's tensor-parallel group when
+there is one, build the runner and the scheduler, serve."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import config_bags
+import torch
+import torch.distributed as dist
 import zmq
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from runtime_runner.quantization_support import quantization_description
@@ -18,19 +21,24 @@ from spec_workers import DraftModelWorker, NgramWorker
 from serve.child_process import Handover, die_with_parent, publish_received
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import ModelInfo, ProcessReady, RunnerStamp
+from serve.scheduler_process.distributed import join_world, serve_leaders_bags
+from serve.scheduler_process.lockstep import Lockstep
 from serve.scheduler_process.loop import SchedulerLoop
+from serve.scheduler_process.placement import ALONE, RankPlacement
 from serve.scheduler_process.runners import ModelRunners
 
 logger = logging.getLogger(__name__)
 
 
-def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lambda executor: executor) -> tuple[Scheduler, ModelRunners]:
+def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lambda executor: executor, *,
+                    tensor_parallel_group: dist.ProcessGroup | None = None) -> tuple[Scheduler, ModelRunners]:
     """The runners (given attn_backends' factories) and the scheduler driving them, from the
     published bags: the target runner as the executor; with spec.speculative_algorithm, its
     speculator too (ngram: prompt lookup; draft_model: a draft runner whose worker is both
     executor and speculator). `executor_of` may wrap the executor (tools/bench_serving.py times
-    its forwards that way); the server drives it itself."""
-    target = ModelRunner(build_attention_pair, linear_attn_factory=LinearAttnBackendFactory())
+    its forwards that way); the server drives it itself. With parallel.tp_size > 1 the target
+    runner holds its rank's slice over `tensor_parallel_group`."""
+    target = ModelRunner(build_attention_pair, linear_attn_factory=LinearAttnBackendFactory(), tensor_parallel_group=tensor_parallel_group)
     algorithm = config_bags.get_spec().speculative_algorithm
     executor: ModelExecutor = target
     speculator: Speculator | None = None
@@ -47,23 +55,33 @@ def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lamb
     return scheduler, ModelRunners(target, draft)
 
 
-def run_scheduler(handover: Handover, addresses: Addresses) -> None:
-    """Entry point of the scheduler process."""
+def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlacement = ALONE) -> None:
+    """Entry point of a scheduler process: rank `placement.rank` of data-parallel replica
+    `placement.replica`. The replica's first rank takes its messages and talks to the
+    detokenizer; with tp_size > 1 its other ranks follow it in lockstep over torch.distributed."""
     die_with_parent()
-    publish_received(handover, "scheduler")
-    context: zmq.Context[Any] = zmq.Context()
-    inbox = Receiver(context, addresses.scheduler)
-    to_detokenizer = Sender(context, addresses.detokenizer)
+    publish_received(handover, "scheduler", placement.name)
+    lockstep, group = Lockstep.alone(), None
+    if config_bags.get_parallel().tp_size > 1:
+        groups = join_world(placement)
+        serve_leaders_bags(groups, placement.leads, handover.model)
+        lockstep, group = Lockstep(groups.messages, groups.leader, placement.leads), groups.tensors
+    inbox, to_detokenizer = None, None
+    if placement.leads:
+        context: zmq.Context[Any] = zmq.Context()
+        inbox = Receiver(context, addresses.schedulers[placement.replica])
+        to_detokenizer = Sender(context, addresses.detokenizer)
     logger.info("loading the model")
-    scheduler, runners = build_scheduler()
+    scheduler, runners = build_scheduler(tensor_parallel_group=group)
     config_bags.begin_serving()
     target = runners.target
     model = ModelInfo(context_length=target.context_length, max_total_tokens=target.pool.num_slots, vocab_size=target.arch.vocab_size,
                       runners=runners.stamps(), speculative_algorithm=config_bags.get_spec().speculative_algorithm,
                       quantization=quantization_description(config_bags.get_model()))
-    logger.info("model loaded: %s", model)
-    to_detokenizer.send(
-        ProcessReady(role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
-                     role_check=config_bags.ROLE_CHECK_MODE.value, model=model)
-    )
-    SchedulerLoop(scheduler, inbox, to_detokenizer).run_forever()
+    logger.info("model loaded: %s; torch threads: %d", model, torch.get_num_threads())
+    ready = ProcessReady(name=placement.name, role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
+                         role_check=config_bags.ROLE_CHECK_MODE.value, model=model if placement.leads else None)
+    for each in lockstep.gather(ready):
+        if to_detokenizer is not None:
+            to_detokenizer.send(each)
+    SchedulerLoop(scheduler, inbox, to_detokenizer, lockstep=lockstep, placement=placement).run_forever()

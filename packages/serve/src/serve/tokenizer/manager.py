@@ -1,7 +1,10 @@
 """The tokenizer manager: the main process's side of the pipes.
 
-HTTP handlers hand it tokenized requests and iterate the outputs; one receive task routes the
-detokenizer's messages to per-request queues, to the metrics, and to a pending runtime override.
+HTTP handlers hand it tokenized requests and iterate the outputs; it sends each to the scheduler
+of the data-parallel replica its router picks (serve.tokenizer.router). One receive task routes
+the detokenizer's messages to per-request queues, to the metrics, and to a pending runtime
+override, which every child process (every rank of every replica, and the detokenizer) must
+acknowledge with one config hash.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import config_bags
+import msgspec
 import zmq.asyncio
 from config_bags import get_observability
 
@@ -32,11 +36,12 @@ from serve.ipc.messages import (
     TextOutput,
 )
 from serve.metrics.server_metrics import ServerMetrics
+from serve.process_names import child_process_names
 from serve.tokenizer.request_state import RequestFailedError, RequestRefusedError, RequestState, ServerFaultError
+from serve.tokenizer.router import ReplicaRouter
 
 logger = logging.getLogger(__name__)
 
-CHILD_ROLES = ("scheduler", "detokenizer")
 _OVERRIDE_TIMEOUT_S = 60.0
 
 
@@ -45,17 +50,20 @@ class OverrideFailedError(RuntimeError):
 
 
 class TokenizerManager:
-    """Sends requests to the scheduler and routes every message coming back."""
+    """Sends requests to the replicas' schedulers and routes every message coming back."""
 
     def __init__(self, eos_token_ids: tuple[int, ...], addresses: Addresses) -> None:
         self.eos_token_ids = eos_token_ids  # the served tokenizer's and generation config's, fixed by the checkpoint
         self._context = zmq.asyncio.Context()
-        self._to_scheduler = AsyncSender(self._context, addresses.scheduler)
+        self._to_schedulers = tuple(AsyncSender(self._context, address) for address in addresses.schedulers)
         self._inbox = AsyncReceiver(self._context, addresses.tokenizer)
         self.metrics = ServerMetrics()
+        self.router = ReplicaRouter()
         self._requests: dict[str, RequestState] = {}
+        # Each child process by name (serve.process_names): its config hash, pid, role and role-check mode.
         self.process_hashes: dict[str, str] = {}
         self.process_pids: dict[str, int] = {}
+        self.process_roles: dict[str, str] = {}
         self.process_role_checks: dict[str, str] = {}
         self._model_info: ModelInfo | None = None
         self.all_ready = asyncio.Event()
@@ -70,7 +78,7 @@ class TokenizerManager:
 
     @property
     def model_info(self) -> ModelInfo:
-        """The scheduler's model limits (available once it is ready)."""
+        """The model limits a scheduler reported (every replica's are the same; available once one is ready)."""
         if self._model_info is None:
             raise RuntimeError("model_info was read before the scheduler reported ready")
         return self._model_info
@@ -91,17 +99,18 @@ class TokenizerManager:
             for out in message.outputs:
                 self._deliver(out, now)
         elif isinstance(message, SchedulerStats):
-            self.metrics.scheduler = message.metrics
+            self.metrics.replicas[message.replica] = message.metrics
         elif isinstance(message, OverrideAck):
             self._on_ack(message)
         elif isinstance(message, ProcessReady):
-            self.process_hashes[message.role] = message.config_hash
-            self.process_pids[message.role] = message.pid
-            self.process_role_checks[message.role] = message.role_check
+            self.process_hashes[message.name] = message.config_hash
+            self.process_pids[message.name] = message.pid
+            self.process_roles[message.name] = message.role
+            self.process_role_checks[message.name] = message.role_check
             if message.model is not None:
                 self._model_info = message.model
-            logger.info("%s ready (pid %d, config hash %s)", message.role, message.pid, message.config_hash)
-            if all(role in self.process_hashes for role in CHILD_ROLES):
+            logger.info("%s ready (pid %d, config hash %s)", message.name, message.pid, message.config_hash)
+            if all(name in self.process_hashes for name in child_process_names()):
                 self.all_ready.set()
         else:
             logger.error("tokenizer manager got an unexpected %s", type(message).__name__)
@@ -112,6 +121,7 @@ class TokenizerManager:
             return
         tokens = len(out.new_ids)
         if tokens:
+            self.router.produced(out.rid, tokens)
             self.metrics.tokens_generated(tokens, now)
             if state.last_output is None:
                 self.metrics.ttft.observe(now - state.arrival)
@@ -123,6 +133,7 @@ class TokenizerManager:
             if get_observability().log_requests:
                 logger.info("request %s finished (%s) after %d tokens", out.rid, out.finish, out.completion_tokens)
             del self._requests[out.rid]
+            self.router.finished(out.rid)
             self.metrics.requests_finished += 1
             if out.failure is not None:
                 self.metrics.requests_failed += 1
@@ -131,23 +142,27 @@ class TokenizerManager:
         state.queue.put_nowait(out)
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[TextOutput, None]:
-        """Send `request` and yield its outputs until the one that finishes it. Leaving early
-        (the client went away) aborts the request so the scheduler frees its pages. A request
-        that cannot be sent, or that failed in the scheduler, raises RequestFailedError and
-        leaves nothing registered."""
+        """Send `request` to the replica the router picks and yield its outputs until the one that
+        finishes it. Leaving early (the client went away) aborts the request so the scheduler
+        frees its pages. A request that cannot be sent, or that failed in the scheduler, raises
+        RequestFailedError and leaves nothing registered."""
         if self.fault is not None:
             raise ServerFaultError(self.fault)
         if request.rid in self._requests:
             raise ValueError(f"request id {request.rid!r} is already in flight; ids must be unique")
+        replica = self.router.route(request.rid, request.request.prompt_ids, request.request.stop.max_new_tokens)
+        request = msgspec.structs.replace(request, replica=replica)
         state = RequestState()
         self._requests[request.rid] = state
         if get_observability().log_requests:
-            logger.info("request %s: prompt %s, %s", request.rid, list(request.request.prompt_ids), request.request.sampling)
+            logger.info("request %s: prompt %s, %s (replica %d)", request.rid, list(request.request.prompt_ids), request.request.sampling,
+                        replica)
         try:
-            self._to_scheduler.send(request)
+            self._to_schedulers[replica].send(request)
         except Exception as err:
             # Nothing reached the scheduler (the encoding failed first), so there is nothing to abort.
             del self._requests[request.rid]
+            self.router.finished(request.rid)
             self.metrics.requests_failed += 1
             raise RequestFailedError(f"the request could not be sent to the scheduler: {type(err).__name__}: {err}") from err
         try:
@@ -164,9 +179,10 @@ class TokenizerManager:
                     return
         finally:
             if self._requests.pop(request.rid, None) is not None:
+                self.router.finished(request.rid)
                 self.metrics.requests_aborted += 1
                 if self.fault is None:
-                    self._to_scheduler.send(AbortRequest(rid=request.rid, reason="client disconnected"))
+                    self._to_schedulers[replica].send(AbortRequest(rid=request.rid, reason="client disconnected"))
 
     def fail_all(self, reason: str) -> None:
         """A process died: every in-flight request and a pending override end with `reason`."""
@@ -177,8 +193,9 @@ class TokenizerManager:
             self._override_pending[1].set_exception(OverrideFailedError(reason))
 
     async def override(self, leaves: Mapping[str, Any], source: str) -> str:
-        """Check `leaves` as a serving process would, apply them in every process (the scheduler
-        between steps), and return the config hash once all processes acknowledged it."""
+        """Check `leaves` as a serving process would, apply them in every process (every rank of
+        every replica between steps, the detokenizer after), and return the config hash once all
+        processes acknowledged it."""
         check_runtime_override(leaves)
         if self.fault is not None:
             raise OverrideFailedError(self.fault)
@@ -186,21 +203,22 @@ class TokenizerManager:
             seq = next(self._override_seq)
             done: asyncio.Future[list[OverrideAck]] = asyncio.get_running_loop().create_future()
             self._override_pending = (seq, done, [])
-            self._to_scheduler.send(OverrideRequest(seq=seq, source=source, leaves=dict(leaves)))
+            for to_scheduler in self._to_schedulers:
+                to_scheduler.send(OverrideRequest(seq=seq, source=source, leaves=dict(leaves)))
             try:
                 acks = await asyncio.wait_for(done, _OVERRIDE_TIMEOUT_S)
             except TimeoutError:
                 raise OverrideFailedError(f"processes did not acknowledge the override within {_OVERRIDE_TIMEOUT_S:.0f} s") from None
             finally:
                 self._override_pending = None
-            refused = [f"{ack.role}: {ack.error}" for ack in acks if ack.error is not None]
+            refused = [f"{ack.process}: {ack.error}" for ack in acks if ack.error is not None]
             if refused:
                 raise OverrideFailedError("override refused by " + "; ".join(refused))
             config_bags.override(source, **leaves)
             for ack in acks:
-                self.process_hashes[ack.role] = ack.config_hash
+                self.process_hashes[ack.process] = ack.config_hash
             mine = config_bags.config_hash()
-            disagree = {role: h for role, h in self.process_hashes.items() if h != mine}
+            disagree = {name: h for name, h in self.process_hashes.items() if h != mine}
             if disagree:
                 raise OverrideFailedError(f"processes disagree after the override: main {mine}, {disagree}")
             return mine
@@ -211,5 +229,5 @@ class TokenizerManager:
             logger.warning("override ack for seq %d arrived with no override pending", ack.seq)
             return
         pending[2].append(ack)
-        if {a.role for a in pending[2]} >= set(CHILD_ROLES):
+        if {a.process for a in pending[2]} >= set(child_process_names()):
             pending[1].set_result(list(pending[2]))

@@ -13,8 +13,10 @@ from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.gguf_tokenizer_cache import ensure_gguf_tokenizer
 
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
+from serve.parallel_rules import tensor_parallel_fits_model
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
+from serve.served_model import ServedModel
 
 
 def bundled_default_model() -> Path:
@@ -76,6 +78,12 @@ def context_length(res: Resolution) -> None:
     model_max_length = res.model.max_position_embeddings
     res.check(context_length_within_model(model_max_length))
     res.declare("context_length", context_length=context_length_of(res.bags().model, model_max_length))
+
+
+def tensor_parallel(res: Resolution) -> None:
+    """The model splits over tp_size ranks (heads, KV heads, intermediate rows), before the KV
+    pool is sized per rank."""
+    res.check(tensor_parallel_fits_model(ServedModel.of(res.model)))
 
 
 LINEAR_ATTN_LEAVES = ("linear_attn_backend", "linear_attn_prefill_backend", "linear_attn_decode_backend")
