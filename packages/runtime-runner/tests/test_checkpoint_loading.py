@@ -12,15 +12,18 @@ from safetensors.torch import load_file, save_file
 
 from runtime_runner.arch_config import read_arch_config
 from runtime_runner.architectures import MODEL_CLASSES, model_class_for
-from runtime_runner.decoder import Qwen2ForCausalLM, Qwen3ForCausalLM
+from runtime_runner.decoder import DecoderForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM
 from runtime_runner.errors import CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
+from runtime_runner.packed_linear import PackedLinear
 
 CheckpointMaker = Callable[..., Path]
 
 
-def _load(model_dir: Path) -> object:
+def _load(model_dir: Path) -> DecoderForCausalLM:
     cfg = read_arch_config(model_dir)
-    return model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"), batch_invariant=False)
+    model = model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"), batch_invariant=False)
+    assert isinstance(model, DecoderForCausalLM)  # these tests load Llama-family checkpoints
+    return model
 
 
 def test_registry_names_every_supported_architecture() -> None:
@@ -65,8 +68,9 @@ def test_sharded_checkpoint_loads_the_same_weights(make_checkpoint: CheckpointMa
     assert len(list(sharded.glob("*.safetensors"))) > 1 and (sharded / "model.safetensors.index.json").is_file()
     a, b = _load(whole), _load(sharded)
     assert isinstance(a, model_class_for("LlamaForCausalLM")) and isinstance(b, type(a))
-    for la, lb in zip(a.weights.layers, b.weights.layers, strict=True):
-        assert torch.equal(la.qkv, lb.qkv) and torch.equal(la.gate_up, lb.gate_up) and torch.equal(la.down, lb.down)
+    for la, lb in zip(a.projections, b.projections, strict=True):  # the decoder keeps each matrix in its projection only
+        for pa, pb in ((la.qkv, lb.qkv), (la.o, lb.o), (la.gate_up, lb.gate_up), (la.down, lb.down)):
+            assert isinstance(pa, PackedLinear) and isinstance(pb, PackedLinear) and torch.equal(pa.plain, pb.plain)
 
 
 def test_architecture_traits_follow_the_checkpoint(make_checkpoint: CheckpointMaker) -> None:

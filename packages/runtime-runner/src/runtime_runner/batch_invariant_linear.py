@@ -11,8 +11,9 @@ function of x[i], W and b alone: bitwise the same for one row or many, at any ro
 any number of threads. On AVX2 it is also faster than aten's bf16 matmul on this class of CPU
 (tools/bench_linear.py measures it).
 
-The weight is prepacked once, at load, into column panels of 16 (`InvariantLinear.of`); the
-original weight is kept as `plain`, as PackedLinear keeps it, so the decoder can hold either.
+The weight is prepacked once, at load, into column panels of 16 (`InvariantLinear.of`), and only
+the panels are kept: the decoder then drops the loaded matrix (DecoderWeights.released), so a
+served model holds each projection once.
 It runs eagerly only: deterministic inference refuses the compiled decode step, whose fused graph
 rounds its norms otherwise than a batch does (runtime_runner.determinism).
 """
@@ -99,14 +100,15 @@ class InvariantMatrix(ctypes.Structure):
 class InvariantLinear:
     """y = x @ weight.T + bias over rows x [rows, in_features], batch-invariant (see the module)."""
 
-    plain: torch.Tensor  # [out, in] as loaded (shared with the loaded weights, not a copy)
-    panels: torch.Tensor  # pack_panels(plain): [ceil(out / 16), in, 16]
+    panels: torch.Tensor  # pack_panels(weight): [ceil(out / 16), in, 16], the weight's only copy here
     bias32: torch.Tensor | None  # the bias widened to fp32, zero-padded to 16 * panels (the kernel's only copy)
+    out_features: int  # N, the number of output columns (the panels' last one may be padding)
 
     @classmethod
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> InvariantLinear:
-        """Pack `weight` [N, K] (a CPU fp32, bf16 or fp16 matrix; a new copy, the plain one is kept
-        untouched) with an optional `bias` [N] of its dtype; ValueError for anything else."""
+        """Pack `weight` [N, K] (a CPU fp32, bf16 or fp16 matrix; packed into a new copy, the weight
+        itself left untouched and not held, so a caller that drops it keeps one copy) with an optional
+        `bias` [N] of its dtype; ValueError for anything else."""
         if weight.device.type != "cpu":
             raise ValueError(f"InvariantLinear runs on a CPU; the weight is on {weight.device}")
         if weight.dtype not in _SUFFIX_OF_DTYPE:
@@ -121,23 +123,23 @@ class InvariantLinear:
         if bias is not None:
             bias32 = torch.zeros(panels.shape[0] * PANEL, dtype=torch.float32)
             bias32[: weight.shape[0]] = bias.detach().float()
-        return cls(weight, panels, bias32)
-
-    @property
-    def out_features(self) -> int:
-        """N, the number of output columns."""
-        return int(self.plain.shape[0])
+        return cls(panels, bias32, int(weight.shape[0]))
 
     @property
     def in_features(self) -> int:
         """K, the length of an input row."""
-        return int(self.plain.shape[1])
+        return int(self.panels.shape[1])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weight's (and the rows') element type."""
+        return self.panels.dtype
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The projection of rows x [M, in_features] (CPU, the weight's dtype, unit stride along a
         row): a new contiguous [M, out_features] in x's dtype. ValueError for anything else."""
-        if x.device.type != "cpu" or x.dtype != self.plain.dtype or x.dim() != 2 or x.shape[1] != self.in_features:
-            raise ValueError(f"InvariantLinear of a {self.plain.dtype} weight {tuple(self.plain.shape)} takes CPU rows "
+        if x.device.type != "cpu" or x.dtype != self.dtype or x.dim() != 2 or x.shape[1] != self.in_features:
+            raise ValueError(f"InvariantLinear of a {self.dtype} weight {(self.out_features, self.in_features)} takes CPU rows "
                              f"[M, {self.in_features}] of that dtype; got shape {tuple(x.shape)}, dtype {x.dtype}, "
                              f"device {x.device}")
         if x.stride(1) != 1 and x.shape[1] > 1:
@@ -154,5 +156,5 @@ class InvariantLinear:
     @property
     def native(self) -> NativeProjectionEntry:
         """This projection through the native projection ABI: the same kernel `__call__` runs."""
-        entry = getattr(_library(), f"batch_invariant_linear_native_{_SUFFIX_OF_DTYPE[self.plain.dtype]}")
+        entry = getattr(_library(), f"batch_invariant_linear_native_{_SUFFIX_OF_DTYPE[self.dtype]}")
         return NativeProjectionEntry(address_of(entry), ctypes.addressof(self._descriptor), self.in_features, self.out_features)

@@ -1,7 +1,7 @@
 """A Llama-family decoder's weights, read as the entry class's loader decisions say, each
 projection group concatenated: one QKV and one gate/up matrix per layer. A matrix (a projection,
 the embedding, the LM head) is dense or kept quantized, as the reader hands it (weight_matrix);
-norms and biases are always dense. A decoder keeps its weights `released()`: each quantized matrix
+norms and biases are always dense. A decoder keeps its weights `released()`: each projection matrix
 lives on only in the projection packed from it.
 
 Concatenating lets a fused group run six projections per layer as three matmuls, which is what a
@@ -55,15 +55,21 @@ class DecoderWeights:
     lm_head: HeldMatrix
 
     def released(self) -> DecoderWeights:
-        """These weights with each quantized matrix replaced by its KernelOwned description, for a
-        decoder that has packed them all (the packed copy is then the only one)."""
+        """These weights as a decoder that has packed them all keeps them: every layer's projection
+        matrices, and a quantized embedding or LM head, replaced by their KernelOwned descriptions
+        (the packed copy is then the only one). A dense embedding and LM head stay: the lookup reads
+        the one, and a draft shares both with its target."""
         layers = tuple(replace(layer, qkv=_released(layer.qkv), o_proj=_released(layer.o_proj), gate_up=_released(layer.gate_up),
                                down=_released(layer.down)) for layer in self.layers)
-        return replace(self, embed=_released(self.embed), layers=layers, lm_head=_released(self.lm_head))
+        return replace(self, embed=_released_if_quantized(self.embed), layers=layers, lm_head=_released_if_quantized(self.lm_head))
 
 
 def _released(matrix: HeldMatrix) -> HeldMatrix:
-    return KernelOwned.of(matrix) if isinstance(matrix, QuantizedTensor) else matrix
+    return matrix if isinstance(matrix, KernelOwned) else KernelOwned.of(matrix)
+
+
+def _released_if_quantized(matrix: HeldMatrix) -> HeldMatrix:
+    return _released(matrix) if isinstance(matrix, QuantizedTensor) else matrix
 
 
 def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -15,23 +15,24 @@ from dataclasses import dataclass
 import torch
 
 from runtime_runner.errors import CheckpointError
-from runtime_runner.quantized_tensor import QuantizedTensor, QuantKind
+from runtime_runner.quantized_tensor import QuantizedTensor
 
 Matrix = torch.Tensor | QuantizedTensor
 
 
 @dataclass(frozen=True)
 class KernelOwned:
-    """A quantized matrix given up to the projection (or embedding) packed from it, which holds its
-    bytes in the kernel's layout; what is left is its description."""
+    """A matrix given up to the projection (or embedding) packed from it, which holds its values in
+    the kernel's layout; what is left is its description: its kind (a quantized kind, or a dense
+    matrix's dtype, as `kind_of` names it) and its shape."""
 
-    kind: QuantKind
+    kind: str
     shape: tuple[int, int]
 
     @classmethod
-    def of(cls, matrix: QuantizedTensor) -> KernelOwned:
+    def of(cls, matrix: Matrix) -> KernelOwned:
         """The description of `matrix`."""
-        return cls(matrix.kind, matrix.shape)
+        return cls(kind_of(matrix), (int(matrix.shape[0]), int(matrix.shape[1])))
 
 
 HeldMatrix = Matrix | KernelOwned  # what a decoder's weights hold in a matrix's place
