@@ -6,6 +6,8 @@ per-token size). The page size is read from the bags whenever it is needed, neve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from config_bags import get_memory, get_schedule, max_total_tokens_of
 
@@ -54,12 +56,12 @@ class KVPool:
         """Element type of the cache."""
         return self.k[0].dtype
 
-    def check_slots(self, slots: torch.Tensor) -> None:
+    def check_slots(self, slots: Sequence[int]) -> None:
         """Refuse slot indices the pool does not hold (before anything is written)."""
-        if slots.numel() > self.num_slots:
-            raise BatchError(f"batch writes {slots.numel()} tokens but the KV pool holds only {self.num_slots} slots")
-        if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= self.num_slots):
-            raise BatchError(f"batch writes KV slots {int(slots.min())}..{int(slots.max())}; accepted: 0..{self.num_slots - 1}")
+        if len(slots) > self.num_slots:
+            raise BatchError(f"batch writes {len(slots)} tokens but the KV pool holds only {self.num_slots} slots")
+        if slots and (min(slots) < 0 or max(slots) >= self.num_slots):
+            raise BatchError(f"batch writes KV slots {min(slots)}..{max(slots)}; accepted: 0..{self.num_slots - 1}")
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots` (cast to the cache dtype)."""

@@ -8,6 +8,7 @@ draft entry class, over a pool of the target's slots.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,29 +321,33 @@ class ModelRunner:
         for r, table, length in zip(requests, tables, seq, strict=True):
             if len(table) * page_size < length:
                 raise BatchError(f"request {r.rid!r} holds {length} tokens but its page table has {len(table)} pages of {page_size}")
-        width = max(len(t) for t in tables)
-        device = self.model.device
-        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
-        if int(page_table.min()) < 0 or int(page_table.max()) >= self.pool.num_pages:
-            raise BatchError(f"page table names pages {int(page_table.min())}..{int(page_table.max())}; accepted: 0..{self.pool.num_pages - 1}")
-        loc = torch.tensor(batch.out_cache_loc, dtype=torch.int64)
+        # Checked on Python ints: a decode step's batch is a few values, and a dozen small torch ops
+        # to check them cost more than a batch-1 step's attention (docs/benchmarks.md, CPU speed).
+        lowest, highest = min(min(t) for t in tables), max(max(t) for t in tables)
+        if lowest < 0 or highest >= self.pool.num_pages:
+            raise BatchError(f"page table names pages {lowest}..{highest}; accepted: 0..{self.pool.num_pages - 1}")
+        loc = list(batch.out_cache_loc)
         self.pool.check_slots(loc)
         if self._linear is not None:
             self._linear.check(requests)
-        positions = torch.tensor(batch.positions, dtype=torch.int64)
-        prefix_t, extend_t = torch.tensor(prefix), torch.tensor(extend)
-        owner = torch.repeat_interleave(torch.arange(len(requests)), extend_t, output_size=tokens)
-        expected_pos = prefix_t[owner] + torch.arange(tokens) - (torch.cumsum(extend_t, 0) - extend_t)[owner]
-        if not torch.equal(positions, expected_pos):
+        positions = list(batch.positions)
+        expected_pos = [start + i for start, length in zip(prefix, extend, strict=True) for i in range(length)]
+        if positions != expected_pos:
             raise BatchError("positions must run prefix_len, prefix_len+1, ... within each request; "
-                             f"got {positions.tolist()[:16]}, expected {expected_pos.tolist()[:16]}")
-        expected_loc = page_table[owner, positions // page_size] * page_size + positions % page_size
-        if not torch.equal(loc, expected_loc):
+                             f"got {positions[:16]}, expected {expected_pos[:16]}")
+        owners = [table for table, length in zip(tables, extend, strict=True) for _ in range(length)]
+        expected_loc = [table[pos // page_size] * page_size + pos % page_size for table, pos in zip(owners, positions, strict=True)]
+        if loc != expected_loc:
             raise BatchError("out_cache_loc must be the page-table slot of each token's position; "
-                             f"got {loc.tolist()[:16]}, expected {expected_loc.tolist()[:16]}")
+                             f"got {loc[:16]}, expected {expected_loc[:16]}")
+        width = max(len(t) for t in tables)
+        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+        prefix_t, extend_t = torch.tensor(prefix), torch.tensor(extend)
+        device = self.model.device
         metadata = AttentionMetadata(
             forward_mode=batch.forward_mode, page_size=page_size, page_table=page_table.to(device), prefix_lens=prefix_t.to(device),
             extend_lens=extend_t.to(device), seq_lens=(prefix_t + extend_t).to(device), num_tokens=tokens,
             max_extend_len=max(extend), max_seq_len=max(seq), draft_step=draft_step,
         )
-        return BatchTensors(torch.tensor(batch.input_ids, dtype=torch.int64, device=device), positions.to(device), loc.to(device), metadata)
+        as_tensor = functools.partial(torch.tensor, dtype=torch.int64, device=device)
+        return BatchTensors(as_tensor(batch.input_ids), as_tensor(positions), as_tensor(loc), metadata)
