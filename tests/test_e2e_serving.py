@@ -342,3 +342,18 @@ def test_sampling_parameters_reach_the_sampler(client: openai.OpenAI, http: http
         body = {"text": "Numbers: 0 1 2", "sampling_params": {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True, penalty: 2.0}}
         penalized = http.post("/generate", json=body).json()["output_ids"]
         assert penalized != greedy and len(set(penalized)) > len(set(greedy)), penalty
+
+
+def test_ready_means_every_process_is_up(model_dir: Path) -> None:
+    """The server announces itself ready only once its tokenizer worker has loaded too, so /health
+    answers 200 at once: a worker still loading took the CPU from the first requests and halved
+    their decode rate on a 2-core machine.
+
+    Reverse-verified by hand: without the launcher's wait for the worker, /health answered 503
+    ("starting: the tokenizer worker is loading") right after the ready line."""
+    running = ServerProcess(model_dir, "--device", "cpu", "--dtype", "float32")
+    try:
+        running.wait_announced()
+        assert running.health() == 200, running.log()
+    finally:
+        running.stop()

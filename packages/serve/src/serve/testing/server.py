@@ -60,6 +60,17 @@ class ServerProcess:
         self.stop()
         raise TimeoutError(f"serve was not ready within {timeout_s:.0f} s:\n{self.log()}")
 
+    def wait_announced(self, timeout_s: float = 180.0) -> None:
+        """Wait until the server prints its "ready at" line; raise with its log if it exits or times out."""
+        deadline = time.monotonic() + timeout_s
+        while "serve: ready at" not in self.log():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve exited with code {self.process.returncode} before it was ready:\n{self.log()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"serve did not announce itself ready within {timeout_s:.0f} s:\n{self.log()}")
+            time.sleep(0.05)
+
     def stop(self, timeout_s: float = 30.0) -> int:
         """Stop the server as an operator would (SIGINT) and return its exit code; kill its whole
         session if it does not stop in time."""

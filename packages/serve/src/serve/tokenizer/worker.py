@@ -90,6 +90,10 @@ class TokenizerWorker:
         error = self._started.exception()
         return None if error is None else f"the tokenizer worker failed to start: {error!r}"
 
+    async def started(self) -> None:
+        """Wait until the worker has loaded its tokenizer (raising what its start raised)."""
+        await asyncio.wrap_future(self._started)
+
     @property
     def pid(self) -> int | None:
         """The worker process's id, once it is up."""
