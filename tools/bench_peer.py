@@ -26,7 +26,9 @@ together, so in effect it sends --waves bursts of C. transformers runs the same 
 
 Figures per engine and level: output tok/s (all output tokens / wall time from the first send to
 the last token), TTFT p50 and p90 over the level's requests, and at C = 1 the batch-1 decode rate
-(tokens after the first / time from the first token to the last).
+(tokens after the first / time from the first token to the last). After the rounds, with every
+engine stopped, it measures the weight-read floor of the default model's bf16 and Q4_1 weights as
+our runner holds them (tools/weight_read_floor.py), to set the batch-1 rates against.
 
 Rounds: --repeat rounds, each running every engine (in the same order) at every level; an engine
 is started for its turn and stopped after it, so it runs alone on the machine. The table gives the
@@ -336,6 +338,27 @@ def run_rounds(engines: list[Engine], levels: list[int], settings: Settings, rep
     return results
 
 
+def weight_read_floors(threads: int) -> dict[str, float]:
+    """The batch-1 weight-read floor (tools/weight_read_floor.py) of the default model as our server
+    holds it from its bf16 conversion and from its bundled Q4_1 GGUF, with `threads` threads: the
+    rate a decode step would reach if it only read its weights, to set the batch-1 rates against."""
+    from attn_backends import build_attention_pair
+    from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+    from runtime_runner.default_model import bundled_gguf, ensure_default_model
+    from runtime_runner.runner import ModelRunner
+    from weight_read_floor import weight_read_floor
+
+    floors = {}
+    for name, path in (("bf16", ensure_default_model()), ("q4_1", bundled_gguf())):
+        publish(Bags(model=ModelBag(model_path=str(path)), memory=MemoryBag(max_total_tokens=1024),
+                     schedule=ScheduleBag(chunked_prefill_size=1024, max_prefill_tokens=1024)), role="standalone")
+        try:
+            floors[name] = weight_read_floor(ModelRunner(build_attention_pair).model, threads)
+        finally:
+            unpublish()
+    return floors
+
+
 def spread(values: list[float], scale: float, digits: int) -> str:
     """The median of `values` (times `scale`), and their min-max when there are several."""
     median = statistics.median(values) * scale
@@ -471,7 +494,11 @@ def main() -> None:
     started = time.monotonic()
     results = run_rounds(engines, levels, settings, args.repeat)
     elapsed = time.monotonic() - started
-    report = "\n".join([*(f"- {line}" for line in header), f"- took {elapsed / 60:.1f} min", "", table(results, names, levels), ""])
+    floors = weight_read_floors(settings.threads)
+    floor_line = ("weight-read floor at batch 1, measured after the rounds: "
+                  + ", ".join(f"{name} weights {rate:.1f} tok/s" for name, rate in floors.items()))
+    report = "\n".join([*(f"- {line}" for line in header), f"- took {elapsed / 60:.1f} min", f"- {floor_line}", "",
+                        table(results, names, levels), ""])
     print("\n" + report)
     if args.markdown:
         args.markdown.write_text(report, encoding="utf-8")
