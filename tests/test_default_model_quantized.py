@@ -83,12 +83,7 @@ def runner_on() -> Iterator[Any]:
 
 
 def _last_logits(runner: ModelRunner, prompts: list[list[int]]) -> torch.Tensor:
-    driver = StandaloneDriver(runner)
-    seqs = [driver.add(prompt) for prompt in prompts]
-    logits = driver.step().logits.float().clone()
-    for seq in seqs:
-        driver.finish(seq)
-    return logits
+    return StandaloneDriver(runner).prefill_logits(prompts).float()
 
 
 def test_the_bundled_gguf_as_served_is_within_tolerance_of_its_dequantized_model(reference: dict[str, Any], runner_on: Any) -> None:

@@ -11,18 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve.testing.server import ServerProcess
+from serve.testing.server import ServerProcess, process_alive
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
 
 
 def test_killed_scheduler_fails_requests_and_shuts_down(tmp_path: Path) -> None:
@@ -49,6 +41,6 @@ def test_killed_scheduler_fails_requests_and_shuts_down(tmp_path: Path) -> None:
         assert server.process.wait(30) == 1
         assert "the scheduler process died" in server.log()
         for role in ("scheduler", "detokenizer", "main"):
-            assert not alive(pids[role]), f"{role} process {pids[role]} outlived the launcher"
+            assert not process_alive(pids[role]), f"{role} process {pids[role]} outlived the launcher"
     finally:
         server.stop()

@@ -15,18 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve.testing.server import ServerProcess, free_port
+from serve.testing.server import ServerProcess, free_port, process_alive
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
 
 
 def test_two_nodes_serve_one_group_and_node_1_ends_with_node_0(tmp_path: Path) -> None:
@@ -64,7 +56,7 @@ def test_two_nodes_serve_one_group_and_node_1_ends_with_node_0(tmp_path: Path) -
         assert node0.stop() == 0
         assert node1.wait(60) == 1, log.read_text()
         assert "node 1 of 2: running scheduler.dp0.tp1; node 0 serves HTTP" in log.read_text()
-        assert not alive(remote_rank)
+        assert not process_alive(remote_rank)
     finally:
         node0.stop()
         if node1.poll() is None:

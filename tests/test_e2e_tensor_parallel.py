@@ -19,21 +19,13 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from serve.testing.server import ServerProcess
+from serve.testing.server import ServerProcess, process_alive
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 
 MODEL = "tiny-llama"
 RANKS = ("scheduler.dp0.tp0", "scheduler.dp0.tp1")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
 
 
 @pytest.fixture(scope="module")
@@ -121,4 +113,4 @@ def test_killing_one_rank_fails_requests_and_ends_the_server(server: ServerProce
     assert health.status_code == 503 and RANKS[1] in health.json()["reason"]
     assert server.process.wait(60) == 1
     for name in (*RANKS, "detokenizer", "main"):
-        assert not alive(pids[name]), f"{name} process {pids[name]} outlived the launcher"
+        assert not process_alive(pids[name]), f"{name} process {pids[name]} outlived the launcher"

@@ -87,11 +87,7 @@ Outcome = tuple[torch.Tensor, list[list[int]]]
 def _prefill_and_greedy(runner: ModelRunner) -> Outcome:
     """The prompts' last logits, prefilled together, and their greedy tokens, decoded together."""
     driver = StandaloneDriver(runner)
-    seqs = [driver.add(prompt) for prompt in PROMPTS]
-    logits = driver.step().logits.clone()
-    for seq in seqs:
-        driver.finish(seq)
-    return logits, driver.generate(PROMPTS, NEW_TOKENS)
+    return driver.prefill_logits(PROMPTS), driver.generate(PROMPTS, NEW_TOKENS)
 
 
 @pytest.fixture(scope="module")

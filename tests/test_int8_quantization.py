@@ -58,11 +58,7 @@ def _runner(model_dir: Path, **model: Any) -> ModelRunner:
 def _outcome(runner: ModelRunner) -> Outcome:
     """The prompts' last logits, prefilled together, and their greedy tokens, decoded together."""
     driver = StandaloneDriver(runner)
-    seqs = [driver.add(prompt) for prompt in PROMPTS]
-    logits = driver.step().logits.clone()
-    for seq in seqs:
-        driver.finish(seq)
-    return logits, driver.generate(PROMPTS, NEW_TOKENS)
+    return driver.prefill_logits(PROMPTS), driver.generate(PROMPTS, NEW_TOKENS)
 
 
 def _int8_reference(model_dir: Path, target: Path) -> Path:

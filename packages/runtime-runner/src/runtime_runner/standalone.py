@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import torch
+
 from config_bags import ForwardMode, get_schedule
 
 from runtime_runner.errors import BatchError
@@ -168,6 +170,15 @@ class StandaloneDriver:
         if seq.state_slot >= 0:
             self.free_state_slots.append(seq.state_slot)
             seq.state_slot = -1
+
+    def prefill_logits(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
+        """The last-token logits of `prompts` [prompts, vocab], prefilled together in one step (a
+        copy); their pages go back afterwards."""
+        seqs = [self.add(p) for p in prompts]
+        logits = self.step().logits.clone()
+        for seq in seqs:
+            self.finish(seq)
+        return logits
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, sampling: Sampling | None = None,
                  chunk: int | None = None) -> list[list[int]]:

@@ -21,6 +21,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` still runs: it exists and is not a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
 class ServerProcess:
     """`serve` running in a subprocess (its own session, so its children can be found and checked)."""
 
