@@ -9,12 +9,12 @@ batched 32 at a time too), so transformers' tokens are what one replica answers.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
@@ -52,15 +52,10 @@ def per_replica(http: httpx.Client, name: str) -> list[float]:
     return [metric_value(exposition, f'{name}{{replica="{replica}"}}') for replica in range(len(REPLICAS))]
 
 
-def settled(http: httpx.Client, name: str, want: float, timeout_s: float = 15.0) -> list[float]:
+def settled(http: httpx.Client, name: str, want: float) -> list[float]:
     """Each replica's `name` once their sum is `want`, or as they are at the deadline (each replica
     reports a few times a second)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        values = per_replica(http, name)
-        if sum(values) == want or time.monotonic() > deadline:
-            return values
-        time.sleep(0.2)
+    return first_satisfying(lambda: per_replica(http, name), lambda values: sum(values) == want)
 
 
 def test_64_concurrent_requests_are_answered_as_one_replica_answers(server: ServerProcess, http: httpx.Client, model_dir: Path) -> None:
