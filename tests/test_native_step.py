@@ -1,11 +1,12 @@
 """The native step (the whole decoder forward in one C++ call) computes exactly what the op-by-op
 forward computes: every sampled logits row and every K/V written into the pool, bitwise, for each
 Llama-family layout (Llama; Qwen2's q/k/v biases; Qwen3's per-head q/k norms), in bf16 and fp32,
-over prompts cut into 7-token chunks that extend over cached keys beside decodes.
+and in fp32 over a bf16 KV cache, over prompts cut into 7-token chunks that extend over cached keys beside decodes.
 
 Reverse-verified by hand: with native_step.cpp's q norm applied after the rotary instead of
 before it, the Qwen3 cases fail; with the KV copy writing each row's first head for every head, every
-case of the first test fails."""
+case of the first test fails; with the bf16 rounding of new keys truncating instead of rounding to
+nearest even, the fp32-over-bf16 cases fail."""
 
 from __future__ import annotations
 
@@ -29,11 +30,11 @@ PROMPTS = [[(7 * i + 3 * j) % 250 + 1 for j in range(length)] for i, length in e
 NEW_TOKENS = 5
 
 
-def _runner(model_dir: Path, dtype: str, *, deterministic: bool = True) -> ModelRunner:
+def _runner(model_dir: Path, dtype: str, *, deterministic: bool = True, kv_dtype: str = "auto") -> ModelRunner:
     unpublish()
     publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype),
                  schedule=ScheduleBag(page_size=4, chunked_prefill_size=-1, max_prefill_tokens=512),
-                 memory=MemoryBag(max_total_tokens=512),
+                 memory=MemoryBag(max_total_tokens=512, kv_cache_dtype=kv_dtype),
                  exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic))), role="standalone")
     return ModelRunner(build_attention_pair)
 
@@ -51,16 +52,17 @@ def _logits_of(runner: ModelRunner) -> list[torch.Tensor]:
     return rows
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize(("dtype", "kv_dtype"), [("bfloat16", "auto"), ("float32", "auto"), ("float32", "bfloat16")])
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_the_native_step_computes_the_op_by_op_forward_bitwise(name: str, dtype: str, tiny_checkpoint: Callable[..., Path],
-                                                                unpublished: None) -> None:
+def test_the_native_step_computes_the_op_by_op_forward_bitwise(name: str, dtype: str, kv_dtype: str,
+                                                                tiny_checkpoint: Callable[..., Path], unpublished: None) -> None:
     architecture, overrides = ARCHITECTURES[name]
     model_dir = tiny_checkpoint(architecture, **{**TINY, **overrides})
-    op_by_op = _runner(model_dir, dtype)
+    op_by_op = _runner(model_dir, dtype, kv_dtype=kv_dtype)
     op_by_op.native_step = None
-    native = _runner(model_dir, dtype)
+    native = _runner(model_dir, dtype, kv_dtype=kv_dtype)
     assert native.native_step is not None
+    assert native.pool.dtype == (torch.bfloat16 if kv_dtype == "bfloat16" else native.model.dtype)
     before = native.native_step.forwards
     expected, got = _logits_of(op_by_op), _logits_of(native)
     assert native.native_step.forwards - before == len(got)  # every forward of the run went through the step

@@ -204,7 +204,7 @@ class TrappedBackend:
             raise error
         return self._backend.attend(q, k_cache, v_cache, scale=scale)
 
-    def native_attention(self, dtype: torch.dtype) -> None:
+    def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> None:
         """None: the trap fires from attend, so the runner must take the op-by-op path that calls
         it rather than the native step, which would attend without passing through this wrapper."""
         return None

@@ -1,5 +1,6 @@
 """The CPU paged-attention kernel equals per-request causal softmax attention read from the pages,
-for decodes and prompt tokens (over a cached prefix or not) in one call, in every pool dtype, at
+for decodes and prompt tokens (over a cached prefix or not) in one call, in every pool dtype (and
+fp32 queries over bf16 pools), at
 the head sizes it has unrolled code for and at others, with its key ranges split or not; it
 refuses mismatched inputs with a message. (Building it, and the errors of a machine without a
 working compiler, are native_build's tests.)"""
@@ -70,6 +71,20 @@ def test_kernel_matches_per_request_softmax(dtype: torch.dtype, heads: int, kv_h
     torch.testing.assert_close(got.double(), case.expected, atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize(("heads", "kv_heads", "dim"), [(9, 3, 64), (6, 2, 24)])
+def test_fp32_queries_over_bf16_pools_compute_the_fp32_kernel_over_the_widened_pools(heads: int, kv_heads: int, dim: int) -> None:
+    """A float32 model over a bf16 KV cache: the answer is bitwise the fp32 kernel's over the
+    pools widened to fp32 (widening bf16 is exact, and the rest is the fp32 path).
+
+    Reverse-verified by hand: with the mixed entry reading its pools as fp32 (the float entry), the
+    test fails."""
+    case = _mixed_batch(16, heads, kv_heads, dim, torch.float32)
+    k16, v16 = case.k_cache.bfloat16(), case.v_cache.bfloat16()
+    got = paged_attention(case.q, k16, v16, case.queries, 0.3)
+    assert got.dtype == torch.float32
+    assert torch.equal(got, paged_attention(case.q, k16.float(), v16.float(), case.queries, 0.3))
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_lone_long_request_split_across_threads_gives_the_same_answer(threads: int) -> None:
     """One request of 2,000 keys and one KV head: the kernel splits its keys into eight ranges of
@@ -92,8 +107,10 @@ def test_a_lone_long_request_split_across_threads_gives_the_same_answer(threads:
 
 def test_mismatched_inputs_are_refused_with_what_is_accepted() -> None:
     c = _mixed_batch(1, 4, 2, 8, torch.float32)
-    with pytest.raises(TypeError, match="one dtype among .*got q torch.float32, k torch.bfloat16"):
+    with pytest.raises(TypeError, match="q float32 with pools bfloat16.*; got q torch.float32, k torch.bfloat16, v torch.float32"):
         paged_attention(c.q, c.k_cache.bfloat16(), c.v_cache, c.queries, 0.3)
+    with pytest.raises(TypeError, match="got q torch.bfloat16, k torch.float32"):
+        paged_attention(c.q.bfloat16(), c.k_cache, c.v_cache, c.queries, 0.3)
     with pytest.raises(ValueError, match="heads \\(4\\) a multiple of kv_heads \\(3\\)"):
         paged_attention(c.q, torch.cat([c.k_cache, c.k_cache[:1]]), torch.cat([c.v_cache, c.v_cache[:1]]), c.queries, 0.3)
     with pytest.raises(ValueError, match="requests, q_rows and seq_lens as contiguous int64 vectors of one length"):

@@ -59,7 +59,7 @@ def test_an_operator_context_length_is_kept_within_the_models_maximum(tiny_model
     ("leaves", "bytes_per_token"),
     [
         ({}, BF16_BYTES_PER_TOKEN),
-        ({"kv_cache_dtype": "float32"}, 2 * BF16_BYTES_PER_TOKEN),
+        ({"dtype": "float32", "kv_cache_dtype": "bfloat16"}, BF16_BYTES_PER_TOKEN),
         ({"dtype": "float32"}, 2 * BF16_BYTES_PER_TOKEN),
         # A tensor-parallel rank's pool holds its KV heads: one of the two over 2 ranks, one replicated over 4.
         ({"tp_size": 2}, BF16_BYTES_PER_TOKEN // 2),
@@ -86,17 +86,17 @@ def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: s
 def test_max_total_tokens_is_whole_pages_and_an_operator_value_wins(tiny_model: Path) -> None:
     """Reverse-verified: with `declare` no longer skipping operator-set leaves, the operator's
     1000 is overwritten and this test fails (so do three others here)."""
-    args = resolved(tiny_model, kv_cache_memory_mb=1, page_size=64, kv_cache_dtype="float32").server_args
+    args = resolved(tiny_model, kv_cache_memory_mb=1, page_size=64, dtype="float32").server_args
     assert args.max_total_tokens == 1024 * 1024 // (2 * BF16_BYTES_PER_TOKEN) // 64 * 64
     kept = resolved(tiny_model, max_total_tokens=1000).server_args
     assert (kept.max_total_tokens, kept.provenance_of("max_total_tokens")) == (1000, "cli")
 
 
 def test_chunked_prefill_size_follows_the_pool_and_the_context(tiny_model: Path) -> None:
-    small_pool = resolved(tiny_model, kv_cache_memory_mb=1, kv_cache_dtype="float32", context_length=4096 // 8).server_args
+    small_pool = resolved(tiny_model, kv_cache_memory_mb=1, dtype="float32", context_length=4096 // 8).server_args
     assert small_pool.max_total_tokens == 2048
     assert (small_pool.chunked_prefill_size, small_pool.provenance_of("chunked_prefill_size")) == (512, "resolved:chunked_prefill_size")
-    tiny_pool = resolved(tiny_model, kv_cache_memory_mb=1, kv_cache_dtype="float32", tp_size=1, page_size=16, dtype="float32").server_args
+    tiny_pool = resolved(tiny_model, kv_cache_memory_mb=1, tp_size=1, page_size=16, dtype="float32").server_args
     assert tiny_pool.chunked_prefill_size == 2048 // 4
     off = resolved(tiny_model, chunked_prefill_size=-1).server_args
     assert (off.chunked_prefill_size, off.chunk_size) == (-1, None)
@@ -105,7 +105,7 @@ def test_chunked_prefill_size_follows_the_pool_and_the_context(tiny_model: Path)
 
 
 def test_max_running_requests_never_exceeds_the_pages(tiny_model: Path) -> None:
-    args = resolved(tiny_model, kv_cache_memory_mb=1, kv_cache_dtype="float32", page_size=16).server_args
+    args = resolved(tiny_model, kv_cache_memory_mb=1, dtype="float32", page_size=16).server_args
     assert args.max_total_tokens == 2048
     assert (args.max_running_requests, args.provenance_of("max_running_requests")) == (128, "resolved:max_running_requests")
     roomy = resolved(tiny_model).server_args

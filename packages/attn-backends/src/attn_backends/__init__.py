@@ -33,6 +33,7 @@ from attn_backends.effective_names import (
 )
 from attn_backends.host_support import refusal_on
 from attn_backends.hybrid import HybridAttentionBackend
+from attn_backends.kv_dtypes import kv_dtype_refusal
 from attn_backends.linear_attn_backend import LinearAttnBackend, LinearAttnBackendFactory
 from attn_backends.linear_attn_kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
 from attn_backends.linear_attn_resolver import device_linear_attn_backend, resolve_linear_attn_backends
@@ -69,6 +70,7 @@ __all__ = [
     "build_attention_backend",
     "build_attention_pair",
     "effective_backend_name",
+    "kv_dtype_refusal",
     "device_linear_attn_backend",
     "linear_attn_kernels_for",
     "resolve_linear_attn_backends",

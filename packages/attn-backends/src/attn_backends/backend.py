@@ -49,7 +49,7 @@ class AttentionBackend(ABC):
         """Attention of the planned forward for one layer: q [tokens, heads, head_dim] against the
         layer's pool k_cache/v_cache [kv_heads, slots, head_dim]; answers [tokens, heads, head_dim]."""
 
-    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+    def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativeAttention | None:
         """The planned forward's attention as a C entry a native caller runs per layer
         (native_attention.py), or None: this backend attends from Python only."""
         return None

@@ -54,9 +54,9 @@ class CpuPagedBackend(AttentionBackend):
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         return paged_attention(q, k_cache, v_cache, self._queries, scale)
 
-    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+    def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativeAttention | None:
         """The planned forward's rows through the kernel's native entry (the same template `attend` runs)."""
         if self._queries is None:
             raise RuntimeError("native_attention() was called before plan(); plan each forward first")
-        self._native = native_paged_attention(self._queries, dtype)
+        self._native = native_paged_attention(self._queries, dtype, kv_dtype)
         return self._native.native

@@ -55,8 +55,8 @@ class DraftRunnerBackend(AttentionBackend):
             raise RuntimeError("attend() was called before plan(); plan each forward first")
         return self._selected.attend(q, k_cache, v_cache, scale=scale)
 
-    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+    def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativeAttention | None:
         """The selected backend's native entry."""
         if self._selected is None:
             raise RuntimeError("native_attention() was called before plan(); plan each forward first")
-        return self._selected.native_attention(dtype)
+        return self._selected.native_attention(dtype, kv_dtype)

@@ -2,7 +2,8 @@
 
 A runner that runs every layer of a forward in one C++ call (runtime_runner's native step) cannot
 call back into Python for each layer's attention. A backend that can attend from C++ answers
-`native_attention(dtype)` after `plan`, with this forward's entry:
+`native_attention(dtype, kv_dtype)` after `plan`, with this forward's entry for q in `dtype` over
+pools in `kv_dtype`:
 
     extern "C" void entry(const void* plan, const void* q, int64_t q_row_stride, int64_t q_head_stride,
                           const void* k_pool, const void* v_pool, int64_t kv_head_stride,
@@ -29,5 +30,5 @@ from dataclasses import dataclass
 class NativeAttention:
     """One planned forward's attention as a native caller calls it: the entry's address and the plan's."""
 
-    entry: int  # address of the C entry for the forward's dtype
+    entry: int  # address of the C entry for the forward's q and pool dtypes
     plan: int  # address of the plan the entry reads (alive until the backend plans again)

@@ -9,6 +9,9 @@
 // (flash-decoding) in fp32 (fp64 for fp64 pools). A long request is split into key ranges whose
 // partial results are merged, so that a small batch still keeps every thread busy.
 //
+// Queries and outputs are in the compute dtype; the pools are in it too, or in bf16 under fp32
+// compute (a float32 model with a bf16 KV cache reads half the bytes per key).
+//
 // Batch invariance: a row's output is a function of its query, its keys and values and its key
 // count alone. Key ranges are fixed by position (keys [r * kSplitKeys, (r + 1) * kSplitKeys)),
 // never sized by the batch or the thread count; blocks of kBlock keys start at multiples of kBlock;
@@ -107,8 +110,8 @@ struct Shape {
 // One (query row, KV head, key range): the unnormalized output rows [group][head_dim], then their
 // running maxima [group] and sums [group], written to `partial`. kDim is the head size when known
 // at compile time (the inner loops then unroll and stay in registers), 0 for any other size.
-template <typename T, int64_t kDim>
-void attend_range(const T* q, const T* k_pool, const T* v_pool, const int64_t* pages, int64_t kv_head,
+template <typename T, typename KV, int64_t kDim>
+void attend_range(const T* q, const KV* k_pool, const KV* v_pool, const int64_t* pages, int64_t kv_head,
                   int64_t key_begin, int64_t key_end, const Shape& s, typename Accumulator<T>::type* partial) {
   using A = typename Accumulator<T>::type;
   const int64_t group = s.heads / s.kv_heads, d = kDim > 0 ? kDim : s.head_dim;
@@ -118,8 +121,8 @@ void attend_range(const T* q, const T* k_pool, const T* v_pool, const int64_t* p
     const T* q_row = q + (kv_head * group + g) * s.q_head_stride;
     for (int64_t i = 0; i < d; ++i) query[g * d + i] = widen(q_row[i]) * A(s.scale);
   }
-  const T* key_rows[kBlock];
-  const T* value_rows[kBlock];
+  const KV* key_rows[kBlock];
+  const KV* value_rows[kBlock];
   for (int64_t start = key_begin; start < key_end; start += kBlock) {
     const int64_t n = std::min(kBlock, key_end - start);
     for (int64_t j = 0; j < n; ++j) {
@@ -304,26 +307,26 @@ void attend_range_bf16_of_group(const bf16_t* q, const bf16_t* k_pool, const bf1
 }
 #endif
 
-template <typename T>
-void attend_range_of_dim(const T* q, const T* k_pool, const T* v_pool, const int64_t* pages, int64_t kv_head,
+template <typename T, typename KV>
+void attend_range_of_dim(const T* q, const KV* k_pool, const KV* v_pool, const int64_t* pages, int64_t kv_head,
                          int64_t key_begin, int64_t key_end, const Shape& s, typename Accumulator<T>::type* partial) {
 #if defined(__AVX512BF16__)
-  if constexpr (std::is_same_v<T, bf16_t>) {
+  if constexpr (std::is_same_v<T, bf16_t> && std::is_same_v<KV, bf16_t>) {
     if (s.head_dim == 64) return attend_range_bf16_of_group<64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
     if (s.head_dim == 128) return attend_range_bf16_of_group<128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
   }
 #endif
   switch (s.head_dim) {
-    case 64: return attend_range<T, 64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
-    case 128: return attend_range<T, 128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
-    default: return attend_range<T, 0>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    case 64: return attend_range<T, KV, 64>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    case 128: return attend_range<T, KV, 128>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
+    default: return attend_range<T, KV, 0>(q, k_pool, v_pool, pages, kv_head, key_begin, key_end, s, partial);
   }
 }
 
 // Every (query row, KV head, key range) in parallel, then each (row, KV head)'s ranges merged in
 // position order. Row i's ranges are items first_item[i] .. first_item[i + 1] - 1 of each KV head.
-template <typename T>
-void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int64_t* page_table,
+template <typename T, typename KV>
+void paged_attention(const T* q, const KV* k_pool, const KV* v_pool, const int64_t* page_table,
                   const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,
                   int64_t rows, int64_t threads, const Shape& s, T* out) {
   using A = typename Accumulator<T>::type;
@@ -367,8 +370,8 @@ void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int64_t
 
 }  // namespace
 
-// One C entry point per element type; `out` is a fresh contiguous [rows, heads, head_dim].
-#define PAGED_ATTENTION_ENTRY(name, T)                                                                          \
+// One C entry point per (compute, pool) element type; `out` is a fresh contiguous [rows, heads, head_dim].
+#define PAGED_ATTENTION_ENTRY(name, T, KV)                                                                        \
   extern "C" void name(const void* q, const void* k_pool, const void* v_pool, const int64_t* page_table,     \
                        const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of,       \
                        int64_t rows, int64_t threads, int64_t heads,        int64_t kv_heads,    \
@@ -377,15 +380,16 @@ void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int64_t
                        double scale, void* out) {                                                           \
     const Shape shape{heads, kv_heads, head_dim, page_size, q_row_stride, q_head_stride,                     \
                       kv_head_stride, kv_slot_stride, page_table_stride, scale};                             \
-    paged_attention<T>(static_cast<const T*>(q), static_cast<const T*>(k_pool), static_cast<const T*>(v_pool),  \
+    paged_attention<T, KV>(static_cast<const T*>(q), static_cast<const KV*>(k_pool), static_cast<const KV*>(v_pool), \
                     page_table, request_of, q_row_of, seq_len_of, rows, threads, shape,                   \
                     static_cast<T*>(out));                                                                   \
   }
 
-PAGED_ATTENTION_ENTRY(paged_attention_bfloat16, bf16_t)
-PAGED_ATTENTION_ENTRY(paged_attention_float16, _Float16)
-PAGED_ATTENTION_ENTRY(paged_attention_float32, float)
-PAGED_ATTENTION_ENTRY(paged_attention_float64, double)
+PAGED_ATTENTION_ENTRY(paged_attention_bfloat16, bf16_t, bf16_t)
+PAGED_ATTENTION_ENTRY(paged_attention_float16, _Float16, _Float16)
+PAGED_ATTENTION_ENTRY(paged_attention_float32, float, float)
+PAGED_ATTENTION_ENTRY(paged_attention_float64, double, double)
+PAGED_ATTENTION_ENTRY(paged_attention_float32_bfloat16, float, bf16_t)
 
 // The native attention ABI (native_attention.py): one forward's planned query rows, handed back by
 // a native caller (the runner's whole-step forward) for every layer, with that layer's q and pools.
@@ -399,7 +403,7 @@ struct PagedPlan {
   int64_t rows, page_size, page_table_stride;
 };
 
-#define PAGED_ATTENTION_NATIVE_ENTRY(name, T)                                                                    \
+#define PAGED_ATTENTION_NATIVE_ENTRY(name, T, KV)                                                                 \
   extern "C" void name(const void* plan, const void* q, int64_t q_row_stride, int64_t q_head_stride,          \
                        const void* k_pool, const void* v_pool, int64_t kv_head_stride, int64_t kv_slot_stride,  \
                        int64_t heads, int64_t kv_heads, int64_t head_dim, double scale, int64_t threads,        \
@@ -407,12 +411,13 @@ struct PagedPlan {
     const PagedPlan& p = *static_cast<const PagedPlan*>(plan);                                                 \
     const Shape shape{heads, kv_heads, head_dim, p.page_size, q_row_stride, q_head_stride,                    \
                       kv_head_stride, kv_slot_stride, p.page_table_stride, scale};                             \
-    paged_attention<T>(static_cast<const T*>(q), static_cast<const T*>(k_pool), static_cast<const T*>(v_pool), \
+    paged_attention<T, KV>(static_cast<const T*>(q), static_cast<const KV*>(k_pool), static_cast<const KV*>(v_pool), \
                        p.page_table, p.request_of, p.q_row_of, p.seq_len_of, p.rows, threads, shape,           \
                        static_cast<T*>(out));                                                                  \
   }
 
-PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_bfloat16, bf16_t)
-PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float16, _Float16)
-PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float32, float)
-PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float64, double)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_bfloat16, bf16_t, bf16_t)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float16, _Float16, _Float16)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float32, float, float)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float64, double, double)
+PAGED_ATTENTION_NATIVE_ENTRY(paged_attention_native_float32_bfloat16, float, bf16_t)

@@ -27,8 +27,14 @@ from attn_backends.native_attention import NativeAttention
 WHAT = "the cpu_paged attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
-_ENTRY_OF_DTYPE = {torch.bfloat16: "paged_attention_bfloat16", torch.float16: "paged_attention_float16",
-                   torch.float32: "paged_attention_float32", torch.float64: "paged_attention_float64"}
+# (q and output dtype, pool dtype) -> entry: each dtype alone, and a bf16 pool under fp32 compute.
+_ENTRY_OF_DTYPES = {(torch.bfloat16, torch.bfloat16): "paged_attention_bfloat16", (torch.float16, torch.float16): "paged_attention_float16",
+                    (torch.float32, torch.float32): "paged_attention_float32", (torch.float64, torch.float64): "paged_attention_float64",
+                    (torch.float32, torch.bfloat16): "paged_attention_float32_bfloat16"}
+
+
+def _accepted_dtypes() -> str:
+    return ", ".join(f"q {str(q).removeprefix('torch.')} with pools {str(kv).removeprefix('torch.')}" for q, kv in _ENTRY_OF_DTYPES)
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ def _library() -> ctypes.CDLL:
     """The kernel, loaded once per process (built on first use on this machine)."""
     library = load_library(SOURCE, FLAGS, package="attn-backends", what=WHAT)
     i64, pointer = ctypes.c_int64, ctypes.c_void_p
-    for entry in _ENTRY_OF_DTYPE.values():
+    for entry in _ENTRY_OF_DTYPES.values():
         getattr(library, entry).argtypes = [pointer] * 7 + [i64] * 11 + [ctypes.c_double, pointer]
         getattr(library, entry).restype = None
         native = getattr(library, entry.replace("paged_attention", "paged_attention_native"))
@@ -93,13 +99,13 @@ class NativePagedAttention:
     native: NativeAttention
 
 
-def native_paged_attention(queries: PagedQueries, dtype: torch.dtype) -> NativePagedAttention:
-    """The native attention ABI's entry for `queries` in `dtype` (native_attention.py)."""
-    if dtype not in _ENTRY_OF_DTYPE:
-        raise TypeError(f"paged_attention takes one dtype among {sorted(map(str, _ENTRY_OF_DTYPE))}; got {dtype}")
+def native_paged_attention(queries: PagedQueries, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativePagedAttention:
+    """The native attention ABI's entry for `queries` with q in `dtype` over pools in `kv_dtype` (native_attention.py)."""
+    if (dtype, kv_dtype) not in _ENTRY_OF_DTYPES:
+        raise TypeError(f"paged_attention takes {_accepted_dtypes()}; got q {dtype} with pools {kv_dtype}")
     plan = PagedPlan(queries.page_table.data_ptr(), queries.requests.data_ptr(), queries.q_rows.data_ptr(),
                      queries.seq_lens.data_ptr(), queries.seq_lens.shape[0], queries.page_size, queries.page_table.stride(0))
-    entry = getattr(_library(), _ENTRY_OF_DTYPE[dtype].replace("paged_attention", "paged_attention_native"))
+    entry = getattr(_library(), _ENTRY_OF_DTYPES[dtype, kv_dtype].replace("paged_attention", "paged_attention_native"))
     address = ctypes.cast(entry, ctypes.c_void_p).value
     assert address is not None  # a loaded library's function has one
     return NativePagedAttention(queries, plan, NativeAttention(address, ctypes.addressof(plan)))
@@ -112,9 +118,8 @@ def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_t
     if any(r.dtype != torch.int64 or r.dim() != 1 or r.stride(0) != 1 or r.shape != rows[0].shape for r in rows):
         raise ValueError("paged_attention takes requests, q_rows and seq_lens as contiguous int64 vectors of one length; "
                          f"got {[(r.dtype, tuple(r.shape)) for r in rows]}")
-    if q.dtype not in _ENTRY_OF_DTYPE or not q.dtype == k_cache.dtype == v_cache.dtype:
-        raise TypeError(f"paged_attention takes q and pools of one dtype among {sorted(map(str, _ENTRY_OF_DTYPE))}; "
-                        f"got q {q.dtype}, k {k_cache.dtype}, v {v_cache.dtype}")
+    if (q.dtype, k_cache.dtype) not in _ENTRY_OF_DTYPES or k_cache.dtype != v_cache.dtype:
+        raise TypeError(f"paged_attention takes {_accepted_dtypes()}; got q {q.dtype}, k {k_cache.dtype}, v {v_cache.dtype}")
     if not q.device.type == k_cache.device.type == v_cache.device.type == page_table.device.type == "cpu":
         raise ValueError(f"paged_attention runs on CPU tensors; got q on {q.device}, pools on {k_cache.device}")
     if q.dim() != 3 or k_cache.dim() != 3 or k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride():
@@ -144,7 +149,7 @@ def _paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     _check(q, k_cache, v_cache, page_table, (requests, q_rows, seq_lens))
     rows = seq_lens.shape[0]
     out = q.new_empty(rows, q.shape[1], q.shape[2])
-    getattr(_library(), _ENTRY_OF_DTYPE[q.dtype])(
+    getattr(_library(), _ENTRY_OF_DTYPES[q.dtype, k_cache.dtype])(
         q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), page_table.data_ptr(), requests.data_ptr(),
         q_rows.data_ptr(), seq_lens.data_ptr(), rows, torch.get_num_threads(), q.shape[1],
         k_cache.shape[0], q.shape[2], page_size, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),

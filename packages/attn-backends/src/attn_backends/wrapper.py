@@ -30,6 +30,6 @@ class WrapperBackend(AttentionBackend):
         """The wrapped backend's attention."""
         return self.wrapped.attend(q, k_cache, v_cache, scale=scale)
 
-    def native_attention(self, dtype: torch.dtype) -> NativeAttention | None:
+    def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativeAttention | None:
         """The wrapped backend's native entry (its side job runs around plan, which the native caller still calls)."""
-        return self.wrapped.native_attention(dtype)
+        return self.wrapped.native_attention(dtype, kv_dtype)

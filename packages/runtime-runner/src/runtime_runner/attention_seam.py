@@ -52,7 +52,7 @@ class AttentionBackend(Protocol):
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor: ...
 
-    def native_attention(self, dtype: torch.dtype) -> NativeAttentionView | None:
+    def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativeAttentionView | None:
         """The planned forward's attention as a C entry the native step calls per layer, or None."""
         ...
 

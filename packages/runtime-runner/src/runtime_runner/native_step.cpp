@@ -7,7 +7,8 @@
 // each projection through the native projection ABI, the fused norm / SiLU-and-mul / rotary ops of
 // cpu_fused_ops.cpp, and the attention backend's native entry. So a row's bits are those of the
 // op-by-op forward, and batch invariance carries over unchanged. This file computes nothing itself
-// but the copies of new keys and values into the pool.
+// but the copies of new keys and values into the pool (rounded to bf16, as torch rounds, where a
+// float32 model keeps a bf16 pool).
 //
 // Per layer, as DecoderForCausalLM.hidden_states runs it:
 //   qkv = qkv_proj(x)
@@ -52,6 +53,7 @@ struct Layer {
 // What is fixed once the model is loaded.
 struct Model {
     int64_t layers, hidden, heads, kv_heads, head_dim, intermediate, element_size;
+    int64_t kv_element_size;                 // the pools': element_size, or 2 for a bf16 pool under fp32
     int64_t kv_head_stride, kv_slot_stride;  // the pools' strides, in elements
     double eps, scale;
     AddRmsNorm add_rms_norm;
@@ -84,14 +86,33 @@ inline char* at(void* base, int64_t elements, int64_t element_size) {
     return static_cast<char*>(base) + elements * element_size;
 }
 
+// fp32 to bf16, rounded to nearest even with NaN kept a NaN: what torch's .to(torch.bfloat16) does.
+inline uint16_t bf16_of(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return uint16_t(bits >> 16);
+}
+
+// One head's row into the pool: copied, or rounded to bf16 where the pool is narrower.
+void store_row(const Model& m, void* pool, int64_t at_element, const char* row) {
+    if (m.kv_element_size == m.element_size) {
+        std::memcpy(at(pool, at_element, m.element_size), row, m.head_dim * m.element_size);
+        return;
+    }
+    const float* from = reinterpret_cast<const float*>(row);
+    uint16_t* to = reinterpret_cast<uint16_t*>(at(pool, at_element, m.kv_element_size));
+    for (int64_t i = 0; i < m.head_dim; ++i) to[i] = bf16_of(from[i]);
+}
+
 // Each row's keys and values ([rows, kv_heads, head_dim] at the given row strides) into its slot.
 void write_kv(const Model& m, const Layer& l, const Step& s, const char* k, int64_t k_row, const char* v, int64_t v_row) {
-    const int64_t bytes = m.head_dim * m.element_size;
     for (int64_t r = 0; r < s.rows; ++r)
         for (int64_t h = 0; h < m.kv_heads; ++h) {
             const int64_t pool = h * m.kv_head_stride + s.slots[r] * m.kv_slot_stride;
-            std::memcpy(at(l.k_pool, pool, m.element_size), k + (r * k_row + h * m.head_dim) * m.element_size, bytes);
-            std::memcpy(at(l.v_pool, pool, m.element_size), v + (r * v_row + h * m.head_dim) * m.element_size, bytes);
+            store_row(m, l.k_pool, pool, k + (r * k_row + h * m.head_dim) * m.element_size);
+            store_row(m, l.v_pool, pool, v + (r * v_row + h * m.head_dim) * m.element_size);
         }
 }
 

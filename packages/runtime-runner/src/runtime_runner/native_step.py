@@ -8,7 +8,8 @@ ops, and the attention backend's native entry. A row's bits are therefore the op
 (tests/test_native_step.py holds them equal), and so is batch invariance.
 
 A decoder gets one only where every piece has a C entry: on a CPU, in fp32/bf16/fp16 with a pool
-of the same dtype, every projection native (the batch-invariant linear or a quantized matrix; not
+of the same dtype (or a bf16 pool under fp32, which the step rounds its new keys and values into as
+the op-by-op forward's KVPool.write does), every projection native (the batch-invariant linear or a quantized matrix; not
 oneDNN's packed linear, not an unfused group), and, per forward, an attention backend that answers
 `native_attention` (cpu_paged). Otherwise the forward runs op by op, as before.
 """
@@ -34,6 +35,7 @@ SOURCE = Path(__file__).with_name("native_step.cpp")
 # The step computes nothing but copies: it only calls the kernels' own entries.
 FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c++17")
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_POOL_DTYPES = {(dtype, dtype) for dtype in _DTYPES} | {(torch.float32, torch.bfloat16)}  # (model, pool)
 
 
 class _ProjectionCall(ctypes.Structure):
@@ -49,7 +51,8 @@ class _Layer(ctypes.Structure):
 class _Model(ctypes.Structure):
     _fields_ = [("layers", ctypes.c_int64), ("hidden", ctypes.c_int64), ("heads", ctypes.c_int64),
                 ("kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("intermediate", ctypes.c_int64),
-                ("element_size", ctypes.c_int64), ("kv_head_stride", ctypes.c_int64), ("kv_slot_stride", ctypes.c_int64),
+                ("element_size", ctypes.c_int64), ("kv_element_size", ctypes.c_int64), ("kv_head_stride", ctypes.c_int64),
+                ("kv_slot_stride", ctypes.c_int64),
                 ("eps", ctypes.c_double), ("scale", ctypes.c_double), ("add_rms_norm", ctypes.c_void_p),
                 ("silu_mul", ctypes.c_void_p), ("rope", ctypes.c_void_p), ("layer", ctypes.POINTER(_Layer))]
 
@@ -109,7 +112,8 @@ class NativeDecoderStep:
             for entries, layer, next_norm, k, v in zip(layers, w.layers, next_norms, pool.k, pool.v, strict=True)])
         norm, silu, rope = cpu_fused_ops.native_entries(model.dtype)
         self._model = _Model(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
-                             cfg.intermediate_size, pool.k[0].element_size(), pool.k[0].stride(0), pool.k[0].stride(1),
+                             cfg.intermediate_size, model.dtype.itemsize, pool.k[0].element_size(), pool.k[0].stride(0),
+                             pool.k[0].stride(1),
                              cfg.rms_norm_eps, model.attention_scale, norm, silu, rope, self._layers)
         self._workspace: _Workspace | None = None
         self.forwards = 0  # forwards run through the step (what /server_info and the tests read)
@@ -118,7 +122,7 @@ class NativeDecoderStep:
     def of(cls, model: DecoderForCausalLM, pool: KVPool) -> NativeDecoderStep | None:
         """The native step of `model` over `pool`, or None when some piece has no C entry (the
         forward then runs op by op)."""
-        if model.device.type != "cpu" or model.dtype not in _DTYPES or pool.dtype != model.dtype:
+        if model.device.type != "cpu" or (model.dtype, pool.dtype) not in _POOL_DTYPES:
             return None
         layers = []
         for projections in model.projections:

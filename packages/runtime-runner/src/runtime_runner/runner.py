@@ -236,7 +236,7 @@ class ModelRunner:
         over the state pool, whose slots then hold the states after the batch."""
         attention = self._planned_attention(tensors)
         if isinstance(self.model, DecoderForCausalLM):
-            native = None if self.native_step is None else self._attention.native_attention(self.model.dtype)
+            native = None if self.native_step is None else self._attention.native_attention(self.model.dtype, self.pool.dtype)
             if self.native_step is not None and native is not None:
                 return self.native_step.hidden_states(tensors.input_ids, tensors.positions, tensors.out_cache_loc, native)
             return self.model.hidden_states(tensors.input_ids, tensors.positions, attention)

@@ -34,6 +34,7 @@ HANDLERS: tuple[Handler, ...] = (
     model.tensor_parallel,
     model.linear_attention,
     model.draft_model,
+    memory.kv_cache_dtype_attended,
     memory.max_total_tokens,
     schedule.chunked_prefill_size,
     schedule.max_prefill_tokens,
