@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 
@@ -107,7 +108,8 @@ def test_chunked_and_retracted_together_equals_alone(alone_cold: tuple[ServerPro
     try:
         server.wait_ready(timeout_s=420)
         together, _ = _all_together(server)
-        retractions = metric_value(httpx.get(server.base_url + "/metrics", timeout=30).text, "serve_retractions_total")
+        retractions = first_satisfying(lambda: metric_value(httpx.get(server.base_url + "/metrics", timeout=30).text,
+                                                            "serve_retractions_total"), lambda n: n > 0)
     finally:
         server.stop()
     assert retractions > 0

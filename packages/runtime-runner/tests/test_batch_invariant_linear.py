@@ -139,6 +139,41 @@ def test_the_portable_path_computes_the_same_chains_as_the_avx2_path() -> None:
         _assert_same_bits(bil.run(x, linear.panels, linear.bias32, 77, portable), linear(x), f"portable {dtype}")
 
 
+amx = pytest.mark.skipif(not bil.amx_layout(64), reason="this CPU has no AMX tiles (amx_bf16), or Linux withholds them")
+
+
+@amx
+@pytest.mark.parametrize(("n", "k"), [(37, 64), (300, 576), (960, 576)])
+def test_the_amx_tile_chain_is_batch_invariant_and_a_linear(n: int, k: int) -> None:
+    """bf16 with K a multiple of 32 on an AMX CPU runs the tile chain: every row of calls of 1 to
+    70 rows (one and two row tiles, tails of each) is bitwise the row alone, on 1 thread as on 2,
+    and within the output's rounding (plus the fp32 accumulation's) of a float64 linear.
+
+    Reverse-verified by hand: with the second row tile reading its x blocks in decreasing k
+    order (rows 16-31 of a call computed otherwise than row 0-15 are), every case fails."""
+    x, weight, bias = _operands(7 + n, 70, n, k, torch.bfloat16, True)
+    linear = InvariantLinear.of(weight, bias)
+    alone = torch.cat([linear(x[i : i + 1]) for i in range(70)])
+    for m in (1, 5, 16, 17, 31, 32, 33, 70):
+        _assert_same_bits(linear(x[:m]), alone[:m], f"{m} rows against each alone")
+    _assert_same_bits(_with_threads(1, linear, x), _with_threads(2, linear, x), "1 thread against 2")
+    want = F.linear(x.double(), weight.double(), bias.double())
+    scale = x.double().abs() @ weight.double().abs().T + bias.double().abs()
+    excess = (alone.double() - want).abs() - (1e-5 * scale + 2.0**-8 * want.abs())
+    assert float(excess.max()) <= 0, f"worst excess {float(excess.max()):.3g}"
+
+
+@amx
+def test_amx_panels_hold_each_columns_k_pairs_side_by_side() -> None:
+    """Panel p of the AMX layout is [K / 2][16][2]: element (k, column c) of the weight at
+    [k // 2][c][k % 2]; K = 31 * 2 (not a multiple of 32) keeps the fp32 chain's layout."""
+    weight = torch.arange(20 * 64, dtype=torch.float32).view(20, 64).bfloat16()
+    panels = InvariantLinear.of(weight).panels.view(2, 32, 16, 2)
+    assert torch.equal(panels[0, 5, 3], weight[3, 10:12]) and torch.equal(panels[1, 31, 3], weight[19, 62:64])
+    assert float(panels[1, 0, 4:].abs().sum()) == 0  # columns 20..31 are padding
+    assert not bil.amx_layout(62)
+
+
 def test_packing_copies_and_holds_only_the_panels() -> None:
     weight = torch.randn(20, 8).bfloat16()
     before = weight.clone()

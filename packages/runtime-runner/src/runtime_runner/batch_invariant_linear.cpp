@@ -23,6 +23,16 @@
 // (high half): one load, a shift and a mask widen both halves, with no shuffle. x's rows are widened to fp32 once per call (bf16/fp16) or read in place
 // (fp32); the bias comes as fp32 [16 * panels], zero-padded.
 //
+// bf16 on a CPU with AMX (amx_bf16: tile matrix multiply), K a multiple of 32: the weight is packed
+// in AMX's pair layout instead (panel p = [K/2][16][2], k pairs of each column side by side), and
+// every output element is ONE chain of tile dot products over the k blocks 0..31, 32..63, ... in
+// increasing order, from +0: acc = tdpbf16ps(acc, x[i, block], w[block, j]), then the bias and the
+// rounding as above. The hardware computes element (i, j) of a tile product from row i of the x
+// tile and column j of the weight tile alone, whichever rows share the tile, so this chain too is
+// a function of x[i], W and b alone: batch-invariant, as the fp32 chain is, though not bitwise
+// equal to it (the hardware's own rounding inside a block, and bf16 inputs below the normal range
+// read as zero). Prompts run about ten times faster this way than through the fp32 chain's FMAs.
+//
 // Micro-kernels are MR rows x NP panels, each panel two 8-float accumulators: 6x1 (12
 // accumulators, 2 weight, 1 broadcast register) for the bulk of M, and for fewer rows wider
 // ones (1x6, 2x3, 3x2, 4x1, 5x1) so that 8-12 independent FMA chains hide the FMA latency at
@@ -41,6 +51,16 @@
 #define BIL_AVX2 1
 #else
 #define BIL_AVX2 0
+#endif
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define BIL_AMX 1
+#else
+#define BIL_AMX 0
 #endif
 
 namespace {
@@ -259,10 +279,123 @@ constexpr int64_t kMinMacsPerThread = 1 << 16;
 // Rows per task at most: a task's weights are read from L2 once per 6 of its rows.
 constexpr int64_t kMaxRowBlock = 96;
 
+#if BIL_AMX
+
+// Linux hands out the tile registers' state only to a process that asks for it (once; a process
+// that cannot have it keeps the fp32 chain, and its panels are packed for that).
+bool amx_permitted() {
+    constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+    static const bool permitted = syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+    return permitted;
+}
+
+bool amx_layout(int64_t K) { return K > 0 && K % 32 == 0 && amx_permitted(); }
+
+// Tile registers: 0-3 accumulators (rows a|b x panels 0|1), 4-5 x rows a|b, 6-7 panels 0|1.
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+void configure_tiles(int a, int b) {
+    TileConfig c;
+    const int rows[8] = {a, a, b, b, a, b, 16, 16};
+    for (int t = 0; t < 8; ++t) {
+        c.rows[t] = static_cast<uint8_t>(rows[t]);
+        c.colsb[t] = rows[t] > 0 ? 64 : 0;
+    }
+    _tile_loadconfig(&c);
+}
+
+// One tile of accumulators (rows x 16 fp32, as _tile_stored left them) + bias, rounded, stored.
+void finish_tile(const float* acc, int rows, const float* bias, bf16* out, int64_t ldo, int64_t cols) {
+    for (int r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            out[r * ldo + c] = narrow<bf16>(bias != nullptr ? acc[r * kPanel + c] + bias[c] : acc[r * kPanel + c]);
+}
+
+// Rows [0, M) over panels [p0, p1), two row tiles x two panels at a time.
+void tiles_over(const bf16* x, int64_t ldx, int64_t M, int64_t K, const bf16* panels, int64_t p0, int64_t p1,
+                const float* bias, bf16* out, int64_t N) {
+    alignas(64) float acc[4][16 * kPanel];
+    const int64_t panel_size = K * kPanel, x_stride = ldx * static_cast<int64_t>(sizeof(bf16));
+    int configured_a = -1, configured_b = -1;
+    for (int64_t i = 0; i < M; i += 32) {
+        const int a = static_cast<int>(M - i < 16 ? M - i : 16);
+        const int b = static_cast<int>(M - i - a < 16 ? M - i - a : 16);
+        if (a != configured_a || b != configured_b) {
+            configure_tiles(a, b);
+            configured_a = a, configured_b = b;
+        }
+        for (int64_t p = p0; p < p1; p += 2) {
+            const bool two = p + 1 < p1;
+            _tile_zero(0);
+            if (two) _tile_zero(1);
+            if (b > 0) _tile_zero(2);
+            if (b > 0 && two) _tile_zero(3);
+            const bf16* xa = x + i * ldx;
+            const bf16* xb = xa + 16 * ldx;
+            const bf16* w0 = panels + p * panel_size;
+            for (int64_t k = 0; k < K; k += 32) {
+                _tile_loadd(4, xa + k, x_stride);
+                _tile_loadd(6, w0 + k * kPanel, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                if (two) {
+                    _tile_loadd(7, w0 + panel_size + k * kPanel, 64);
+                    _tile_dpbf16ps(1, 4, 7);
+                }
+                if (b > 0) {
+                    _tile_loadd(5, xb + k, x_stride);
+                    _tile_dpbf16ps(2, 5, 6);
+                    if (two) _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            _tile_stored(0, acc[0], 64);
+            if (two) _tile_stored(1, acc[1], 64);
+            if (b > 0) _tile_stored(2, acc[2], 64);
+            if (b > 0 && two) _tile_stored(3, acc[3], 64);
+            for (int q = 0; q < (two ? 2 : 1); ++q) {
+                const int64_t col = (p + q) * kPanel, cols = N - col < kPanel ? N - col : kPanel;
+                const float* b_col = bias == nullptr ? nullptr : bias + col;
+                finish_tile(acc[q], a, b_col, out + i * N + col, N, cols);
+                if (b > 0) finish_tile(acc[2 + q], b, b_col, out + (i + 16) * N + col, N, cols);
+            }
+        }
+    }
+}
+
+// The tile chain over all of x: threads split the panels in contiguous, even-sized runs.
+void linear_amx(const bf16* x, int64_t ldx, int64_t M, int64_t K, const bf16* panels, int64_t P, const float* bias,
+                bf16* out, int64_t N, int nt) {
+    const int64_t pairs = (P + 1) / 2, per = (pairs + nt - 1) / nt;
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t t = omp_get_thread_num();
+        const int64_t p0 = 2 * per * t, p1 = 2 * per * (t + 1) < P ? 2 * per * (t + 1) : P;
+        if (p0 < p1) {
+            tiles_over(x, ldx, M, K, panels, p0, p1, bias, out, N);
+            _tile_release();
+        }
+    }
+}
+
+#endif
+
 template <typename W>
 void linear(const W* x, int64_t ldx, int64_t M, int64_t K, const W* panels, int64_t P, const float* bias, W* out,
             int64_t N, int64_t threads) {
     if (M <= 0 || P <= 0) return;
+    const int64_t macs = M * K * P * kPanel;
+    const int64_t useful = macs / kMinMacsPerThread;
+    const int64_t most = threads < useful ? threads : useful;
+    const int nt = static_cast<int>(most < 1 ? 1 : most);
+#if BIL_AMX
+    if constexpr (std::is_same_v<W, bf16>) {
+        if (amx_layout(K)) return linear_amx(x, ldx, M, K, panels, P, bias, out, N, nt);
+    }
+#endif
     // x widened to fp32 once (exactly), unless it already is fp32, into the calling thread's
     // scratch: kept between calls (it only grows), so that a call maps no fresh pages.
     thread_local std::vector<float> scratch;
@@ -280,10 +413,6 @@ void linear(const W* x, int64_t ldx, int64_t M, int64_t K, const W* panels, int6
     }
     const Operands<W> o{xf, ldf, panels, bias, out, M, K, N, P};
 
-    const int64_t macs = M * K * P * kPanel;
-    const int64_t useful = macs / kMinMacsPerThread;
-    const int64_t most = threads < useful ? threads : useful;
-    const int nt = static_cast<int>(most < 1 ? 1 : most);
     // Tasks: panel groups x row blocks, panel-group major so that threads split the weights. The
     // groups are as many as L2 asks, rounded up so that every thread gets as many tasks.
     int64_t row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
@@ -318,6 +447,16 @@ void linear(const W* x, int64_t ldx, int64_t M, int64_t K, const W* panels, int6
 }  // namespace
 
 extern "C" int batch_invariant_linear_has_avx2() { return BIL_AVX2; }
+
+// Whether bf16 panels of this K are packed in AMX's pair layout (and run the tile chain).
+extern "C" int batch_invariant_linear_bf16_amx_layout(int64_t k) {
+#if BIL_AMX
+    return amx_layout(k) ? 1 : 0;
+#else
+    (void)k;
+    return 0;
+#endif
+}
 
 // The native projection ABI (native_projection.py): the descriptor of one packed matrix, and an
 // entry per dtype that runs the same `linear` the entries above run.

@@ -9,7 +9,10 @@ vectorization runs across output columns and reuse across rows, never across k. 
 micro-kernel shape, tail and thread split runs that same chain, so row i of the result is a
 function of x[i], W and b alone: bitwise the same for one row or many, at any row position, on
 any number of threads. On AVX2 it is also faster than aten's bf16 matmul on this class of CPU
-(tools/bench_linear.py measures it).
+(tools/bench_linear.py measures it). On a CPU with AMX tiles, bf16 weights whose K is a multiple of
+32 run a chain of tile dot products instead (per k block of 32, in increasing order): as
+batch-invariant, not bitwise the fp32 chain, and near the speed of oneDNN's AMX matmul for prompts
+(`amx_layout` tells which layout a K gets; pack_panels packs for it).
 
 The weight is prepacked once, at load, into column panels of 16 (`InvariantLinear.of`), and only
 the panels are kept: the decoder then drops the loaded matrix (DecoderWeights.released), so a
@@ -52,6 +55,8 @@ def bind(library: ctypes.CDLL) -> ctypes.CDLL:
         native.restype = None
     library.batch_invariant_linear_has_avx2.argtypes = []
     library.batch_invariant_linear_has_avx2.restype = ctypes.c_int
+    library.batch_invariant_linear_bf16_amx_layout.argtypes = [i64]
+    library.batch_invariant_linear_bf16_amx_layout.restype = ctypes.c_int
     return library
 
 
@@ -61,13 +66,22 @@ def _library() -> ctypes.CDLL:
     return bind(load_library(SOURCE, FLAGS, package="runtime-runner", what=WHAT))
 
 
-def pack_panels(weight: torch.Tensor) -> torch.Tensor:
+def amx_layout(k: int, library: ctypes.CDLL | None = None) -> bool:
+    """Whether `library` (by default this process's build) runs bf16 weights of `k` columns on AMX
+    tiles, whose panels pack k pairs side by side (batch_invariant_linear.cpp's header)."""
+    return bool((library or _library()).batch_invariant_linear_bf16_amx_layout(k))
+
+
+def pack_panels(weight: torch.Tensor, library: ctypes.CDLL | None = None) -> torch.Tensor:
     """weight [N, K] as the kernel's column panels [ceil(N / 16), K, 16] in its own dtype: panel p
-    holds columns 16p..16p+15 (zero columns past N), bf16 rows in the kernel's interleaved order."""
+    holds columns 16p..16p+15 (zero columns past N); bf16 rows in the kernel's interleaved order,
+    or, where `library` runs them on AMX tiles, as [K / 2][16][2] (each column's k pairs together)."""
     n, k = weight.shape
     panels = -(-n // PANEL)
     padded = weight.new_zeros(panels * PANEL, k)
     padded[:n] = weight
+    if weight.dtype == torch.bfloat16 and amx_layout(k, library):
+        return padded.view(panels, PANEL, k // 2, 2).permute(0, 2, 1, 3).contiguous().view(panels, k, PANEL)
     tiled = padded.view(panels, PANEL, k).transpose(1, 2)  # [P, K, 16]
     if weight.dtype == torch.bfloat16:
         tiled = tiled[:, :, _BF16_SLOTS]
