@@ -196,11 +196,12 @@ class LlamaEngine(HttpEngine):
         self.gguf = gguf
         self.settings = settings
         self.server: llama_cpp_peer.LlamaServer | None = None
+        self.no_repack = False  # whether a round had to run it with --no-repack (llama_cpp_peer.started_server)
 
     def __enter__(self) -> LlamaEngine:
-        self.server = llama_cpp_peer.LlamaServer(self.build.binary, self.gguf, threads=self.settings.threads)
+        self.server = llama_cpp_peer.started_server(self.build.binary, self.gguf, threads=self.settings.threads)
+        self.no_repack = self.no_repack or llama_cpp_peer.NO_REPACK in self.server.command
         try:
-            self.server.wait_ready()
             self.base_url = self.server.base_url
             self._connect()
             self.warm_up(jobs_for(self.settings, self.settings.warmup, 16, "warm-up", self.name))
@@ -433,6 +434,10 @@ def versions(engines: list[Engine]) -> list[str]:
     llama = next((e for e in engines if isinstance(e, LlamaEngine)), None)
     if llama is not None:
         lines.append(f"{llama.build.describe()}; `llama-server --version`: {llama_cpp_peer.server_version(llama.build.binary)}")
+    for engine in engines:
+        if isinstance(engine, LlamaEngine) and engine.no_repack:
+            lines.append(f"{engine.name}: run with --no-repack, since llama-server crashed (SIGSEGV) loading {engine.gguf.name} "
+                         "with its weight repacking on")
     if any(isinstance(e, TransformersEngine) for e in engines):
         import torch
         import transformers

@@ -358,6 +358,31 @@ class LlamaServer:
         self.stop()
 
 
+NO_REPACK = "--no-repack"
+
+
+def started_server(binary: Path, model: Path, threads: int) -> LlamaServer:
+    """A ready llama-server on `model`. Where it crashes with SIGSEGV while loading, as llama.cpp
+    0c1e57098's weight repacking does for the Q4_1 file on an AMX Xeon, it is started once more
+    with --no-repack (the plain ggml kernels); its `command` then shows the flag, and
+    tools/bench_peer.py prints it beside the figures."""
+    server = LlamaServer(binary, model, threads)
+    try:
+        server.wait_ready()
+        return server
+    except RuntimeError:
+        server.stop()
+        if server.process.returncode != -signal.SIGSEGV:
+            raise
+    retry = LlamaServer(binary, model, threads, 32, 32768, NO_REPACK)
+    try:
+        retry.wait_ready()
+    except BaseException:
+        retry.stop()
+        raise
+    return retry
+
+
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     """POST `body` as JSON and return the JSON answer."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
@@ -402,10 +427,10 @@ def main() -> None:
     print(f"binary: {build.binary} ({server_version(build.binary)}), built in {build.build_seconds / 60:.1f} min on {build.built_at}")
     q4 = bundled_gguf()
     for model in (ensure_bf16_gguf(q4), q4):
-        with LlamaServer(build.binary, model, threads=os.cpu_count() or 1) as server:
-            server.wait_ready()
+        with started_server(build.binary, model, threads=os.cpu_count() or 1) as server:
             seen = check_server(server.base_url)
-        print(f"{model.name}: {json.dumps(seen)}")
+        flags = " (run with --no-repack: it crashed loading with its weight repacking)" if NO_REPACK in server.command else ""
+        print(f"{model.name}{flags}: {json.dumps(seen)}")
 
 
 if __name__ == "__main__":
