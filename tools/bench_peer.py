@@ -434,10 +434,6 @@ def versions(engines: list[Engine]) -> list[str]:
     llama = next((e for e in engines if isinstance(e, LlamaEngine)), None)
     if llama is not None:
         lines.append(f"{llama.build.describe()}; `llama-server --version`: {llama_cpp_peer.server_version(llama.build.binary)}")
-    for engine in engines:
-        if isinstance(engine, LlamaEngine) and engine.no_repack:
-            lines.append(f"{engine.name}: run with --no-repack, since llama-server crashed (SIGSEGV) loading {engine.gguf.name} "
-                         "with its weight repacking on")
     if any(isinstance(e, TransformersEngine) for e in engines):
         import torch
         import transformers
@@ -502,7 +498,10 @@ def main() -> None:
     floors = weight_read_floors(settings.threads)
     floor_line = ("weight-read floor at batch 1, measured after the rounds: "
                   + ", ".join(f"{name} weights {rate:.1f} tok/s" for name, rate in floors.items()))
-    report = "\n".join([*(f"- {line}" for line in header), f"- took {elapsed / 60:.1f} min", f"- {floor_line}", "",
+    repack_lines = [f"{e.name}: run with --no-repack, since llama-server crashed (SIGSEGV) loading {e.gguf.name} with its weight "
+                    "repacking on" for e in engines if isinstance(e, LlamaEngine) and e.no_repack]
+    report = "\n".join([*(f"- {line}" for line in header), *(f"- {line}" for line in repack_lines), f"- took {elapsed / 60:.1f} min",
+                        f"- {floor_line}", "",
                         table(results, names, levels), ""])
     print("\n" + report)
     if args.markdown:
