@@ -85,7 +85,7 @@ class Resolution:
         except LeafValueError as err:
             raise ResolutionError(str(err)) from None
 
-    def _origin(self, name: str) -> str:
+    def origin(self, name: str) -> str:
         """Where the operator set `name` (`--page-size 3`, `SERVE_PAGE_SIZE`), else its provenance."""
         provenance = self.server_args.provenance_of(name)
         return (self.server_args.origin_of(name) or provenance) if is_operator_set(provenance) else provenance
@@ -97,6 +97,6 @@ class Resolution:
         if found is None:
             return
         rule, message = found
-        origins = [self._origin(n) for n in rule.leaves if self.server_args.provenance_of(n) != "default"]
+        origins = [self.origin(n) for n in rule.leaves if self.server_args.provenance_of(n) != "default"]
         where = f"; from {', '.join(origins)}" if origins else ""
         raise ResolutionError(f"{message} (rule {rule.name}{where})")

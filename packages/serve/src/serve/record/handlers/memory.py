@@ -19,7 +19,6 @@ def kv_cache_dtype_attended(res: Resolution) -> None:
     """A KV cache in a dtype other than the compute dtype (kv_cache_dtype) only where every
     attention kernel the runners build reads it: each half of the pair, and the draft runner's own
     backend when one is named (cpu_paged reads a bf16 cache under fp32 compute)."""
-    args = res.server_args
     bags = res.bags()
     try:
         device = device_of(bags.device)
@@ -40,7 +39,7 @@ def kv_cache_dtype_attended(res: Resolution) -> None:
         reason = kv_dtype_refusal(kernel, dtype, kv_dtype)
         if reason is not None:
             built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-            raise ResolutionError(f"kv_cache_dtype={args.kv_cache_dtype!r} (from {args.origin_of('kv_cache_dtype') or args.provenance_of('kv_cache_dtype')}) "
+            raise ResolutionError(f"kv_cache_dtype={bags.memory.kv_cache_dtype!r} (from {res.origin('kv_cache_dtype')}) "
                                   f"with {leaf} = {name}{built}: {reason}; accepted: kv_cache_dtype auto, or a cache every "
                                   "attention backend reads (only cpu_paged reads a narrower one)")
 
