@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from config_bags import unpublish
 
 LAYERS, KV_HEADS, HEAD_DIM, MAX_POSITIONS = 2, 2, 16, 512
 
@@ -30,3 +32,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         architectures=["LlamaForCausalLM"],
     ).save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def unpublished() -> Iterator[None]:
+    """Nothing published when the test starts, and nothing left published when it ends."""
+    unpublish()
+    yield
+    unpublish()

@@ -4,22 +4,17 @@ precedence cli > env > file > default, text forms, and one-line refusals with ex
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from config_bags import leaf_specs, unpublish
+from config_bags import leaf_specs
 
 from serve.main import main
 from serve.record import ConfigFileError, LaunchInputError, launch_request
 from serve.record.cli import flag_of, parser
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 def test_help_lists_every_leaf_flag_under_its_bag() -> None:

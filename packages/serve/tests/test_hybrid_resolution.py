@@ -9,11 +9,9 @@ launch with max_mamba_cache_size = 8 resolved (accepted and ignored) and the fir
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from config_bags import unpublish
 
 from serve.main import main
 from serve.record import ResolutionError, ServerArgs, resolve
@@ -22,11 +20,7 @@ from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 FLOAT32_BYTES = 4
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 @pytest.fixture(scope="module")

@@ -11,20 +11,14 @@ failed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from config_bags import unpublish
 
 from serve.record import ResolutionError, ServerArgs, resolve
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 def test_a_bf16_cache_under_float32_compute_resolves_on_cpu_paged_and_is_sized_at_its_bytes(tiny_model: Path) -> None:

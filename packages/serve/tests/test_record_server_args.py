@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from config_bags import Bags, LeafValueError, UnknownLeafError, leaf_specs, unpublish
+from config_bags import Bags, LeafValueError, UnknownLeafError, leaf_specs
 
 from serve.record import ResolvedArgs, SealedRecordError, ServerArgs, project, resolve
 from serve.record import codegen
 from serve.record.resolution import Resolution
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 def resolved_on(model: Path, args: ServerArgs) -> ResolvedArgs:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from config_bags import ColdLeafError, UnknownLeafError, begin_serving, leaf_specs, override, publish, unpublish
+from config_bags import ColdLeafError, UnknownLeafError, begin_serving, leaf_specs, override, publish
 
 from serve.main import main
 from serve.record import ResolutionError, ResolvedArgs, ServerArgs, handler_names, launch_request, resolve
@@ -20,11 +19,7 @@ LAYERS, KV_HEADS, HEAD_DIM, MAX_POSITIONS = 2, 2, 16, 512
 BF16_BYTES_PER_TOKEN = 2 * LAYERS * KV_HEADS * HEAD_DIM * 2  # K and V, every layer, bf16
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 def resolved(model: Path, **leaves: object) -> ResolvedArgs:

@@ -4,19 +4,14 @@ an override; unpublished (--dump-config) they are the resolved record's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from config_bags import chunk_size, config_hash, hash_of, max_prefill_buffer_tokens, override, publish, unpublish
+from config_bags import chunk_size, config_hash, hash_of, max_prefill_buffer_tokens, override, publish
 from serve.record import ServerArgs, resolve
 
 
-@pytest.fixture(autouse=True)
-def _unpublished() -> Iterator[None]:
-    unpublish()
-    yield
-    unpublish()
+pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 def test_unpublished_dump_is_the_resolved_records(tiny_model: Path) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import torch
 from config_bags import AttentionKernelName
 
-# kernel -> the (compute, KV) dtype pairs it reads beside the compute dtype's own
+from attn_backends.paged_attention_kernel import POOL_DTYPES
+
+# kernel -> the (compute, KV) dtype pairs it reads beside the compute dtype's own: cpu_paged's are
+# the mixed entries its C++ kernel has.
 _NARROWER_KV: dict[str, frozenset[tuple[torch.dtype, torch.dtype]]] = {
-    "cpu_paged": frozenset({(torch.float32, torch.bfloat16)}),
+    "cpu_paged": frozenset((compute, kv) for compute, kv in POOL_DTYPES if compute != kv),
 }
 
 

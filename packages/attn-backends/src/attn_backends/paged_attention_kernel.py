@@ -28,9 +28,13 @@ WHAT = "the cpu_paged attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
 # (q and output dtype, pool dtype) -> entry: each dtype alone, and a bf16 pool under fp32 compute.
+# kv_dtypes.py reads its keys: which KV caches cpu_paged attends.
 _ENTRY_OF_DTYPES = {(torch.bfloat16, torch.bfloat16): "paged_attention_bfloat16", (torch.float16, torch.float16): "paged_attention_float16",
                     (torch.float32, torch.float32): "paged_attention_float32", (torch.float64, torch.float64): "paged_attention_float64",
                     (torch.float32, torch.bfloat16): "paged_attention_float32_bfloat16"}
+
+
+POOL_DTYPES = frozenset(_ENTRY_OF_DTYPES)  # the (q dtype, pool dtype) pairs the kernel reads
 
 
 def _accepted_dtypes() -> str:
