@@ -4,7 +4,6 @@ official `openai` client and plain httpx. One server for the module."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
@@ -241,18 +241,12 @@ def test_client_disconnect_aborts_and_frees_pages(server: ServerProcess, http: h
         lines = response.iter_lines()
         for _ in range(6):
             next(lines)
-        deadline = time.monotonic() + 10
-        while metric(http, "serve_num_running_requests") != 1 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        first_satisfying(lambda: metric(http, "serve_num_running_requests"), lambda running: running == 1)
         assert metric(http, "serve_kv_usage_ratio") > 0
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if metric(http, "serve_num_running_requests") == 0 and metric(http, "serve_kv_usage_ratio") == 0:
-            break
-        time.sleep(0.1)
-    assert metric(http, "serve_num_running_requests") == 0
-    assert metric(http, "serve_kv_usage_ratio") == 0
-    assert metric(http, "serve_requests_aborted_total") == aborted_before + 1
+    names = ("serve_num_running_requests", "serve_kv_usage_ratio", "serve_requests_aborted_total")
+    settled = first_satisfying(lambda: tuple(metric(http, name) for name in names),
+                               lambda values: values == (0, 0, aborted_before + 1))
+    assert settled == (0, 0, aborted_before + 1)
 
 
 def test_models_server_info_and_metrics(http: httpx.Client) -> None:
