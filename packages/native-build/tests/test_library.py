@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from native_build import NativeBuildError, build_library, cache_dir_of, default_compiler, load_library
+from native_build.library import INCLUDE_DIR
 
 FLAGS = ("-O2", "-shared", "-fPIC")
 
@@ -33,6 +34,27 @@ def test_builds_once_and_loads(tmp_path: Path) -> None:
     edited = build_library(_source(tmp_path, "return x * 7;"), FLAGS, cache_dir=cache, compiler=compiler, what="t")
     assert edited != path and ctypes.CDLL(str(edited)).answer(7) == 49
     assert sorted(p.name for p in cache.iterdir()) == sorted([path.name, edited.name])
+
+
+def test_shared_headers_are_on_the_include_path_and_in_the_key(tmp_path: Path) -> None:
+    """A source includes a shared header by its path under the include directory; editing the
+    header builds a new library under a new key (the cached one would be stale), and the shipped
+    headers compile. Reverse-verified by hand: without the headers' text in the key the edited
+    header's build answered the stale 42."""
+    include = tmp_path / "include"
+    (include / "native_build").mkdir(parents=True)
+    header = include / "native_build" / "factor.h"
+    header.write_text("inline long factor() { return 6; }\n")
+    source = tmp_path / "uses_header.cpp"
+    source.write_text('#include <native_build/factor.h>\n#include <native_build/amx_permission.h>\n'
+                      'extern "C" long answer(long x) { return x * factor(); }\n')
+    cache, compiler = tmp_path / "cache", default_compiler("the test library")
+    shipped = ("-I", str(INCLUDE_DIR))
+    path = build_library(source, FLAGS + shipped, cache_dir=cache, compiler=compiler, what="t", include_dir=include)
+    assert ctypes.CDLL(str(path)).answer(7) == 42
+    header.write_text("inline long factor() { return 7; }\n")
+    edited = build_library(source, FLAGS + shipped, cache_dir=cache, compiler=compiler, what="t", include_dir=include)
+    assert edited != path and ctypes.CDLL(str(edited)).answer(7) == 49
 
 
 def test_load_library_builds_into_the_package_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -14,6 +14,10 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
+# Headers every build may include (`#include <native_build/...>`): what two packages' kernels share.
+INCLUDE_DIR = Path(__file__).with_name("include")
+
+
 class NativeBuildError(RuntimeError):
     """A shared library could not be built on this machine; the message says what to install or set."""
 
@@ -41,12 +45,20 @@ def default_compiler(what: str) -> str:
     return compiler
 
 
-def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, compiler: str, what: str) -> Path:
-    """The shared library built from `source` with `compiler` and `flags`, compiled into `cache_dir`
-    unless a build of the same source, compiler, flags and CPU is already there.
+def _headers_text(include_dir: Path) -> str:
+    """Every shared header's path and text, in a fixed order: a build's key changes with any of them."""
+    return "\0".join(f"{h.relative_to(include_dir)}\0{h.read_text()}" for h in sorted(include_dir.rglob("*.h")))
+
+
+def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, compiler: str, what: str,
+                  include_dir: Path = INCLUDE_DIR) -> Path:
+    """The shared library built from `source` with `compiler` and `flags` (and the shared headers of
+    `include_dir` on the include path), compiled into `cache_dir` unless a build of the same source,
+    headers, compiler, flags and CPU is already there.
 
     The build lands atomically, so processes racing to build see no file or a whole one."""
-    key = hashlib.sha256("\0".join((source.read_text(), compiler, *flags, _cpu_identity())).encode()).hexdigest()[:16]
+    key_text = "\0".join((source.read_text(), _headers_text(include_dir), compiler, *flags, _cpu_identity()))
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
     path = cache_dir / f"{source.stem}-{key}.so"
     if path.exists():
         return path
@@ -59,7 +71,8 @@ def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, comp
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         built = Path(scratch) / path.name
         try:
-            result = subprocess.run([compiler, *flags, str(source), "-o", str(built)], capture_output=True, text=True)
+            command = [compiler, *flags, "-I", str(include_dir), str(source), "-o", str(built)]
+            result = subprocess.run(command, capture_output=True, text=True)
         except OSError as error:
             raise NativeBuildError(f"could not run the C++ compiler {compiler!r} to build {source.name}: {error}; "
                                    "install g++ or point CXX at a C++ compiler with OpenMP") from error
