@@ -31,6 +31,13 @@
 #include <immintrin.h>
 #endif
 
+#if defined(__AVX512BF16__) && defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
+#include <native_build/amx_permission.h>
+#define PA_AMX 1
+#else
+#define PA_AMX 0
+#endif
+
 namespace {
 
 using bf16_t = uint16_t;  // bfloat16 bits
@@ -307,6 +314,175 @@ void attend_range_bf16_of_group(const bf16_t* q, const bf16_t* k_pool, const bf1
 }
 #endif
 
+#if PA_AMX
+// bf16 q and pools on a CPU with AMX tiles: the rows of one request are scored together. A tile
+// lane is one (query row, head of the KV group) pair, up to 16 of them; for each block of 16 keys
+// one tile product gives every lane's 16 scores at once (keys as the tile's rows, read from a
+// staging copy since pages need not be contiguous; the lanes' queries as its pair-packed columns,
+// packed once per key range). The softmax then runs down the lanes, one vector per key, and each
+// lane's values are summed in fp32 as above.
+//
+// Batch invariance holds lane by lane: the hardware computes a product element from its own key
+// row and query column alone, every other step is lane-wise or per lane, a lane is updated only by
+// blocks holding its own keys, and its value sum runs over its own keys in position order. So a
+// row's output is the same bits alone (a decode, or a tile of one row) or beside any other rows.
+// Every bf16 row takes this walk when the process may use the tiles, none otherwise.
+
+// Tiles: 0 the scores [16 keys][16 lanes] fp32, 1 a key block [16 keys][32 bf16], 2 the lanes'
+// queries [16 pairs][16 lanes][2 bf16]; all 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16};
+};
+
+struct TileLanes {
+  int64_t count;       // lanes in use: query rows x group
+  int64_t query_rows;  // their query rows (lane = query row * group + head)
+};
+
+// One key range [begin, begin + kSplitKeys) of up to 16 / group query rows of one request for one
+// KV head; rows[m] is the m-th row's index in the plan. Writes each row's partial as attend_range does.
+template <int64_t kDim>
+void attend_tile_amx(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, const int64_t* pages, int64_t kv_head,
+                     const int64_t* rows, int64_t query_rows, const int64_t* q_row_of, const int64_t* seq_len_of,
+                     int64_t begin, const Shape& s, float* const* partials) {
+  constexpr int64_t kPairs = kDim / 2, kLanes = kDim / 16;
+  const int64_t group = s.heads / s.kv_heads, lanes = query_rows * group;
+  alignas(64) uint32_t packed_q[kPairs][16] = {};  // pair p of lane t at [p][t]; lanes past `lanes` stay zero
+  alignas(64) bf16_t keys[16][kDim];
+  alignas(64) float scores[16][16], weights[16][16], values[16][kDim], acc[16][kDim];
+  alignas(64) int32_t seq_of_lane[16] = {};  // 0 for lanes not in use: never updated
+  int64_t end = begin;
+  for (int64_t m = 0; m < query_rows; ++m) {
+    const int64_t i = rows[m];
+    end = std::max(end, std::min(seq_len_of[i], begin + kSplitKeys));
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t lane = m * group + g;
+      const uint32_t* q_pairs = reinterpret_cast<const uint32_t*>(q + q_row_of[i] * s.q_row_stride + (kv_head * group + g) * s.q_head_stride);
+      for (int64_t p = 0; p < kPairs; ++p) packed_q[p][lane] = q_pairs[p];
+      seq_of_lane[lane] = int32_t(seq_len_of[i]);
+    }
+  }
+  const __m512i seq = _mm512_load_si512(seq_of_lane);
+  const __m512 scale = _mm512_set1_ps(float(s.scale));
+  __m512 running_max = _mm512_set1_ps(-INFINITY), running_sum = _mm512_setzero_ps();
+  std::memset(acc, 0, sizeof(acc));
+  for (int64_t start = begin; start < end; start += 16) {
+    const int64_t n = std::min<int64_t>(16, end - start);
+    for (int64_t j = 0; j < 16; ++j) {  // past the end: the last key again, masked out below
+      const int64_t slot = slot_of(pages, start + std::min(j, n - 1), s.page_size);
+      std::memcpy(keys[j], k_pool + kv_head * s.kv_head_stride + slot * s.kv_slot_stride, sizeof(keys[j]));
+      if (j < n) {
+        const bf16_t* value = v_pool + kv_head * s.kv_head_stride + slot * s.kv_slot_stride;
+        for (int64_t c = 0; c < kLanes; ++c) _mm512_store_ps(values[j] + 16 * c, widen16(value + 16 * c));
+      }
+    }
+    _tile_zero(0);
+    for (int64_t c = 0; c < kDim / 32; ++c) {
+      _tile_loadd(1, keys[0] + 32 * c, kDim * sizeof(bf16_t));
+      _tile_loadd(2, packed_q[16 * c], 64);
+      _tile_dpbf16ps(0, 1, 2);
+    }
+    _tile_stored(0, scores, 64);
+    const __mmask16 live = _mm512_cmpgt_epi32_mask(seq, _mm512_set1_epi32(int32_t(start)));  // lanes with keys here
+    __mmask16 valid[16];
+    __m512 block[16], block_max = running_max;
+    for (int64_t j = 0; j < 16; ++j) {
+      valid[j] = _mm512_cmpgt_epi32_mask(seq, _mm512_set1_epi32(int32_t(start + j)));
+      block[j] = _mm512_mask_blend_ps(valid[j], _mm512_set1_ps(-INFINITY), _mm512_mul_ps(_mm512_load_ps(scores[j]), scale));
+      block_max = _mm512_max_ps(block_max, block[j]);
+    }
+    const __m512 rescale = _mm512_maskz_mov_ps(live, exp_nonpositive(_mm512_sub_ps(running_max, block_max)));
+    running_max = _mm512_mask_mov_ps(running_max, live, block_max);
+    __m512 block_sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < 16; ++j) {
+      const __m512 p = _mm512_maskz_mov_ps(valid[j], exp_nonpositive(_mm512_sub_ps(block[j], block_max)));
+      block_sum = _mm512_add_ps(block_sum, p);
+      _mm512_store_ps(weights[j], p);
+    }
+    running_sum = _mm512_mask_mov_ps(running_sum, live, _mm512_fmadd_ps(running_sum, rescale, block_sum));
+    alignas(64) float lane_rescale[16];
+    _mm512_store_ps(lane_rescale, rescale);
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      const int64_t own = std::min<int64_t>(16, seq_of_lane[lane] - start);  // this lane's keys in the block
+      if (own <= 0) continue;
+      __m512 out[kLanes];
+      const __m512 r = _mm512_set1_ps(lane_rescale[lane]);
+      for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_mul_ps(_mm512_load_ps(acc[lane] + 16 * c), r);
+      for (int64_t j = 0; j < own; ++j) {
+        const __m512 weight = _mm512_set1_ps(weights[j][lane]);
+        for (int64_t c = 0; c < kLanes; ++c) out[c] = _mm512_fmadd_ps(weight, _mm512_load_ps(values[j] + 16 * c), out[c]);
+      }
+      for (int64_t c = 0; c < kLanes; ++c) _mm512_store_ps(acc[lane] + 16 * c, out[c]);
+    }
+  }
+  alignas(64) float lane_max[16], lane_sum[16];
+  _mm512_store_ps(lane_max, running_max);
+  _mm512_store_ps(lane_sum, running_sum);
+  for (int64_t m = 0; m < query_rows; ++m) {
+    float* partial = partials[m];
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t lane = m * group + g;
+      std::copy(acc[lane], acc[lane] + kDim, partial + g * kDim);
+      partial[group * kDim + g] = lane_max[lane];
+      partial[group * kDim + group + g] = lane_sum[lane];
+    }
+  }
+}
+
+// Whether bf16 rows of this shape take the tile walk.
+bool tiles_attend(int64_t head_dim, int64_t group) {
+  return (head_dim == 64 || head_dim == 128) && group <= 16 && native_build::amx_permitted();
+}
+
+// The tile walk over all rows: consecutive rows of one request share tiles (16 / group rows each),
+// and each (tile, key range, KV head) is one work item; the partials are laid out and merged as
+// paged_attention's are.
+void attend_tiles(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, const int64_t* page_table,
+                  const int64_t* request_of, const int64_t* q_row_of, const int64_t* seq_len_of, int64_t rows,
+                  int64_t threads, const Shape& s, const std::vector<int64_t>& first_range, int64_t partial_size,
+                  float* partials) {
+  const int64_t group = s.heads / s.kv_heads, per_tile = 16 / group;
+  std::vector<int64_t> tile_start{0};
+  for (int64_t i = 1; i < rows; ++i)
+    if (request_of[i] != request_of[i - 1] || i - tile_start.back() == per_tile) tile_start.push_back(i);
+  tile_start.push_back(rows);
+  struct Item { int64_t tile, range; };
+  std::vector<Item> work;
+  for (int64_t t = 0; t + 1 < int64_t(tile_start.size()); ++t) {
+    int64_t longest = 0;
+    for (int64_t i = tile_start[t]; i < tile_start[t + 1]; ++i) longest = std::max(longest, seq_len_of[i]);
+    for (int64_t r = 0; r * kSplitKeys < longest; ++r) work.push_back({t, r});
+  }
+  const int64_t items = int64_t(work.size()) * s.kv_heads;
+#pragma omp parallel num_threads(threads)
+  {
+    const TileConfig config;
+    _tile_loadconfig(&config);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      const Item& w = work[item / s.kv_heads];
+      const int64_t kv_head = item % s.kv_heads, begin = w.range * kSplitKeys;
+      int64_t active[16];
+      float* partial_of_row[16];
+      int64_t count = 0;
+      for (int64_t i = tile_start[w.tile]; i < tile_start[w.tile + 1]; ++i) {
+        if (seq_len_of[i] <= begin) continue;  // this row's keys end before the range
+        active[count] = i;
+        partial_of_row[count++] = partials + ((first_range[i] + w.range) * s.kv_heads + kv_head) * partial_size;
+      }
+      const int64_t* pages = page_table + request_of[active[0]] * s.page_table_stride;
+      if (s.head_dim == 64)
+        attend_tile_amx<64>(q, k_pool, v_pool, pages, kv_head, active, count, q_row_of, seq_len_of, begin, s, partial_of_row);
+      else
+        attend_tile_amx<128>(q, k_pool, v_pool, pages, kv_head, active, count, q_row_of, seq_len_of, begin, s, partial_of_row);
+    }
+    _tile_release();
+  }
+}
+#endif
+
 template <typename T, typename KV>
 void attend_range_of_dim(const T* q, const KV* k_pool, const KV* v_pool, const int64_t* pages, int64_t kv_head,
                          int64_t key_begin, int64_t key_end, const Shape& s, typename Accumulator<T>::type* partial) {
@@ -339,12 +515,21 @@ void paged_attention(const T* q, const KV* k_pool, const KV* v_pool, const int64
   std::vector<int64_t> row_of_range(ranges);
   for (int64_t i = 0; i < rows; ++i) std::fill(row_of_range.begin() + first_range[i], row_of_range.begin() + first_range[i + 1], i);
   std::vector<A> partials(items * partial_size);  // item (range, kv_head) at range * kv_heads + kv_head
+  bool tiled = false;
+#if PA_AMX
+  if constexpr (std::is_same_v<T, bf16_t> && std::is_same_v<KV, bf16_t>) {
+    tiled = tiles_attend(d, group);
+    if (tiled) attend_tiles(q, k_pool, v_pool, page_table, request_of, q_row_of, seq_len_of, rows, threads, s, first_range, partial_size, partials.data());
+  }
+#endif
+  if (!tiled) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t item = 0; item < items; ++item) {
-    const int64_t range = item / s.kv_heads, kv_head = item % s.kv_heads, i = row_of_range[range];
-    const int64_t begin = (range - first_range[i]) * kSplitKeys, end = std::min(seq_len_of[i], begin + kSplitKeys);
-    attend_range_of_dim(q + q_row_of[i] * s.q_row_stride, k_pool, v_pool, page_table + request_of[i] * s.page_table_stride,
-                        kv_head, begin, end, s, partials.data() + item * partial_size);
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t range = item / s.kv_heads, kv_head = item % s.kv_heads, i = row_of_range[range];
+      const int64_t begin = (range - first_range[i]) * kSplitKeys, end = std::min(seq_len_of[i], begin + kSplitKeys);
+      attend_range_of_dim(q + q_row_of[i] * s.q_row_stride, k_pool, v_pool, page_table + request_of[i] * s.page_table_stride,
+                          kv_head, begin, end, s, partials.data() + item * partial_size);
+    }
   }
 #pragma omp parallel for num_threads(threads)
   for (int64_t pair = 0; pair < rows * s.kv_heads; ++pair) {
