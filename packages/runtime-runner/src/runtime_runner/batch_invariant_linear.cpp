@@ -40,6 +40,7 @@
 // task 6-row blocks run over the group's panels, so the group's weights stay in L2 while each
 // block of x sits in L1.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,11 +54,10 @@
 #define BIL_AVX2 0
 #endif
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BW__) && defined(__linux__)
 #include <immintrin.h>
+#include <native_build/amx_permission.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #define BIL_AMX 1
 #else
 #define BIL_AMX 0
@@ -281,16 +281,8 @@ constexpr int64_t kMaxRowBlock = 96;
 
 #if BIL_AMX
 
-// Linux hands out the tile registers' state only to a process that asks for it (once; a process
-// that cannot have it keeps the fp32 chain, and its panels are packed for that).
-bool amx_permitted() {
-    constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
-    constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
-    static const bool permitted = syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
-    return permitted;
-}
-
-bool amx_layout(int64_t K) { return K > 0 && K % 32 == 0 && amx_permitted(); }
+// A process Linux withholds the tiles from keeps the fp32 chain, and its panels are packed for that.
+bool amx_layout(int64_t K) { return K > 0 && K % 32 == 0 && native_build::amx_permitted(); }
 
 // Tile registers: 0-3 accumulators (rows a|b x panels 0|1), 4-5 x rows a|b, 6-7 panels 0|1.
 struct alignas(64) TileConfig {
@@ -309,19 +301,42 @@ void configure_tiles(int a, int b) {
     _tile_loadconfig(&c);
 }
 
-// One tile of accumulators (rows x 16 fp32, as _tile_stored left them) + bias, rounded, stored.
-void finish_tile(const float* acc, int rows, const float* bias, bf16* out, int64_t ldo, int64_t cols) {
-    for (int r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-            out[r * ldo + c] = narrow<bf16>(bias != nullptr ? acc[r * kPanel + c] + bias[c] : acc[r * kPanel + c]);
+// narrow<bf16> of 16 lanes at once, bit for bit: round to nearest even, a NaN kept a quiet NaN.
+// (Not vcvtneps2bf16, which flushes values below bf16's normal range to zero.)
+inline __m256i bf16_lanes(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), quiet));
 }
 
-// Rows [0, M) over panels [p0, p1), two row tiles x two panels at a time.
+// One tile of accumulators (rows x 16 fp32, as _tile_stored left them) + bias, rounded, stored:
+// a row at a time in one vector (the tile's scalar loop cost more than its tile products).
+void finish_tile(const float* acc, int rows, const float* bias, bf16* out, int64_t ldo, int64_t cols) {
+    const __mmask16 live = static_cast<__mmask16>((1u << cols) - 1u);
+    const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(live, bias) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+        __m512 row = _mm512_load_ps(acc + r * kPanel);
+        if (bias != nullptr) row = _mm512_add_ps(row, b);
+        _mm256_mask_storeu_epi16(out + r * ldo, live, bf16_lanes(row));
+    }
+}
+
+// Bytes of panels a thread runs all its rows over before it moves on: about a quarter of a core's
+// L2, so that each weight is read from memory once per call rather than once per 32 rows.
+constexpr int64_t kPanelBlockBytes = 512 * 1024;
+
+// Rows [0, M) over panels [p0, p1), two row tiles x two panels at a time, in blocks of panels that
+// stay in L2 while every row passes over them. The order of (rows, panels) changes no output: each
+// is still its own chain over k.
 void tiles_over(const bf16* x, int64_t ldx, int64_t M, int64_t K, const bf16* panels, int64_t p0, int64_t p1,
                 const float* bias, bf16* out, int64_t N) {
     alignas(64) float acc[4][16 * kPanel];
     const int64_t panel_size = K * kPanel, x_stride = ldx * static_cast<int64_t>(sizeof(bf16));
+    const int64_t block = std::max<int64_t>(2, kPanelBlockBytes / (panel_size * static_cast<int64_t>(sizeof(bf16))) / 2 * 2);
     int configured_a = -1, configured_b = -1;
+    for (int64_t pb = p0; pb < p1; pb += block)
     for (int64_t i = 0; i < M; i += 32) {
         const int a = static_cast<int>(M - i < 16 ? M - i : 16);
         const int b = static_cast<int>(M - i - a < 16 ? M - i - a : 16);
@@ -329,7 +344,7 @@ void tiles_over(const bf16* x, int64_t ldx, int64_t M, int64_t K, const bf16* pa
             configure_tiles(a, b);
             configured_a = a, configured_b = b;
         }
-        for (int64_t p = p0; p < p1; p += 2) {
+        for (int64_t p = pb; p < std::min(p1, pb + block); p += 2) {
             const bool two = p + 1 < p1;
             _tile_zero(0);
             if (two) _tile_zero(1);
@@ -340,10 +355,10 @@ void tiles_over(const bf16* x, int64_t ldx, int64_t M, int64_t K, const bf16* pa
             const bf16* w0 = panels + p * panel_size;
             for (int64_t k = 0; k < K; k += 32) {
                 _tile_loadd(4, xa + k, x_stride);
-                _tile_loadd(6, w0 + k * kPanel, 64);
+                _tile_stream_loadd(6, w0 + k * kPanel, 64);
                 _tile_dpbf16ps(0, 4, 6);
                 if (two) {
-                    _tile_loadd(7, w0 + panel_size + k * kPanel, 64);
+                    _tile_stream_loadd(7, w0 + panel_size + k * kPanel, 64);
                     _tile_dpbf16ps(1, 4, 7);
                 }
                 if (b > 0) {
