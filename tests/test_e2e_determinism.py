@@ -104,7 +104,7 @@ def test_together_with_every_prompt_cached_equals_alone(alone_cold: tuple[Server
 
 def test_chunked_and_retracted_together_equals_alone(alone_cold: tuple[ServerProcess, list[Answer], list[int]]) -> None:
     _, expected, _ = alone_cold
-    server = ServerProcess(None, "--max-total-tokens", "768", "--chunked-prefill-size", "16")
+    server = ServerProcess(None, "--max-total-tokens", "512", "--chunked-prefill-size", "16")
     try:
         server.wait_ready(timeout_s=420)
         together, _ = _all_together(server)
