@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <native_build/bf16_bits.h>
 #include <cstring>
 #include <vector>
 
@@ -49,12 +50,7 @@ template <> inline double narrow<double>(float x) { return x; }
 template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
 // Round to nearest even, as torch does; a NaN stays a (quiet) NaN. Branch-free, so that loops
 // storing bf16 still vectorize.
-template <> inline bf16 narrow<bf16>(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
-  return bf16{static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded)};
-}
+template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
 
 // Element-type codes, as gated_delta_cpu.py numbers them.
 enum Code : int64_t { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2, kFloat64 = 3 };

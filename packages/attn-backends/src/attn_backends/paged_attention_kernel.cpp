@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <native_build/bf16_bits.h>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -65,16 +66,7 @@ inline float widen(bf16_t x) {
 inline void store(float* out, float x) { *out = x; }
 inline void store(double* out, double x) { *out = x; }
 inline void store(_Float16* out, float x) { *out = _Float16(x); }
-inline void store(bf16_t* out, float x) {  // round to nearest even, as torch does
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    *out = bf16_t((bits >> 16) | 0x40u);  // a NaN stays a NaN
-    return;
-  }
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  *out = bf16_t(bits >> 16);
-}
+inline void store(bf16_t* out, float x) { *out = native_build::bf16_bits_of(x); }
 
 // exp(x) for x <= 0 (a score minus its running max): 2^k * e^r with |r| <= ln2/2 and a degree-6
 // polynomial for e^r (relative error about 1e-7). std::exp would not vectorize without -ffast-math.

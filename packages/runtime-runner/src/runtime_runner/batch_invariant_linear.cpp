@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <native_build/bf16_bits.h>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -85,12 +86,7 @@ template <typename T> T narrow(float x);
 template <> inline float narrow<float>(float x) { return x; }
 template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
 // Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
-template <> inline bf16 narrow<bf16>(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, sizeof u);
-    uint16_t rounded = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    return bf16{std::isnan(x) ? static_cast<uint16_t>((u >> 16) | 0x40u) : rounded};
-}
+template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
 
 // Panel row position of column c (0..15): bf16 rows are interleaved (see the header), others not.
 template <typename W> constexpr int slot_of(int c) { return c; }

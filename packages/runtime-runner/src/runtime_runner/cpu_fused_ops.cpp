@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <native_build/bf16_bits.h>
 #include <cstring>
 #include <vector>
 
@@ -31,12 +32,7 @@ template <typename T> T narrow(float x);
 template <> inline float narrow<float>(float x) { return x; }
 template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
 // Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
-template <> inline bf16 narrow<bf16>(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, sizeof u);
-    uint16_t rounded = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    return bf16{std::isnan(x) ? static_cast<uint16_t>((u >> 16) | 0x40u) : rounded};
-}
+template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
 
 // x rounded to the element type and widened back: the value eager torch holds between two ops.
 template <typename T> inline float held(float x) { return widen(narrow<T>(x)); }

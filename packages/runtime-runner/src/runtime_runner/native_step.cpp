@@ -19,6 +19,7 @@
 //   h, x = add_rms_norm(h, down(silu_mul(gate_up(x))), next_norm)     (the final norm after the last)
 
 #include <cstdint>
+#include <native_build/bf16_bits.h>
 #include <cstring>
 
 namespace {
@@ -86,15 +87,6 @@ inline char* at(void* base, int64_t elements, int64_t element_size) {
     return static_cast<char*>(base) + elements * element_size;
 }
 
-// fp32 to bf16, rounded to nearest even with NaN kept a NaN: what torch's .to(torch.bfloat16) does.
-inline uint16_t bf16_of(float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof(bits));
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40u);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return uint16_t(bits >> 16);
-}
-
 // One head's row into the pool: copied, or rounded to bf16 where the pool is narrower.
 void store_row(const Model& m, void* pool, int64_t at_element, const char* row) {
     if (m.kv_element_size == m.element_size) {
@@ -103,7 +95,7 @@ void store_row(const Model& m, void* pool, int64_t at_element, const char* row) 
     }
     const float* from = reinterpret_cast<const float*>(row);
     uint16_t* to = reinterpret_cast<uint16_t*>(at(pool, at_element, m.kv_element_size));
-    for (int64_t i = 0; i < m.head_dim; ++i) to[i] = bf16_of(from[i]);
+    for (int64_t i = 0; i < m.head_dim; ++i) to[i] = native_build::bf16_bits_of(from[i]);
 }
 
 // Each row's keys and values ([rows, kv_heads, head_dim] at the given row strides) into its slot.

@@ -32,6 +32,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <native_build/bf16_bits.h>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -76,12 +77,7 @@ inline float widen(bf16 x) {
 template <typename T> T narrow(float x);
 template <> inline float narrow<float>(float x) { return x; }
 // Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
-template <> inline bf16 narrow<bf16>(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, sizeof u);
-    uint16_t rounded = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    return bf16{std::isnan(x) ? static_cast<uint16_t>((u >> 16) | 0x40u) : rounded};
-}
+template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
 
 inline float half(const uint8_t* p) {
     _Float16 h;
