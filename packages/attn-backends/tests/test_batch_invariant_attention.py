@@ -8,9 +8,10 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from native_build import amx_tiles_available
 from paged_reference import paged_tensors, scenario
 
-from attn_backends.paged_attention_kernel import paged_attention, paged_queries
+from attn_backends.paged_attention_kernel import bf16_on_tiles, paged_attention, paged_queries
 
 # Requests as (cached prefix, new tokens): long enough to span several 256-key ranges, and prompts
 # long enough to fill several AMX tiles (16 / 3 rows each for 9 heads over 3 KV heads).
@@ -56,3 +57,12 @@ def test_each_row_equals_its_batch_of_one(requests: list[tuple[int, int]], dtype
     finally:
         torch.set_num_threads(before)
     assert torch.equal(batch, alone)
+
+
+def test_bf16_rows_run_on_tiles_exactly_where_the_cpu_grants_them() -> None:
+    """Where this process may run AMX tiles, the default model's shape (head_dim 64, three query
+    heads per KV head) takes the tile walk, so the test above checks the tile walk's invariance
+    there; elsewhere the vector walk. Reverse-verified by hand: with the tile walk compiled out
+    (PA_AMX 0) this fails on an AMX Xeon."""
+    assert bf16_on_tiles(64, 3) == amx_tiles_available()
+    assert not bf16_on_tiles(80, 3)  # a head size the tile walk has no code for

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from native_build import load_library
+from native_build import amx_tiles_available, load_library
 
 from runtime_runner import batch_invariant_linear as bil
 from runtime_runner.batch_invariant_linear import InvariantLinear
@@ -139,7 +139,15 @@ def test_the_portable_path_computes_the_same_chains_as_the_avx2_path() -> None:
         _assert_same_bits(bil.run(x, linear.panels, linear.bias32, 77, portable), linear(x), f"portable {dtype}")
 
 
-amx = pytest.mark.skipif(not bil.amx_layout(64), reason="this CPU has no AMX tiles (amx_bf16), or Linux withholds them")
+amx = pytest.mark.skipif(not amx_tiles_available(), reason="this CPU has no AMX tiles (amx_bf16), or Linux withholds them")
+
+
+def test_bf16_takes_the_tile_chain_exactly_where_the_cpu_grants_tiles() -> None:
+    """The AMX tests below skip only where the CPU has no tiles for this process: where it does,
+    a K that is a multiple of 32 gets the tile layout, so a tile chain gone missing fails here
+    rather than skipping there. Reverse-verified by hand: with BIL_AMX forced to 0 this fails on
+    an AMX Xeon."""
+    assert bil.amx_layout(64) == amx_tiles_available()
 
 
 @amx

@@ -562,6 +562,15 @@ void paged_attention(const T* q, const KV* k_pool, const KV* v_pool, const int64
                     static_cast<T*>(out));                                                                   \
   }
 
+// Whether bf16 rows of this head size and query heads per KV head take the tile walk here.
+extern "C" int paged_attention_bf16_on_tiles(int64_t head_dim, int64_t group) {
+#if PA_AMX
+  return tiles_attend(head_dim, group) ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
 PAGED_ATTENTION_ENTRY(paged_attention_bfloat16, bf16_t, bf16_t)
 PAGED_ATTENTION_ENTRY(paged_attention_float16, _Float16, _Float16)
 PAGED_ATTENTION_ENTRY(paged_attention_float32, float, float)

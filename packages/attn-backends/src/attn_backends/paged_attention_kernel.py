@@ -83,7 +83,15 @@ def _library() -> ctypes.CDLL:
         native = getattr(library, entry.replace("paged_attention", "paged_attention_native"))
         native.argtypes = [pointer, pointer, i64, i64, pointer, pointer] + [i64] * 5 + [ctypes.c_double, i64, pointer]
         native.restype = None
+    library.paged_attention_bf16_on_tiles.argtypes = [i64, i64]
+    library.paged_attention_bf16_on_tiles.restype = ctypes.c_int
     return library
+
+
+def bf16_on_tiles(head_dim: int, group: int) -> bool:
+    """Whether bf16 rows with this head size and `group` query heads per KV head are scored on AMX
+    tiles in this process (a CPU with them, which Linux grants), rather than by the vector walk."""
+    return bool(_library().paged_attention_bf16_on_tiles(head_dim, group))
 
 
 class PagedPlan(ctypes.Structure):
