@@ -315,7 +315,8 @@ class LlamaServer:
     """llama-server on `model` in its own session (so that it and anything it starts can be killed
     as one group), logging to a temporary file. Use as a context manager, or call stop()."""
 
-    def __init__(self, binary: Path, model: Path, threads: int, parallel: int = 32, context: int = 32768, *extra: str) -> None:
+    def __init__(self, binary: Path, model: Path, threads: int, parallel: int = 32, context: int = 32768,
+                 extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
@@ -374,7 +375,7 @@ def started_server(binary: Path, model: Path, threads: int) -> LlamaServer:
         server.stop()
         if server.process.returncode != -signal.SIGSEGV:
             raise
-    retry = LlamaServer(binary, model, threads, 32, 32768, NO_REPACK)
+    retry = LlamaServer(binary, model, threads, extra=(NO_REPACK,))
     try:
         retry.wait_ready()
     except BaseException:

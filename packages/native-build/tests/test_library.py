@@ -46,7 +46,7 @@ def test_shared_headers_are_on_the_include_path_and_in_the_key(tmp_path: Path) -
     header = include / "native_build" / "factor.h"
     header.write_text("inline long factor() { return 6; }\n")
     source = tmp_path / "uses_header.cpp"
-    source.write_text('#include <native_build/factor.h>\n#include <native_build/amx_permission.h>\n'
+    source.write_text('#include <native_build/factor.h>\n#include <native_build/amx_tiles.h>\n'
                       'extern "C" long answer(long x) { return x * factor(); }\n')
     cache, compiler = tmp_path / "cache", default_compiler("the test library")
     shipped = ("-I", str(INCLUDE_DIR))

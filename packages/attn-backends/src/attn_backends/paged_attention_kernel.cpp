@@ -33,7 +33,7 @@
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
-#include <native_build/amx_permission.h>
+#include <native_build/amx_tiles.h>
 #define PA_AMX 1
 #else
 #define PA_AMX 0
@@ -322,16 +322,11 @@ void attend_range_bf16_of_group(const bf16_t* q, const bf16_t* k_pool, const bf1
 
 // Tiles: 0 the scores [16 keys][16 lanes] fp32, 1 a key block [16 keys][32 bf16], 2 the lanes'
 // queries [16 pairs][16 lanes][2 bf16]; all 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16};
-};
-
-struct TileLanes {
-  int64_t count;       // lanes in use: query rows x group
-  int64_t query_rows;  // their query rows (lane = query row * group + head)
-};
+native_build::TileConfig scoring_tiles() {
+  native_build::TileConfig config;
+  for (int t = 0; t < 3; ++t) config.rows[t] = 16, config.colsb[t] = 64;
+  return config;
+}
 
 // One key range [begin, begin + kSplitKeys) of up to 16 / group query rows of one request for one
 // KV head; rows[m] is the m-th row's index in the plan. Writes each row's partial as attend_range does.
@@ -450,7 +445,7 @@ void attend_tiles(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, c
   const int64_t items = int64_t(work.size()) * s.kv_heads;
 #pragma omp parallel num_threads(threads)
   {
-    const TileConfig config;
+    const native_build::TileConfig config = scoring_tiles();
     _tile_loadconfig(&config);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
@@ -504,8 +499,6 @@ void paged_attention(const T* q, const KV* k_pool, const KV* v_pool, const int64
   const int64_t ranges = first_range[rows];
   const int64_t partial_size = group * d + 2 * group;
   const int64_t items = ranges * s.kv_heads;
-  std::vector<int64_t> row_of_range(ranges);
-  for (int64_t i = 0; i < rows; ++i) std::fill(row_of_range.begin() + first_range[i], row_of_range.begin() + first_range[i + 1], i);
   std::vector<A> partials(items * partial_size);  // item (range, kv_head) at range * kv_heads + kv_head
   bool tiled = false;
 #if PA_AMX
@@ -515,6 +508,8 @@ void paged_attention(const T* q, const KV* k_pool, const KV* v_pool, const int64
   }
 #endif
   if (!tiled) {
+    std::vector<int64_t> row_of_range(ranges);
+    for (int64_t i = 0; i < rows; ++i) std::fill(row_of_range.begin() + first_range[i], row_of_range.begin() + first_range[i + 1], i);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t range = item / s.kv_heads, kv_head = item % s.kv_heads, i = row_of_range[range];

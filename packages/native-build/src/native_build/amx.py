@@ -1,6 +1,6 @@
 """Whether this process can run AMX tile products: the CPU has them and Linux grants their state.
 
-The kernels ask Linux themselves (include/native_build/amx_permission.h) and fall back to their
+The kernels ask Linux themselves (include/native_build/amx_tiles.h) and fall back to their
 vector paths when refused. Their tests ask here, the same way, so that on a machine that has the
 tiles a tile path that went missing fails its tests rather than skipping them.
 """

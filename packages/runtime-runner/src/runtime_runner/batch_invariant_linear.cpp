@@ -57,7 +57,7 @@
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BW__) && defined(__linux__)
 #include <immintrin.h>
-#include <native_build/amx_permission.h>
+#include <native_build/amx_tiles.h>
 #include <omp.h>
 #define BIL_AMX 1
 #else
@@ -281,14 +281,8 @@ constexpr int64_t kMaxRowBlock = 96;
 bool amx_layout(int64_t K) { return K > 0 && K % 32 == 0 && native_build::amx_permitted(); }
 
 // Tile registers: 0-3 accumulators (rows a|b x panels 0|1), 4-5 x rows a|b, 6-7 panels 0|1.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
 void configure_tiles(int a, int b) {
-    TileConfig c;
+    native_build::TileConfig c;
     const int rows[8] = {a, a, b, b, a, b, 16, 16};
     for (int t = 0; t < 8; ++t) {
         c.rows[t] = static_cast<uint8_t>(rows[t]);

@@ -1,8 +1,9 @@
-// Whether this process may use AMX tiles. Linux hands out the tile registers' state only to a
+// Whether this process may use AMX tiles, and the tiles' configuration. Linux hands out the tile registers' state only to a
 // process that asks for it (arch_prctl, once per process); a kernel that cannot have it keeps its
-// vector path. Shared by every kernel that runs tile products (include <native_build/amx_permission.h>).
+// vector path. Shared by every kernel that runs tile products (include <native_build/amx_tiles.h>).
 #pragma once
 
+#include <cstdint>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,5 +15,12 @@ inline bool amx_permitted() {
     static const bool permitted = syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
     return permitted;
 }
+
+// The tile configuration ldtilecfg reads (palette 1): per tile register, its rows and its bytes per row.
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
 
 }  // namespace native_build
