@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+from typing import NoReturn
 
 INPUT_ERROR_EXIT = 2
 ROLE_CHECK_ENV = "CONFIG_BAGS_ROLE_CHECK"
@@ -20,7 +22,8 @@ def enforce_role_checks_by_default() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script. Exit code 2 with one line on stderr for any refused input."""
+    """Parse, resolve and launch (or dump / explain); the exit code. Exit code 2 with one line on
+    stderr for any refused input."""
     enforce_role_checks_by_default()
     # Imported here, after the role-check default, since each of these imports config_bags.
     from config_bags import ConfigError
@@ -52,5 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     return launch(resolved)
 
 
+def run() -> NoReturn:
+    """The console script: `main()`, then the process ends at once with its exit code.
+
+    By then the server has stopped its children and said so; what Python's own teardown would add
+    is unloading torch and transformers, a second or more on a busy machine between a dead
+    scheduler and the server's exit."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -13,6 +13,7 @@ that; it publishes no bags, so it has no config hash to agree on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from array import array
@@ -131,5 +132,12 @@ class TokenizerWorker:
         return await self._call(_decode, array("q", ids))
 
     def close(self) -> None:
-        """Stop the worker (calls still queued are cancelled)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop the worker now: calls still queued are cancelled and its process is terminated.
+
+        It holds nothing to save, and waiting for it to tear down its interpreter (transformers
+        and torch loaded) held a stopping server for 1.5 s on a busy 2-core machine."""
+        pid = self.pid
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
