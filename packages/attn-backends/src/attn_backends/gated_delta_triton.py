@@ -160,10 +160,11 @@ def _chunk_scan_kernel(
     start = tl.load(cu_ptr + seq).to(tl.int64)
     end = tl.load(cu_ptr + seq + 1).to(tl.int64)
     slot = tl.load(slots_ptr + seq).to(tl.int64)
-    resume = tl.load(has_initial_ptr + seq).to(tl.int1)
+    resume = tl.load(has_initial_ptr + seq) != 0
     pool_block = state_ptr + (slot * H + head) * DK * DV + dk[:, None] * DV + dv[None, :]
-    # A fresh prompt starts from zeros whatever its slot holds (NaN included): the load is masked, not scaled.
-    s = tl.load(pool_block, mask=block_ok & resume, other=0.0).to(tl.float32)
+    # A fresh prompt starts from zeros whatever its slot holds (NaN included): selected, not scaled.
+    # Not a mask of block_ok & resume: triton 3.9's interpreter makes that an int32 mask and refuses it.
+    s = tl.where(resume, tl.load(pool_block, mask=block_ok, other=0.0).to(tl.float32), 0.0)
 
     rows = tl.arange(0, BT)
     causal = rows[:, None] >= rows[None, :]
