@@ -1,5 +1,6 @@
 """config-bags drops into any stack: pip-installed alone into an empty venv it brings msgspec and
-nothing else, and its own tests pass there, away from this workspace."""
+nothing else, and its own tests pass there, away from this workspace (the README beside them,
+whose examples they run)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _installed(python: Path) -> set[str]:
     out = subprocess.run(
         [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return {d["name"].lower().replace("_", "-") for d in json.loads(out)}
 
@@ -32,9 +35,12 @@ def test_config_bags_installs_alone_and_passes_its_tests(tmp_path: Path) -> None
     subprocess.run([*pip, "pytest", "hypothesis"], check=True, capture_output=True)
     tests = tmp_path / "config-bags-tests"
     shutil.copytree(ROOT / "packages/config-bags/tests", tests, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "packages/config-bags/README.md", tmp_path / "README.md")
     done = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert " passed" in done.stdout
