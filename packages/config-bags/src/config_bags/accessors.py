@@ -7,9 +7,8 @@ read path holds no role check at all; otherwise each read checks the top-level n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
-from typing import TypeVar, cast
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from config_bags.bags.base import Bag
 from config_bags.errors import ConfigError, NotPublishedError, UnknownBagError
@@ -57,12 +56,14 @@ def accessor(root_type: type[R], namespace: str, pick: Callable[[R], B]) -> Call
 
 
 # Each bag type the published root holds exactly once -> (its top-level namespace, the bag).
-_held: Mapping[type[Bag], tuple[str, Bag]] = MappingProxyType({})
+# Any: each bag is of its key's type, which a mapping's type cannot say; bag() states it.
+# Replaced whole on each install, never changed in place.
+_held: dict[type[Bag], tuple[str, Any]] = {}
 
 
 def _hold(root: Root | None) -> None:
     global _held
-    held: dict[type[Bag], tuple[str, Bag]] = {}
+    held: dict[type[Bag], tuple[str, Any]] = {}
     if root is not None:
         for kind, paths in bag_paths(type(root)).items():
             if len(paths) == 1:  # a type held twice has no one answer; bag() says where it is
@@ -70,7 +71,7 @@ def _hold(root: Root | None) -> None:
                 for part in paths[0]:
                     node = getattr(node, part)
                 held[kind] = (paths[0][0], node)
-    _held = MappingProxyType(held)
+    _held = held
 
 
 on_install(_hold)
@@ -83,9 +84,10 @@ if ROLE_CHECK_MODE is RoleCheckMode.OFF:
         `bag(EngineBag).block_size`. Raises NotPublishedError before publish(), and
         UnknownBagError for a type the published root does not hold once (naming those it does)."""
         try:
-            return cast(K, _held[kind][1])
+            found: K = _held[kind][1]
         except KeyError:
             raise _unheld(kind) from None
+        return found
 
 else:
 
@@ -99,7 +101,8 @@ else:
         except KeyError:
             raise _unheld(kind) from None
         check_role_read(PROCESS.role, PROCESS.reads, namespace)
-        return cast(K, found)
+        bag_of_kind: K = found
+        return bag_of_kind
 
 
 def _unreadable(what: str, needs: str) -> ConfigError:
