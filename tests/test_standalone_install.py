@@ -1,6 +1,7 @@
 """The packages another stack adopts drop into it: config-bags pip-installed alone into an empty
 venv brings msgspec and nothing else, runtime-scheduler and spec-workers bring config-bags beside
-it, and each package's own tests pass there, away from this workspace."""
+it, and each package's own tests pass there, away from this workspace (its README beside them, whose
+examples they may run)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _installed(python: Path) -> set[str]:
     out = subprocess.run(
         [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return {d["name"].lower().replace("_", "-") for d in json.loads(out)}
 
@@ -47,6 +50,7 @@ def test_package_installs_alone_and_passes_its_tests(tmp_path: Path, installs: t
     subprocess.run([*pip, "pytest", "hypothesis"], check=True, capture_output=True)
     copied = tmp_path / "tests"
     shutil.copytree(ROOT / tests, copied, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy((ROOT / tests).parent / "README.md", tmp_path / "README.md")
     done = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(copied)],
         capture_output=True, text=True, cwd=tmp_path,

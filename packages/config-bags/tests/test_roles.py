@@ -62,3 +62,14 @@ def test_off_mode_puts_nothing_on_the_read_path() -> None:
         pytest.skip("this process runs with role checking on")
     names = config_bags.get_schedule.__code__.co_names
     assert "check_role_read" not in names and "PROCESS" not in names
+
+
+def test_bags_declares_this_servers_roles_table() -> None:
+    """Bags' ROLES answer exactly ROLE_READS for every role of this server, so making roles data
+    changed no role's reads.
+
+    Reverse-verified: with "http" left out of SERVER_ROLES, this failed."""
+    namespaces = tuple(config_bags.root_fields(config_bags.Bags))
+    assert config_bags.Bags.ROLES is config_bags.SERVER_ROLES
+    assert {role: config_bags.SERVER_ROLES.reads(role, namespaces) for role in ROLE_READS} == dict(ROLE_READS)
+    assert set(config_bags.SERVER_ROLES.names) == set(ROLE_READS)

@@ -6,8 +6,13 @@ moment of use through accessors, and overridable after publish with validation a
     publish(Bags(), role="standalone")
     get_schedule().page_size          # 1
     override("admin", page_size=16)   # checked first; logged; subscribers notified
+
+The mechanism is generic: a stack declares its own bags (`Bag`, `leaf`, the constraint types),
+its own root (`Root`) with its roles (`Roles`) and rules (`Rule`), publishes it, and reads a bag
+by type (`bag(EngineBag).block_size`); this server's `Bags` is one such root. See README.md.
 """
 
+from config_bags.accessors import accessor, bag
 from config_bags.attention_dispatch import (
     KERNEL_NAMES,
     AttentionStamp,
@@ -35,7 +40,37 @@ from config_bags.bags import (
     ServingBag,
     SpecBag,
 )
-from config_bags.bags.attention_names import BATCH_INVARIANT_KERNELS, AttentionBackendName, AttentionHalf, AttentionKernelName
+from config_bags.bags.attention_names import (
+    BATCH_INVARIANT_KERNELS,
+    AttentionBackendName,
+    AttentionHalf,
+    AttentionKernelName,
+)
+from config_bags.bags.base import Bag
+from config_bags.bags_accessors import (
+    get_device,
+    get_disagg,
+    get_exec,
+    get_memory,
+    get_mm,
+    get_model,
+    get_observability,
+    get_parallel,
+    get_schedule,
+    get_serving,
+    get_spec,
+)
+from config_bags.constraints import (
+    INT64_MAX,
+    AboveOneFloat,
+    BatchSizes,
+    NonEmptyStr,
+    NonNegativeInt,
+    Port,
+    PositiveInt,
+    PositiveOrDisabledInt,
+    UnitFloat,
+)
 from config_bags.derived import (
     DETERMINISTIC_DEVICE_TYPES,
     AttentionBackends,
@@ -67,6 +102,7 @@ from config_bags.errors import (
     LeafValueError,
     NotPublishedError,
     RoleViolationError,
+    UnknownBagError,
     UnknownLeafError,
     WireError,
 )
@@ -91,39 +127,49 @@ from config_bags.publish import (
     publish,
     published_bags,
     published_role,
+    published_roles,
+    published_root,
     published_rules,
     unpublish,
 )
 from config_bags.roles import (
     ROLE_CHECK_MODE,
     ROLE_READS,
+    SERVER_ROLES,
     Role,
     RoleCheckMode,
+    Roles,
     RoleViolation,
     clear_role_violations,
     role_violations,
 )
+from config_bags.root import Root
 from config_bags.rules import Rule, RuleBrokenError, broken_rule, check_rules
-from config_bags.schema import LeafSpec, all_leaves, leaf_spec, leaf_specs, namespaces
-from config_bags.state import (
-    LeafChange,
-    OverrideRecord,
-    get_device,
-    get_disagg,
-    get_exec,
-    get_memory,
-    get_mm,
-    get_model,
-    get_observability,
-    get_parallel,
-    get_schedule,
-    get_serving,
-    get_spec,
-    hash_of,
-)
+from config_bags.schema import LeafSpec, all_leaves, bag_paths, leaf_spec, leaf_specs, namespaces, root_fields
+from config_bags.state import LeafChange, OverrideRecord, hash_of
 from config_bags.wire import decode, encode
 
 __all__ = [
+    "INT64_MAX",
+    "SERVER_ROLES",
+    "AboveOneFloat",
+    "Bag",
+    "BatchSizes",
+    "NonEmptyStr",
+    "NonNegativeInt",
+    "Port",
+    "PositiveInt",
+    "PositiveOrDisabledInt",
+    "Roles",
+    "Root",
+    "UnitFloat",
+    "UnknownBagError",
+    "accessor",
+    "bag",
+    "bag_paths",
+    "published_roles",
+    "published_root",
+    "root_fields",
     "BATCH_INVARIANT_KERNELS",
     "INVARIANTS",
     "KERNEL_NAMES",

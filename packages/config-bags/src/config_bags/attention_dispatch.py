@@ -12,8 +12,8 @@ from typing import Literal, NamedTuple, get_args
 
 from config_bags.bags.attention_names import AttentionHalf, AttentionKernelName
 from config_bags.bags.spec import SpeculativeAttentionMode
+from config_bags.bags_accessors import get_spec
 from config_bags.derived import attention_backends
-from config_bags.state import get_spec
 
 ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
 KERNEL_NAMES: tuple[AttentionKernelName, ...] = get_args(AttentionKernelName)
@@ -29,7 +29,9 @@ class AttentionStamp(NamedTuple):
     is_draft_override: bool
 
 
-def dispatched_half_of(forward_mode: ForwardMode, speculative_attention_mode: SpeculativeAttentionMode) -> AttentionHalf:
+def dispatched_half_of(
+    forward_mode: ForwardMode, speculative_attention_mode: SpeculativeAttentionMode
+) -> AttentionHalf:
     """Decode and idle run on the decode half; a target verify on the half
     `speculative_attention_mode` names; everything else (extend, mixed, draft extend) on the
     prefill half."""

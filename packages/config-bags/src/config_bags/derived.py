@@ -8,10 +8,25 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from config_bags.bags import ExecBag, GraphBag, KernelBag, MambaBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
-from config_bags.bags.attention_names import BATCH_INVARIANT_KERNELS, AttentionBackendName, AttentionHalf, LinearAttnBackendName
+from config_bags.bags import (
+    ExecBag,
+    GraphBag,
+    KernelBag,
+    MambaBag,
+    MemoryBag,
+    ModelBag,
+    ParallelBag,
+    ScheduleBag,
+    SpecBag,
+)
+from config_bags.bags.attention_names import (
+    BATCH_INVARIANT_KERNELS,
+    AttentionBackendName,
+    AttentionHalf,
+    LinearAttnBackendName,
+)
+from config_bags.bags_accessors import get_exec, get_parallel, get_schedule, get_spec
 from config_bags.errors import LeafValueError
-from config_bags.state import get_exec, get_parallel, get_schedule, get_spec
 
 DEFAULT_LINEAR_ATTN_BACKEND: LinearAttnBackendName = "triton"
 
@@ -35,12 +50,16 @@ def attention_leaf_of(kernel: KernelBag, half: AttentionHalf) -> tuple[str, Atte
     """(the leaf that names `half`'s backend, its value): the split field when set, else the base
     field (default auto, which the attention factory resolves per host and per half)."""
     split = kernel.prefill_attention_backend if half == "prefill" else kernel.decode_attention_backend
-    return (f"{half}_attention_backend", split) if split is not None else ("attention_backend", kernel.attention_backend)
+    return (
+        (f"{half}_attention_backend", split) if split is not None else ("attention_backend", kernel.attention_backend)
+    )
 
 
 def attention_backends_of(kernel: KernelBag) -> AttentionBackends:
     """(prefill, decode) as configured: `attention_leaf_of` each half."""
-    return AttentionBackends(prefill=attention_leaf_of(kernel, "prefill")[1], decode=attention_leaf_of(kernel, "decode")[1])
+    return AttentionBackends(
+        prefill=attention_leaf_of(kernel, "prefill")[1], decode=attention_leaf_of(kernel, "decode")[1]
+    )
 
 
 def attention_backends() -> AttentionBackends:
@@ -63,8 +82,11 @@ def deterministic_inference_of(exec: ExecBag, device_type: str) -> bool:
     if chosen is not None:
         return chosen
     halves = attention_backends_of(exec.kernel)
-    return (device_type in DETERMINISTIC_DEVICE_TYPES and not exec.graph.enable_torch_compile
-            and all(name == "auto" or name in BATCH_INVARIANT_KERNELS for name in halves))
+    return (
+        device_type in DETERMINISTIC_DEVICE_TYPES
+        and not exec.graph.enable_torch_compile
+        and all(name == "auto" or name in BATCH_INVARIANT_KERNELS for name in halves)
+    )
 
 
 def deterministic_inference(device_type: str) -> bool:
@@ -72,8 +94,11 @@ def deterministic_inference(device_type: str) -> bool:
     return deterministic_inference_of(get_exec(), device_type)
 
 
-def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBackendName | None = None,
-                            base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND) -> LinearAttnBackends:
+def linear_attn_backends_of(
+    kernel: KernelBag,
+    prefill_default: LinearAttnBackendName | None = None,
+    base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND,
+) -> LinearAttnBackends:
     """Linear-attention kernels per phase. An operator's explicit split field wins over
     `prefill_default` (a per-runner default the caller stamps on its runner, never records), which
     wins over the base field; `base_default` (a device's kernels, as the caller knows the device)
@@ -83,8 +108,10 @@ def linear_attn_backends_of(kernel: KernelBag, prefill_default: LinearAttnBacken
     return LinearAttnBackends(decode=kernel.linear_attn_decode_backend or base, prefill=prefill, verify=prefill)
 
 
-def linear_attn_backends(prefill_default: LinearAttnBackendName | None = None,
-                         base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND) -> LinearAttnBackends:
+def linear_attn_backends(
+    prefill_default: LinearAttnBackendName | None = None,
+    base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND,
+) -> LinearAttnBackends:
     """`linear_attn_backends_of` over the published exec.kernel bag."""
     return linear_attn_backends_of(get_exec().kernel, prefill_default, base_default)
 
@@ -161,7 +188,10 @@ def context_length_refusal(model: ModelBag, model_max_length: int) -> str | None
     positions (it exceeds them), or None when it can."""
     length = model.context_length
     if length is not None and length > model_max_length:
-        return f"context_length = {length} requires context_length <= the model's maximum, got maximum = {model_max_length} tokens"
+        return (
+            f"context_length = {length} requires context_length <= the model's maximum, "
+            f"got maximum = {model_max_length} tokens"
+        )
     return None
 
 

@@ -32,3 +32,7 @@ class RoleViolationError(ConfigError, RuntimeError):
 
 class WireError(ConfigError, ValueError):
     """Bytes that do not decode into valid Bags."""
+
+
+class UnknownBagError(ConfigError, LookupError):
+    """A bag asked for (by type, or by a named accessor) that the published root does not hold."""

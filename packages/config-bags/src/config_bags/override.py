@@ -1,4 +1,8 @@
-"""Changing leaves after publish: validate every leaf first, then swap, log and notify."""
+"""Changing leaves after publish: validate every leaf first, then swap, log and notify.
+
+The leaves are looked up in the leaf table of the published root's own type, so a stack's root,
+or `Bags` extended with a bag of its own, overrides its leaves like this server's.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,19 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from config_bags.bags import Bags
 from config_bags.bags.base import Bag
 from config_bags.errors import ColdLeafError, LeafValueError
-from config_bags.publish import published_bags
+from config_bags.publish import published_root
+from config_bags.root import Root
 from config_bags.rules import Rule, check_rules
 from config_bags.schema import LeafSpec, leaf_spec
 from config_bags.state import PROCESS, LeafChange, OverrideRecord, install
+
+R = TypeVar("R", bound=Root)
 
 logger = logging.getLogger("config_bags")
 
@@ -29,20 +35,20 @@ def checked_value(spec: LeafSpec, value: Any) -> Any:
         raise LeafValueError(f"{spec.name}: {err} (got {value!r}); accepted: {spec.accepts()}") from None
 
 
-def with_leaves(bags: Bags, leaves: Mapping[str, Any], *, rules: Iterable[Rule]) -> Bags:
-    """New bags equal to `bags` with `leaves` replaced, after checking each leaf, each touched
-    bag's cross-leaf check, and `rules` over the result (`published_rules()` for what an override
-    of this process would be checked against; there is no default, so no caller forgets the
-    stack's rules).
+def with_leaves(bags: R, leaves: Mapping[str, Any], *, rules: Iterable[Rule]) -> R:
+    """A new root equal to `bags` (any root; its type's leaf table names the leaves) with `leaves`
+    replaced, after checking each leaf, each touched bag's cross-leaf check, and `rules` over the
+    result (`published_rules()` for what an override of this process would be checked against;
+    there is no default, so no caller forgets the stack's rules).
 
     Pure: nothing is published. Raises UnknownLeafError or LeafValueError (RuleBrokenError for a
     broken rule) and returns nothing when any leaf is refused.
     """
     by_bag: dict[tuple[str, ...], dict[str, Any]] = {}
     for name, value in leaves.items():
-        spec = leaf_spec(name)
+        spec = leaf_spec(name, type(bags))
         by_bag.setdefault(spec.path[:-1], {})[name] = checked_value(spec, value)
-    new: Bags = _replace_nested(bags, (), by_bag)
+    new: R = _replace_nested(bags, (), by_bag)
     check_rules(new, rules)
     return new
 
@@ -55,8 +61,8 @@ def _replace_nested(bag: Bag, path: tuple[str, ...], by_bag: Mapping[tuple[str, 
     return msgspec.structs.replace(bag, **changes) if changes else bag
 
 
-def _refuse_cold(names: list[str]) -> None:
-    cold = [leaf_spec(n) for n in names if not leaf_spec(n).hot]
+def _refuse_cold(names: list[str], root_type: type[Root]) -> None:
+    cold = [leaf_spec(n, root_type) for n in names if not leaf_spec(n, root_type).hot]
     if cold:
         which = ", ".join(f"{s.name} ({s.namespace}: {s.help})" for s in cold)
         raise ColdLeafError(
@@ -78,11 +84,11 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
         raise ValueError("override() needs a non-empty source naming who asked for the change")
     if not leaves:
         raise ValueError("override() needs at least one leaf=value")
-    current = published_bags()
+    current = published_root()
     for name in leaves:
-        leaf_spec(name)
+        leaf_spec(name, type(current))
     if PROCESS.serving:
-        _refuse_cold(list(leaves))
+        _refuse_cold(list(leaves), type(current))
     new = with_leaves(current, leaves, rules=PROCESS.rules)
     changes = tuple(
         LeafChange(leaf=name, old=leaf_value_of(current, name), new=leaf_value_of(new, name)) for name in leaves
@@ -90,24 +96,22 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
     record = OverrideRecord(source=source, time=time.time(), changes=changes)
     install(new)
     PROCESS.log.append(record)
-    logger.info(
-        "override by %s: %s", source, ", ".join(f"{c.leaf} {c.old!r} -> {c.new!r}" for c in changes)
-    )
+    logger.info("override by %s: %s", source, ", ".join(f"{c.leaf} {c.old!r} -> {c.new!r}" for c in changes))
     _notify(record)
     return record
 
 
-def leaf_value_of(bags: Bags, name: str) -> Any:
-    """The value of one leaf, by flat name, in `bags`."""
+def leaf_value_of(bags: Root, name: str) -> Any:
+    """The value of one leaf, by flat name, in the root `bags`."""
     node: Any = bags
-    for part in leaf_spec(name).path:
+    for part in leaf_spec(name, type(bags)).path:
         node = getattr(node, part)
     return node
 
 
 def leaf_value(name: str) -> Any:
     """The published value of one leaf, by flat name."""
-    return leaf_value_of(published_bags(), name)
+    return leaf_value_of(published_root(), name)
 
 
 def _notify(record: OverrideRecord) -> None:

@@ -1,18 +1,23 @@
-"""Publishing the bags of this process, and the serving switch that freezes cold leaves."""
+"""Publishing the root of bags of this process with its role, and the serving switch that
+freezes cold leaves."""
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import TypeVar, overload
 
 from config_bags.bags import Bags
 from config_bags.errors import LeafValueError, NotPublishedError, WireError
-from config_bags.invariants import INVARIANTS
-from config_bags.roles import ROLE_READS, Role
+from config_bags.roles import Roles
+from config_bags.root import Root
 from config_bags.rules import Rule, check_rules
+from config_bags.schema import root_fields
 from config_bags.state import PROCESS, install
 from config_bags.wire import decode, encode
+
+R = TypeVar("R", bound=Root)
 
 logger = logging.getLogger("config_bags")
 
@@ -21,27 +26,38 @@ class RepublishWarning(UserWarning):
     """Bags were published over earlier ones, dropping whatever overrides those carried."""
 
 
-def publish(bags: Bags, *, role: Role, rules: Sequence[Rule] = ()) -> None:
-    """Install `bags` as this process's configuration, read by every accessor from now on.
+def publish(
+    bags: Root, *, role: str, rules: Sequence[Rule] = (), roles: Roles | Mapping[str, Collection[str]] | None = None
+) -> None:
+    """Install the root `bags` (this server's `Bags`, or a stack's own `Root`) as this process's
+    configuration, read by every accessor from now on, for the process role `role`.
 
-    The bags must be what `decode(encode(bags))` accepts and must keep config-bags' invariants
-    and the stack's own `rules`, which every later `override()` checks too; otherwise
-    LeafValueError, and nothing is installed. Publishing again replaces everything (bags, role,
-    rules, overrides log, serving state) and warns, naming the overrides it dropped.
-    Subscribers registered with `on_override` stay registered.
+    `roles` says which namespaces each role reads (a `Roles`, or a mapping of role -> top-level
+    namespaces); by default the root's own `ROLES`. The root must be what
+    `decode(encode(bags), type(bags))` accepts and must keep its root's `invariants()` and the
+    stack's own `rules`, which every later `override()` checks too; otherwise LeafValueError, and
+    nothing is installed. Publishing again replaces everything (root, role, rules, overrides log,
+    serving state) and warns, naming the overrides it dropped. Subscribers registered with
+    `on_override` stay registered.
     """
-    if not isinstance(bags, Bags):
-        raise TypeError(f"publish() takes a Bags instance, got {type(bags).__name__}")
-    if role not in ROLE_READS:
-        raise ValueError(f"unknown role {role!r}; accepted: {', '.join(ROLE_READS)}")
+    if not isinstance(bags, Root):
+        raise TypeError(f"publish() takes a root of bags (a config_bags.Root such as Bags), got {type(bags).__name__}")
+    table = type(bags).ROLES if roles is None else roles if isinstance(roles, Roles) else Roles(roles)
+    reads = table.reads(role, tuple(root_fields(type(bags))))
     _check_travels(bags)
-    all_rules = (*INVARIANTS, *rules)
+    all_rules = (*type(bags).invariants(), *rules)
     check_rules(bags, all_rules)
     if PROCESS.bags is not None:
         dropped = [f"{c.leaf} ({r.source}: {c.old!r} -> {c.new!r})" for r in PROCESS.log for c in r.changes]
         what = "; dropped overrides: " + ", ".join(dropped) if dropped else "; no overrides were dropped"
-        warnings.warn(f"publish() replaced the bags published earlier (role {PROCESS.role!r}){what}", RepublishWarning, stacklevel=2)
+        warnings.warn(
+            f"publish() replaced the bags published earlier (role {PROCESS.role!r}){what}",
+            RepublishWarning,
+            stacklevel=2,
+        )
     PROCESS.role = role
+    PROCESS.roles = table
+    PROCESS.reads = reads
     PROCESS.rules = all_rules
     PROCESS.serving = False
     PROCESS.log = []
@@ -49,11 +65,11 @@ def publish(bags: Bags, *, role: Role, rules: Sequence[Rule] = ()) -> None:
     logger.debug("published bags for role %s (hash %s)", role, PROCESS.hash)
 
 
-def _check_travels(bags: Bags) -> None:
+def _check_travels(bags: Root) -> None:
     """Refuse bags that another process could not decode (a value changed behind the
     construction check, an int msgpack cannot carry)."""
     try:
-        decode(encode(bags))
+        decode(encode(bags), type(bags))
     except (WireError, OverflowError, TypeError) as err:
         raise LeafValueError(f"publish() refused bags that do not survive encode and decode: {err}") from None
 
@@ -61,6 +77,8 @@ def _check_travels(bags: Bags) -> None:
 def unpublish() -> None:
     """Forget the published bags, role, rules and overrides log (for test teardown and shutdown)."""
     PROCESS.role = None
+    PROCESS.roles = None
+    PROCESS.reads = frozenset()
     PROCESS.rules = ()
     PROCESS.serving = False
     PROCESS.log = []
@@ -72,29 +90,59 @@ def is_published() -> bool:
     return PROCESS.bags is not None
 
 
+@overload
+def published_root() -> Root: ...
+
+
+@overload
+def published_root(root_type: type[R]) -> R: ...
+
+
+def published_root(root_type: type[Root] = Root) -> Root:
+    """The whole published root, checked to be a `root_type` (any root by default). Raises
+    NotPublishedError before publish(), TypeError when the published root is another type."""
+    return _published_as(root_type, "published_root()")
+
+
 def published_bags() -> Bags:
-    """The whole published `Bags` root. Raises NotPublishedError before publish()."""
-    if PROCESS.bags is None:
-        raise NotPublishedError("published_bags() was read before publish(); publish the bags of this process first")
-    return PROCESS.bags
+    """The whole published `Bags` root (a stack's extension of it included). Raises
+    NotPublishedError before publish(), TypeError when the published root is not a `Bags`."""
+    return _published_as(Bags, "published_bags()")
 
 
-def published_role() -> Role:
+def _published_as(root_type: type[R], what: str) -> R:
+    root = PROCESS.bags
+    if root is None:
+        raise NotPublishedError(f"{what} was read before publish(); publish the bags of this process first")
+    if not isinstance(root, root_type):
+        raise TypeError(f"{what} asked for a {root_type.__name__}, but the published root is {type(root).__name__}")
+    return root
+
+
+def published_role() -> str:
     """The role this process published as."""
     if PROCESS.role is None:
         raise NotPublishedError("published_role() was read before publish(); publish the bags of this process first")
     return PROCESS.role
 
 
+def published_roles() -> Roles:
+    """The roles table the process published with (the root's `ROLES` unless `publish()` was
+    given others)."""
+    if PROCESS.roles is None:
+        raise NotPublishedError("published_roles() was read before publish(); publish the bags of this process first")
+    return PROCESS.roles
+
+
 def published_rules() -> tuple[Rule, ...]:
-    """The rules every override of this process is checked against (config-bags' invariants,
+    """The rules every override of this process is checked against (the root's invariants,
     then the stack's own)."""
     return PROCESS.rules
 
 
 def begin_serving() -> None:
     """Mark the process as serving: from now on only hot leaves may be overridden."""
-    published_bags()
+    published_root()
     PROCESS.serving = True
 
 

@@ -1,14 +1,16 @@
 """Which namespaces each process role reads, and the check that can watch it.
 
-The mode comes from the environment variable `CONFIG_BAGS_ROLE_CHECK` when config_bags is
-imported: `off` (default; the accessors carry no check at all), `record` (reads outside the
-role's set are remembered in `role_violations()`), or `enforce` (such a read raises).
+Roles are data: a stack declares its own `Roles` (on its root, or passed to `publish()`), and
+this server's table (`ROLE_READS`) is the one its `Bags` declares. The mode comes from the
+environment variable `CONFIG_BAGS_ROLE_CHECK` when config_bags is imported: `off` (default; the
+accessors carry no check at all), `record` (reads outside the role's set are remembered in
+`role_violations()`), or `enforce` (such a read raises).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from enum import Enum
 from types import MappingProxyType
 from typing import Literal
@@ -43,6 +45,82 @@ ROLE_READS: Mapping[Role, frozenset[str]] = MappingProxyType(
 )
 
 
+class Roles:
+    """The roles of a stack and the top-level namespaces (fields of its root) each one reads.
+
+        Roles({"engine_core": {"engine"}, "api_server": {"serving"}}, everything=("standalone",))
+
+    A role named in `everything` reads every namespace of whatever root is published, so it
+    keeps reading all of them when a stack extends the root with bags of its own. Frozen.
+    """
+
+    __slots__ = ("_reads", "_everything")
+    _reads: Mapping[str, frozenset[str]]
+    _everything: tuple[str, ...]
+
+    def __init__(self, reads: Mapping[str, Collection[str]], *, everything: Iterable[str] = ()) -> None:
+        table: dict[str, frozenset[str]] = {}
+        for role, namespaces in reads.items():
+            if not role or not isinstance(role, str):
+                raise ValueError(f"a role is a non-empty name, got {role!r}")
+            if isinstance(namespaces, str):  # a bare string would read as its letters
+                raise TypeError(f"role {role!r} reads a collection of namespace names, got the string {namespaces!r}")
+            table[role] = frozenset(namespaces)
+        every = tuple(dict.fromkeys(everything))
+        both = sorted(set(every) & table.keys())
+        if both:
+            raise ValueError(
+                f"roles {', '.join(both)} are both listed with namespaces and in everything; name each once"
+            )
+        if not table and not every:
+            raise ValueError(
+                "Roles needs at least one role: a mapping of role -> namespaces, or everything=(role, ...)"
+            )
+        object.__setattr__(self, "_reads", MappingProxyType(table))
+        object.__setattr__(self, "_everything", every)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Roles is frozen; build a new one instead of setting {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Roles) and (self._reads, self._everything) == (other._reads, other._everything)
+
+    def __hash__(self) -> int:
+        return hash((frozenset(self._reads.items()), self._everything))
+
+    def __repr__(self) -> str:
+        reads = {role: sorted(ns) for role, ns in self._reads.items()}
+        return f"Roles({reads}, everything={self._everything})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every role in declaration order, those that read everything first."""
+        return (*self._everything, *self._reads)
+
+    def reads(self, role: str, namespaces: Collection[str]) -> frozenset[str]:
+        """The namespaces `role` reads of a root whose top-level namespaces are `namespaces`.
+        Raises ValueError for a role not declared here, or one that names a namespace the root
+        does not have, saying what is accepted."""
+        if role in self._everything:
+            return frozenset(namespaces)
+        if role not in self._reads:
+            raise ValueError(f"unknown role {role!r}; accepted: {', '.join(self.names)}")
+        unknown = sorted(self._reads[role] - frozenset(namespaces))
+        if unknown:
+            raise ValueError(
+                f"role {role!r} reads {', '.join(unknown)}, which the published root does not hold; "
+                f"its namespaces: {', '.join(namespaces)}"
+            )
+        return self._reads[role]
+
+
+# This server's roles: the launcher and a standalone build read every namespace of the published
+# root, its extensions' bags included.
+_READ_EVERYTHING: tuple[Role, ...] = ("launcher", "standalone")
+SERVER_ROLES = Roles(
+    {role: reads for role, reads in ROLE_READS.items() if role not in _READ_EVERYTHING}, everything=_READ_EVERYTHING
+)
+
 ENV_VAR = "CONFIG_BAGS_ROLE_CHECK"
 
 
@@ -57,7 +135,7 @@ class RoleCheckMode(Enum):
 class RoleViolation(msgspec.Struct, frozen=True):
     """A read of `namespace` by a process whose role does not declare it."""
 
-    role: Role
+    role: str
     namespace: str
 
 
@@ -76,13 +154,15 @@ ROLE_CHECK_MODE: RoleCheckMode = role_check_mode_from_env()
 _violations: dict[RoleViolation, None] = {}
 
 
-def check_role_read(role: Role | None, namespace: str) -> None:
-    """Record or refuse a read of `namespace` by `role` (called by accessors unless the mode is off)."""
-    if role is None or namespace in ROLE_READS[role]:
+def check_role_read(role: str | None, reads: frozenset[str], namespace: str) -> None:
+    """Record or refuse a read of `namespace` by `role`, which reads `reads` (called by accessors
+    unless the mode is off)."""
+    if role is None or namespace in reads:
         return
     if ROLE_CHECK_MODE is RoleCheckMode.ENFORCE:
-        allowed = ", ".join(sorted(ROLE_READS[role]))
-        raise RoleViolationError(f"role {role!r} read namespace {namespace!r}; it reads only: {allowed}")
+        raise RoleViolationError(
+            f"role {role!r} read namespace {namespace!r}; it reads only: {', '.join(sorted(reads))}"
+        )
     _violations[RoleViolation(role=role, namespace=namespace)] = None
 
 

@@ -1,29 +1,33 @@
-"""Rules: named invariants over the whole `Bags`, checked before any bags are installed.
+"""Rules: named invariants over a whole root of bags, checked before any bags are installed.
 
-A rule answers, for a candidate `Bags`, the sentence that states it with the values that break
-it (`speculative_eagle_topk = 4 > 1 requires page_size == 1, got page_size = 16`), or None
-while it holds. `publish()` and every `override()` check the process's rules (config-bags' own
-invariants plus any the stack publishes with its bags) before anything is written, so a refused
-change leaves every bag, the hash and the log as they were. A stack's launch-time resolution
-calls the same rules, so each rule exists once.
+A rule answers, for a candidate root (this server's `Bags`, or a stack's own), the sentence that
+states it with the values that break it (`speculative_eagle_topk = 4 > 1 requires page_size == 1,
+got page_size = 16`), or None while it holds. `publish()` and every `override()` check the
+process's rules (the root's own invariants plus any the stack publishes with its bags) before
+anything is written, so a refused change leaves every bag, the hash and the log as they were. A
+stack's launch-time resolution calls the same rules, so each rule exists once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from config_bags.bags import Bags
+from config_bags.bags.base import Bag
 from config_bags.errors import LeafValueError
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A named invariant: `broken(bags)` is the message stating the rule with its values, or None."""
+    """A named invariant: `broken(root)` is the message stating the rule with its values, or None.
+    `broken` takes the root it was written for (annotate its parameter with that root type)."""
 
     name: str
     leaves: tuple[str, ...]  # the leaves it reads, so a refusal can say where each came from
-    broken: Callable[[Bags], str | None]
+    # Any: a rule is written for one root type, and Rule is not generic so that the stacks
+    # already annotating `Rule` keep type-checking.
+    broken: Callable[[Any], str | None]
 
 
 class RuleBrokenError(LeafValueError):
@@ -34,7 +38,7 @@ class RuleBrokenError(LeafValueError):
         self.rule = rule
 
 
-def broken_rule(bags: Bags, rules: Iterable[Rule]) -> tuple[Rule, str] | None:
+def broken_rule(bags: Bag, rules: Iterable[Rule]) -> tuple[Rule, str] | None:
     """The first of `rules` that `bags` break, with its message; None when all hold."""
     for rule in rules:
         message = rule.broken(bags)
@@ -43,7 +47,7 @@ def broken_rule(bags: Bags, rules: Iterable[Rule]) -> tuple[Rule, str] | None:
     return None
 
 
-def check_rules(bags: Bags, rules: Iterable[Rule]) -> None:
+def check_rules(bags: Bag, rules: Iterable[Rule]) -> None:
     """Raise RuleBrokenError for the first of `rules` that `bags` break."""
     found = broken_rule(bags, rules)
     if found is not None:

@@ -1,7 +1,8 @@
-"""The leaf table: every leaf of every bag, found by walking the `Bags` struct.
+"""The leaf table of a root: every leaf of every bag, found by walking the root's struct.
 
-Leaf names are unique across bags, so a flat flag name (`page_size`) maps to exactly one
-leaf and one path (`("schedule", "page_size")`).
+Leaf names are unique across a root's bags, so a flat flag name (`page_size`) maps to exactly
+one leaf and one path (`("schedule", "page_size")`). Each root type has its own table, built
+once; this server's `Bags` is the default root.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from config_bags.bags.root import Bags
 from config_bags.errors import UnknownLeafError
 from config_bags.leaf import HOT_KEY
 from config_bags.leaf_types import accepted_text, is_leaf_meta, is_optional, literal_of, value_type_of
+from config_bags.root import Root
 
 
 class LeafSpec(msgspec.Struct, frozen=True):
@@ -83,40 +85,84 @@ def _walk(cls: type[Bag], prefix: tuple[str, ...]) -> list[LeafSpec]:
     return found
 
 
-def all_leaves() -> list[LeafSpec]:
-    """Every leaf in declaration order, duplicates included (the uniqueness test reads this)."""
-    return _walk(Bags, ())
+def all_leaves(root_type: type[Root] = Bags) -> list[LeafSpec]:
+    """Every leaf of `root_type` in declaration order, duplicates included (the uniqueness test
+    reads this)."""
+    return _walk(root_type, ())
 
 
 @cache
-def leaf_specs() -> Mapping[str, LeafSpec]:
-    """The leaf table keyed by flat leaf name. Raises if two bags declare the same name."""
+def leaf_specs(root_type: type[Root] = Bags) -> Mapping[str, LeafSpec]:
+    """The leaf table of `root_type` keyed by flat leaf name. Raises if two bags declare the same
+    name, or if a field of the root is not a bag."""
+    root_fields(root_type)
     table: dict[str, LeafSpec] = {}
-    for spec in all_leaves():
+    for spec in all_leaves(root_type):
         if spec.name in table:
             raise TypeError(f"leaf {spec.name!r} is declared in both {table[spec.name].namespace} and {spec.namespace}")
         table[spec.name] = spec
     return types.MappingProxyType(table)
 
 
-def leaf_spec(name: str) -> LeafSpec:
-    """The spec of one leaf; an unknown name raises naming close matches."""
-    table = leaf_specs()
+def leaf_spec(name: str, root_type: type[Root] = Bags) -> LeafSpec:
+    """The spec of one leaf of `root_type`; an unknown name raises naming close matches."""
+    table = leaf_specs(root_type)
     try:
         return table[name]
     except KeyError:
-        raise UnknownLeafError(_unknown_message(name, table)) from None
+        raise UnknownLeafError(_unknown_message(name, table, root_type)) from None
 
 
-def namespaces() -> tuple[str, ...]:
-    """Every dotted bag name that holds leaves, in declaration order."""
+def namespaces(root_type: type[Root] = Bags) -> tuple[str, ...]:
+    """Every dotted bag name of `root_type` that holds leaves, in declaration order."""
     seen: dict[str, None] = {}
-    for spec in leaf_specs().values():
+    for spec in leaf_specs(root_type).values():
         seen.setdefault(spec.namespace, None)
     return tuple(seen)
 
 
-def _unknown_message(name: str, table: Mapping[str, LeafSpec]) -> str:
+@cache
+def root_fields(root_type: type[Root]) -> Mapping[str, type[Bag]]:
+    """The top-level namespaces of `root_type` (the names roles read) and the bag type of each.
+    Raises TypeError for a root that is not a `Root`, or a field of it that is not a bag."""
+    if not (isinstance(root_type, type) and issubclass(root_type, Root)):
+        raise TypeError(f"a root is a subclass of config_bags.Root, got {root_type!r}")
+    hints = typing.get_type_hints(root_type)
+    fields: dict[str, type[Bag]] = {}
+    for name in root_type.__struct_fields__:
+        hint = hints[name]
+        if not (isinstance(hint, type) and issubclass(hint, Bag)):
+            raise TypeError(
+                f"{root_type.__name__}.{name} is not a bag; every field of a root is a namespace holding a Bag"
+            )
+        fields[name] = hint
+    return types.MappingProxyType(fields)
+
+
+@cache
+def bag_paths(root_type: type[Root]) -> Mapping[type[Bag], tuple[tuple[str, ...], ...]]:
+    """Every bag type `root_type` holds, nested ones included, with the field path(s) holding it,
+    in declaration order."""
+    found: dict[type[Bag], list[tuple[str, ...]]] = {}
+
+    def walk(cls: type[Bag], prefix: tuple[str, ...]) -> None:
+        hints = typing.get_type_hints(cls)
+        for name in cls.__struct_fields__:
+            hint = hints[name]
+            if isinstance(hint, type) and issubclass(hint, Bag):
+                found.setdefault(hint, []).append((*prefix, name))
+                walk(hint, (*prefix, name))
+
+    walk(root_type, ())
+    return types.MappingProxyType({kind: tuple(paths) for kind, paths in found.items()})
+
+
+def _unknown_message(name: str, table: Mapping[str, LeafSpec], root_type: type[Root]) -> str:
     close = difflib.get_close_matches(name, list(table), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else "; see leaf_specs() for the accepted names"
+    root = root_type.__name__
+    hint = (
+        f"; did you mean {', '.join(close)}? (leaves of {root})"
+        if close
+        else f"; {root} declares no such leaf (see leaf_specs({root}))"
+    )
     return f"unknown leaf {name!r}{hint}"

@@ -1,26 +1,54 @@
-"""Bags across processes: typed msgpack that validates on the way in."""
+"""Roots of bags across processes: typed msgpack that validates on the way in.
+
+A decoder is built once per root type; the receiving process names the root type it expects
+(this server's `Bags` unless told otherwise), so a stack's own root, or `Bags` extended with a
+bag of its own, travels the same way.
+"""
 
 from __future__ import annotations
+
+from functools import cache
+from typing import Any, TypeVar, overload
 
 import msgspec
 
 from config_bags.bags import Bags
 from config_bags.bags.base import checked_by_msgspec
 from config_bags.errors import WireError
+from config_bags.root import Root
+from config_bags.schema import root_fields
+
+R = TypeVar("R", bound=Root)
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Bags)
 
 
-def encode(bags: Bags) -> bytes:
-    """The msgpack bytes of `bags`."""
-    return _encoder.encode(bags)
+@cache
+def _decoder(root_type: type[Root]) -> msgspec.msgpack.Decoder[Any]:
+    root_fields(root_type)  # a type that is no root is refused here, saying what a root is
+    return msgspec.msgpack.Decoder(root_type)
 
 
-def decode(data: bytes) -> Bags:
-    """The `Bags` in `data`; types, constraints and cross-leaf checks are applied, else WireError."""
+def encode(root: Root) -> bytes:
+    """The msgpack bytes of `root`."""
+    return _encoder.encode(root)
+
+
+@overload
+def decode(data: bytes) -> Bags: ...
+
+
+@overload
+def decode(data: bytes, root_type: type[R]) -> R: ...
+
+
+def decode(data: bytes, root_type: type[Root] = Bags) -> Root:
+    """The root of type `root_type` (this server's `Bags` by default) in `data`; types,
+    constraints and cross-leaf checks are applied, else WireError."""
+    decoder = _decoder(root_type)
     try:
         with checked_by_msgspec():
-            return _decoder.decode(data)
+            decoded: Root = decoder.decode(data)
     except (msgspec.DecodeError, ValueError) as err:
-        raise WireError(f"bytes do not decode into valid Bags: {err}") from None
+        raise WireError(f"bytes do not decode into valid {root_type.__name__}: {err}") from None
+    return decoded
