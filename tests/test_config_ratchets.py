@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from census import (
     Census,
     RecordNames,
@@ -32,15 +33,29 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINES = ROOT / "tests" / "census_baselines"
 SERVE = "packages/serve/"
 SERVE_SRC = "packages/serve/src/"
-RUNTIME = ("packages/runtime-scheduler/", "packages/runtime-runner/", "packages/attn-backends/", "packages/spec-workers/", "packages/config-bags/src/")
+RUNTIME = (
+    "packages/runtime-scheduler/",
+    "packages/runtime-runner/",
+    "packages/attn-backends/",
+    "packages/spec-workers/",
+    "packages/config-bags/src/",
+)
 
 UPDATE = {
-    "reads_outside_serve.txt": "uv run census packages/ --exclude packages/serve --baseline tests/census_baselines/reads_outside_serve.txt --update-baseline",
-    "reads_in_serve.txt": "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline",
-    "dynamic.txt": "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline",
+    "reads_outside_serve.txt": (
+        "uv run census packages/ --exclude packages/serve "
+        "--baseline tests/census_baselines/reads_outside_serve.txt --update-baseline"
+    ),
+    "reads_in_serve.txt": (
+        "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline"
+    ),
+    "dynamic.txt": (
+        "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline"
+    ),
     "copies_into_self.txt": (
-        "uv run census packages/runtime-scheduler packages/runtime-runner packages/attn-backends packages/spec-workers "
-        "packages/config-bags/src --count copies --baseline tests/census_baselines/copies_into_self.txt --update-baseline"
+        "uv run census packages/runtime-scheduler packages/runtime-runner packages/attn-backends "
+        "packages/spec-workers packages/config-bags/src --count copies "
+        "--baseline tests/census_baselines/copies_into_self.txt --update-baseline"
     ),
 }
 

@@ -48,7 +48,9 @@ def test_a_schema_from_json_or_module_callable(tmp_path: Path, capsys: pytest.Ca
     _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--schema", str(schema)], capsys)
     bags = {r["leaf"]: r["bag"] for r in json.loads(out)["reads"]}
     assert bags["page_size"] == "paging" and bags["tp_size"] is None
-    _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--schema", "census.schema:config_bags_schema"], capsys)
+    _, out, _ = run(
+        [str(TREE), "--root", str(TREE), "--format", "json", "--schema", "census.schema:config_bags_schema"], capsys
+    )
     assert {r["leaf"]: r["bag"] for r in json.loads(out)["reads"]}["tp_size"] == "parallel"
     code, _, err = run([str(TREE), "--schema", "no_such_module:table"], capsys)
     assert code == 2 and "cannot import the schema" in err
@@ -94,8 +96,15 @@ def test_stats_reports_census_and_parse_speed(capsys: pytest.CaptureFixture[str]
 
 
 def test_exclude_leaves_a_subtree_out(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--exclude", str(TREE / "engine" / "spec_worker.py")], capsys)
+    _, out, _ = run(
+        [str(TREE), "--root", str(TREE), "--format", "json", "--exclude", str(TREE / "engine" / "spec_worker.py")],
+        capsys,
+    )
     doc = json.loads(out)
     assert doc["totals"]["files"] == 5
-    assert {r["path"] for r in doc["reads"]} == {"engine/model_runner.py", "engine/scheduler.py", "engine/overlap_scheduler.py"}
+    assert {r["path"] for r in doc["reads"]} == {
+        "engine/model_runner.py",
+        "engine/scheduler.py",
+        "engine/overlap_scheduler.py",
+    }
     assert doc["dynamic"] == [d for d in doc["dynamic"] if d["path"] != "engine/spec_worker.py"]

@@ -84,7 +84,9 @@ def test_reads_through_a_record_parked_by_a_base_class(census: Census) -> None:
     rounds in `census_of_sources` removed."""
     assert reads_of(census, "inherited") == marked("inherited")
     assert {r.function for r in census.reads if r.shape == "inherited"} == {
-        "OverlapScheduler.overlap", "OverlapScheduler.budget", "TwoBatchScheduler.__init__",
+        "OverlapScheduler.overlap",
+        "OverlapScheduler.budget",
+        "TwoBatchScheduler.__init__",
     }
 
 
@@ -125,4 +127,6 @@ def test_record_taking_functions_are_listed(census: Census) -> None:
 
 def test_other_record_names() -> None:
     census = census_of([TREE], RecordNames(names=frozenset({"port_args"}), types=frozenset()), {}, root=TREE)
-    assert {(r.path, r.leaf, r.shape) for r in census.reads} == {("engine/scheduler.py", "tokenizer_ipc_name", "direct")}
+    assert {(r.path, r.leaf, r.shape) for r in census.reads} == {
+        ("engine/scheduler.py", "tokenizer_ipc_name", "direct")
+    }

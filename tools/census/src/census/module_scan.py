@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from census.annotations import names_a_type
-from census.bag_names import BagNames
+from census.bag_names import NO_BAGS, BagNames
 from census.bag_values import WHOLE_BAG, BagValue, BagValues
 from census.findings import ClassFacts, Copy, DynamicRead, ModuleFindings, Read, Shape, Taker, Write
 
@@ -32,7 +32,11 @@ MAX_PARKING_ROUNDS = 8
 # Nodes with nothing below them that could reach the record: skipped without a lookup.
 CHILDLESS: frozenset[type[ast.AST]] = frozenset(
     {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
-    | {cls for cls in vars(ast).values() if isinstance(cls, type) and issubclass(cls, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop))}
+    | {
+        cls
+        for cls in vars(ast).values()
+        if isinstance(cls, type) and issubclass(cls, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop))
+    }
 )
 NO_PARKING: frozenset[str] = frozenset()
 
@@ -75,6 +79,10 @@ class _Scope:
         return name if self.qualname == "<module>" else f"{self.qualname}.{name}"
 
 
+# The default: the record as this repository and SGLang spell it.
+SERVER_ARGS = RecordNames()
+
+
 class ModuleScanner:
     """Scans one parsed module; `findings` holds the result. `inherited` maps a class's
     qualified name to the attributes its base classes park the record on (the class graph's
@@ -85,7 +93,7 @@ class ModuleScanner:
         path: str,
         names: RecordNames,
         bag_of: Mapping[str, str],
-        bags: BagNames = BagNames(),
+        bags: BagNames = NO_BAGS,
         inherited: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.path = path
@@ -135,7 +143,11 @@ class ModuleScanner:
                 return "direct"
             owner = node.value
             attr = node.attr
-            if (attr in scope.parked or attr in scope.inherited) and isinstance(owner, ast.Name) and owner.id == scope.self_name:
+            if (
+                (attr in scope.parked or attr in scope.inherited)
+                and isinstance(owner, ast.Name)
+                and owner.id == scope.self_name
+            ):
                 return "parked" if attr in scope.parked else "inherited"
             return None
         if isinstance(node, ast.NamedExpr):
@@ -172,7 +184,9 @@ class ModuleScanner:
     def _copy(self, target: ast.expr, target_text: str, value: ast.expr, held: BagValue, scope: _Scope) -> None:
         if self._emit:
             bag = self.bag_of.get(held.leaf) if held.leaf is not None else None
-            self.findings.copies.append(Copy(self.path, target.lineno, scope.qualname, target_text, _text(value), held.leaf, bag))
+            self.findings.copies.append(
+                Copy(self.path, target.lineno, scope.qualname, target_text, _text(value), held.leaf, bag)
+            )
 
     # -- walking
 
@@ -232,7 +246,12 @@ class ModuleScanner:
     def _setattr_copy(self, node: ast.Call, scope: _Scope) -> None:
         """`setattr(self, "x", get_schedule().page_size)`: a copy like `self.x = ...`."""
         owner, member, value = node.args
-        if not (isinstance(owner, ast.Name) and owner.id == scope.self_name and isinstance(member, ast.Constant) and isinstance(member.value, str)):
+        if not (
+            isinstance(owner, ast.Name)
+            and owner.id == scope.self_name
+            and isinstance(member, ast.Constant)
+            and isinstance(member.value, str)
+        ):
             return
         held = self.bag_values.of(value, scope.bags)
         if held is not None:
@@ -240,7 +259,9 @@ class ModuleScanner:
 
     # -- bindings
 
-    def _bind(self, target: ast.AST, value: ast.expr | None, scope: _Scope, unpacked: tuple[ast.expr, BagValue] | None = None) -> None:
+    def _bind(
+        self, target: ast.AST, value: ast.expr | None, scope: _Scope, unpacked: tuple[ast.expr, BagValue] | None = None
+    ) -> None:
         """Bind `target` to `value` (None: to something that is not the record). `unpacked` is
         the expression and bag value a tuple target takes apart when it is not paired element
         by element (`prefill, decode = attention_backends()`)."""
@@ -259,7 +280,9 @@ class ModuleScanner:
         elif isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
             values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
-            paired = values is not None and len(values) == len(elts) and not any(isinstance(e, ast.Starred) for e in elts)
+            paired = (
+                values is not None and len(values) == len(elts) and not any(isinstance(e, ast.Starred) for e in elts)
+            )
             for i, elt in enumerate(elts):
                 if paired and values is not None:
                     self._bind(elt, values[i], scope)
@@ -353,7 +376,9 @@ class ModuleScanner:
         for default in (*args.defaults, *(d for d in args.kw_defaults if d is not None)):
             self._visit(default, scope)
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: _Scope, *, self_name: str | None = None) -> None:
+    def _function(
+        self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: _Scope, *, self_name: str | None = None
+    ) -> None:
         for decorator in node.decorator_list:
             self._visit(decorator, scope)
         if node.returns is not None:
@@ -372,7 +397,9 @@ class ModuleScanner:
         for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
             self._visit(expr, scope)
         qualname = scope.child(node.name)
-        body = _Scope(qualname, dict(scope.env), dict(scope.bags), None, set(), self.inherited.get(qualname, NO_PARKING))
+        body = _Scope(
+            qualname, dict(scope.env), dict(scope.bags), None, set(), self.inherited.get(qualname, NO_PARKING)
+        )
         methods = [s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
         # Parking is found before counting: a method may read self.args that a later one parks.
         emit, self._emit = self._emit, False

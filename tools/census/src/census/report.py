@@ -45,7 +45,10 @@ COUNTS = ("reads", "writes", "dynamic", "copies")
 def counts_per_file(census: Census, kind: str) -> dict[str, int]:
     """reads, writes, dynamic reads or copies per file (files with none are absent)."""
     found: dict[str, Sequence[Read | Write | DynamicRead | Copy]] = {
-        "reads": census.reads, "writes": census.writes, "dynamic": census.dynamic, "copies": census.copies,
+        "reads": census.reads,
+        "writes": census.writes,
+        "dynamic": census.dynamic,
+        "copies": census.copies,
     }
     if kind not in found:
         raise ValueError(f"unknown count {kind!r}; accepted: {', '.join(COUNTS)}")
