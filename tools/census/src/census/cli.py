@@ -14,7 +14,7 @@ from pathlib import Path
 
 from census.bag_names import bag_names_from, config_bags_bag_names
 from census.baseline import BaselineError, ratchet_differences, read_baseline, write_baseline
-from census.module_scan import RecordNames
+from census.record_names import RecordNames
 from census.report import COUNTS, as_json, as_table, counts_per_file
 from census.scan import census_of
 from census.schema import SchemaError, config_bags_schema, schema_from

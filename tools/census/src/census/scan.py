@@ -12,9 +12,10 @@ from pathlib import Path, PurePosixPath
 
 from census.bag_names import NO_BAGS, BagNames
 from census.class_graph import ClassGraph, ModuleFacts
-from census.findings import Copy, DynamicRead, ModuleFindings, Read, Taker, Write
-from census.module_scan import SERVER_ARGS, ModuleScanner, RecordNames
+from census.findings import Copy, DynamicRead, ModuleFindings, Parker, Read, Taker, Write
+from census.module_scan import ModuleScanner
 from census.parsing import UnparseableWarning, parsed_module
+from census.record_names import SERVER_ARGS, RecordNames
 from census.sources import python_files, source_text
 
 # Each round hands parking one more step down a chain that crosses modules the first scan did
@@ -32,6 +33,7 @@ class Census:
     writes: list[Write] = field(default_factory=list)
     dynamic: list[DynamicRead] = field(default_factory=list)
     takers: list[Taker] = field(default_factory=list)
+    parkers: list[Parker] = field(default_factory=list)
     copies: list[Copy] = field(default_factory=list)
 
 
@@ -135,6 +137,7 @@ def census_of_sources(
             result.writes += found.writes
             result.dynamic += found.dynamic
             result.takers += found.takers
+            result.parkers += found.parkers
             result.copies += found.copies
     return result
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from census.bag_names import NO_BAGS, BagNames
-from census.module_scan import RecordNames
+from census.record_names import RecordNames
 from census.scan import census_of_sources, mentions_record, read_sources
 
 
