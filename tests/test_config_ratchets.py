@@ -3,7 +3,9 @@ tests/census_baselines/ (one `<count> <path>` line per file, so each change is a
 
 - record reads outside `serve`: pinned at 0 (the baseline may never hold a line);
 - record reads per file inside `serve`'s source: may only go down, and a drop must be recorded;
-- dynamic reads (computed member names, vars(), __dict__, asdict()): pinned at 0;
+- dynamic findings (computed member names, vars(), __dict__, asdict(), and bindings that may hold
+  the record where the census cannot name which part does): pinned at 0;
+- exposure outside `serve` (functions that take the record, classes that park it): pinned at 0;
 - copies of bag values into instance attributes in the runtime packages and config-bags' own
   source (`self.x = get_schedule().page_size`: the copy does not follow an override): pinned at 0.
 
@@ -49,6 +51,10 @@ UPDATE = {
     "reads_in_serve.txt": (
         "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline"
     ),
+    "exposure_outside_serve.txt": (
+        "uv run census packages/ --exclude packages/serve --count exposure "
+        "--baseline tests/census_baselines/exposure_outside_serve.txt --update-baseline"
+    ),
     "dynamic.txt": (
         "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline"
     ),
@@ -86,6 +92,17 @@ def test_record_reads_per_file_inside_serve(census: Census) -> None:
     """Reverse-verified: one more record read in serve/record/handlers/spec.py fails this
     test, and so does one fewer."""
     check("reads_in_serve.txt", counted(census, "reads", lambda p: p.startswith(SERVE_SRC)), "reads")
+
+
+def test_no_record_exposure_outside_serve(census: Census) -> None:
+    """No function outside the composition root takes the record and no class there parks it:
+    a runtime package is handed the values it needs (or reads its bags), never the record.
+
+    Reverse-verified: `def probe(server_args: "ServerArgs") -> None` added to
+    runtime_scheduler/admission.py fails this test, and so does a class there whose `__init__`
+    parks a `cfg: "ServerArgs"` on `self` (both checked by hand, then removed)."""
+    assert read_baseline(BASELINES / "exposure_outside_serve.txt") == {}, "exposure outside serve is pinned at 0"
+    check("exposure_outside_serve.txt", counted(census, "exposure", lambda p: not p.startswith(SERVE)), "exposure")
 
 
 def test_no_dynamic_reads(census: Census) -> None:

@@ -23,7 +23,7 @@ def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str]
     code, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json"], capsys)
     assert code == 0
     doc = json.loads(out)
-    assert set(doc) == {"reads", "dynamic", "writes", "takers", "copies", "skipped", "totals"}
+    assert set(doc) == {"reads", "dynamic", "writes", "takers", "parkers", "exposure", "copies", "skipped", "totals"}
     assert set(doc["reads"][0]) == {"path", "line", "function", "leaf", "bag", "shape"}
     assert {r["shape"] for r in doc["reads"]} == set(SHAPES) == {"direct", "alias", "getattr", "parked", "inherited"}
     totals = doc["totals"]
@@ -37,7 +37,7 @@ def test_table_output_names_functions_blind_spots_and_totals(capsys: pytest.Capt
     code, out, _ = run([str(TREE), "--root", str(TREE)], capsys)
     assert code == 0
     assert "engine/scheduler.py::Scheduler.get_next_batch" in out
-    assert "dynamic reads (blind spots" in out and "getattr(server_args, name)" in out
+    assert "dynamic (blind spots" in out and "getattr(server_args, name)" in out
     assert "engine/overlap_scheduler.py::OverlapScheduler.overlap" in out
     assert out.strip().splitlines()[-1].startswith("totals: 6 files (0 skipped)")
 

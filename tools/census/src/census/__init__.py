@@ -10,6 +10,7 @@ and keeps per-file baselines for ratchet tests.
 
 from census.bag_names import BagNames, bag_names_from, config_bags_bag_names
 from census.baseline import ratchet_differences, read_baseline, write_baseline
+from census.exposure import Exposure, exposure
 from census.findings import SHAPES, Copy, DynamicRead, Parker, Read, Shape, Taker, Write
 from census.record_names import RecordNames
 from census.report import COUNTS, as_json, as_table, counts_per_file, totals
@@ -23,6 +24,7 @@ __all__ = [
     "Census",
     "Copy",
     "DynamicRead",
+    "Exposure",
     "Parker",
     "Read",
     "RecordNames",
@@ -39,6 +41,7 @@ __all__ = [
     "config_bags_bag_names",
     "config_bags_schema",
     "counts_per_file",
+    "exposure",
     "ratchet_differences",
     "read_baseline",
     "schema_from",
