@@ -346,13 +346,17 @@ def test_a_nonlocal_bound_to_the_record_is_the_record_in_the_enclosing_function(
 
 
 def test_imports_are_not_record_bindings() -> None:
-    """An import rebinds a name to a module or an object: it ends an alias, and a module imported
-    under the record's name is not the record, until a parameter or assignment rebinds it.
+    """An import rebinds a name to a module or an object: it ends an alias, and a name spelled
+    like the record is not read as the record until a parameter or assignment rebinds it. `import
+    m as server_args` binds a module; `from m import server_args` may bind a record instance, so
+    it is reported as dynamic.
 
     Reverse-verified: with `_unbind` ignoring `shadow`, `server_args.ServerArgs` counts as a read
-    and this test fails; with the import handlers not unbinding, the alias `sa` survives."""
+    and this test fails; with the import handlers not unbinding, the alias `sa` survives; with
+    `_import_from` not reporting, the dynamic finding is lost."""
     source = """\
         from engine import server_args
+        import engine.config as server_args
 
         def f(worker):
             sa = worker.server_args
@@ -362,7 +366,10 @@ def test_imports_are_not_record_bindings() -> None:
         def g(server_args):
             return server_args.tp_size
         """
-    assert reads(source) == {(9, "tp_size", "direct")}
+    assert reads(source) == {(10, "tp_size", "direct")}
+    assert [(d.line, d.function, d.kind, d.expr) for d in census(source).dynamic] == [
+        (1, "<module>", "import", "from engine import server_args")
+    ]
 
 
 def test_def_and_class_rebind_their_name() -> None:

@@ -301,6 +301,8 @@ class ModuleScanner(BindingForms):
                 self._unbind(head, scope, shadow=True)
 
     def _import_from(self, node: ast.ImportFrom, scope: Scope) -> None:
+        """`import m as server_args` binds a module; `from m import server_args` a module or any
+        object of m, a record instance too: the census cannot tell, so it reports it."""
         for alias in node.names:
             if alias.name == "*":
                 continue
@@ -308,6 +310,8 @@ class ModuleScanner(BindingForms):
             self.findings.imports[bound] = (node.level, f"{node.module}.{alias.name}" if node.module else alias.name)
             self.bag_values.imported(alias.name, bound)
             self._unbind(bound, scope, shadow=True)
+            if bound in self.names:
+                self._unresolved(Site("import", node), scope)
 
 
 def _dotted(node: ast.expr) -> str | None:
