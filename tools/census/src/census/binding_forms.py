@@ -11,7 +11,7 @@ import ast
 
 from census.annotations import names_a_type
 from census.bag_values import WHOLE_BAG, BagValue
-from census.binding_site import Site
+from census.binding_site import Site, cut
 from census.findings import Parker, Taker
 from census.match_patterns import Capture, Evaluated, Members, steps
 from census.scanner_base import ScannerBase
@@ -208,7 +208,9 @@ class BindingForms(ScannerBase):
                     for attr in step.named:
                         self._read(step.pattern.lineno, scope, attr, shape)
                     if step.positional:
-                        self._dynamic(step.pattern.lineno, scope, "match_args", f"case {ast.unparse(step.pattern)}")
+                        self._dynamic(
+                            step.pattern.lineno, scope, "match_args", cut(f"case {ast.unparse(step.pattern)}")
+                        )
             elif isinstance(step, Evaluated):
                 self._visit(step.expr, scope)
 

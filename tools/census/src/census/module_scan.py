@@ -255,8 +255,7 @@ class ModuleScanner(BindingForms):
             self._visit(node.returns, scope)
         inner = scope.function(scope.child(node.name), self_name or scope.self_name)
         self._parameters(node.args, scope, inner)
-        for stmt in node.body:
-            self._visit(stmt, inner)
+        self._walk(node.body, inner)
         self._unbind(node.name, scope)
 
     def _lambda(self, node: ast.Lambda, scope: Scope) -> None:
