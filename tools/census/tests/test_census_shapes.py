@@ -51,7 +51,8 @@ def test_direct_reads(census: Census) -> None:
 
 def test_alias_reads(census: Census) -> None:
     """`sa = self.server_args` then `sa.x`; tuple, walrus and `with` bindings; an alias of an
-    alias; a closure over an alias; rebinding (`sa = None`, `for sa in ...`) ends the alias.
+    alias; a closure over an alias; rebinding (`sa = None`, then a loop over
+    ints) ends the alias.
 
     Reverse-verified: with `_bind` never recording a Name as an alias, this test fails."""
     assert reads_of(census, "alias") == marked("alias")
