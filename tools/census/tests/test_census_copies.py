@@ -127,8 +127,8 @@ def test_every_form_of_copy_is_counted_and_nothing_else(tree: Path) -> None:
     `+=`, other objects' attributes, f-strings, unannotated parameters, rebound names, or a
     module-level constant.
 
-    Reverse-verified: with the copy branch of `_bind`'s Attribute case removed, this test
-    fails; so it does with `BagValues.of` following no local (the Name case answering None)."""
+    Reverse-verified: with the copy branch of `_bind_attribute` removed, this test fails; so it
+    does with `BagValues.of` following no local (the Name case answering None)."""
     census = census_of([tree], RecordNames(), SCHEMA, root=tree, bags=BAGS)
     assert Counter((c.line, c.leaf) for c in census.copies) == marked(RUNTIME_MODULE)
     first = census.copies[0]
