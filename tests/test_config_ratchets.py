@@ -3,7 +3,9 @@ tests/census_baselines/ (one `<count> <path>` line per file, so each change is a
 
 - record reads outside `serve`: pinned at 0 (the baseline may never hold a line);
 - record reads per file inside `serve`'s source: may only go down, and a drop must be recorded;
-- dynamic reads (computed member names, vars(), __dict__, asdict()): pinned at 0;
+- dynamic findings (computed member names, vars(), __dict__, asdict(), and bindings that may hold
+  the record where the census cannot name which part does): pinned at 0;
+- exposure outside `serve` (functions that take the record, classes that park it): pinned at 0;
 - copies of bag values into instance attributes in the runtime packages and config-bags' own
   source (`self.x = get_schedule().page_size`: the copy does not follow an override): pinned at 0.
 
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from census import (
     Census,
     RecordNames,
@@ -32,15 +35,33 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINES = ROOT / "tests" / "census_baselines"
 SERVE = "packages/serve/"
 SERVE_SRC = "packages/serve/src/"
-RUNTIME = ("packages/runtime-scheduler/", "packages/runtime-runner/", "packages/attn-backends/", "packages/spec-workers/", "packages/config-bags/src/")
+RUNTIME = (
+    "packages/runtime-scheduler/",
+    "packages/runtime-runner/",
+    "packages/attn-backends/",
+    "packages/spec-workers/",
+    "packages/config-bags/src/",
+)
 
 UPDATE = {
-    "reads_outside_serve.txt": "uv run census packages/ --exclude packages/serve --baseline tests/census_baselines/reads_outside_serve.txt --update-baseline",
-    "reads_in_serve.txt": "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline",
-    "dynamic.txt": "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline",
+    "reads_outside_serve.txt": (
+        "uv run census packages/ --exclude packages/serve "
+        "--baseline tests/census_baselines/reads_outside_serve.txt --update-baseline"
+    ),
+    "reads_in_serve.txt": (
+        "uv run census packages/serve/src --baseline tests/census_baselines/reads_in_serve.txt --update-baseline"
+    ),
+    "exposure_outside_serve.txt": (
+        "uv run census packages/ --exclude packages/serve --count exposure "
+        "--baseline tests/census_baselines/exposure_outside_serve.txt --update-baseline"
+    ),
+    "dynamic.txt": (
+        "uv run census packages/ --count dynamic --baseline tests/census_baselines/dynamic.txt --update-baseline"
+    ),
     "copies_into_self.txt": (
-        "uv run census packages/runtime-scheduler packages/runtime-runner packages/attn-backends packages/spec-workers "
-        "packages/config-bags/src --count copies --baseline tests/census_baselines/copies_into_self.txt --update-baseline"
+        "uv run census packages/runtime-scheduler packages/runtime-runner packages/attn-backends "
+        "packages/spec-workers packages/config-bags/src --count copies "
+        "--baseline tests/census_baselines/copies_into_self.txt --update-baseline"
     ),
 }
 
@@ -71,6 +92,17 @@ def test_record_reads_per_file_inside_serve(census: Census) -> None:
     """Reverse-verified: one more record read in serve/record/handlers/spec.py fails this
     test, and so does one fewer."""
     check("reads_in_serve.txt", counted(census, "reads", lambda p: p.startswith(SERVE_SRC)), "reads")
+
+
+def test_no_record_exposure_outside_serve(census: Census) -> None:
+    """No function outside the composition root takes the record and no class there parks it:
+    a runtime package is handed the values it needs (or reads its bags), never the record.
+
+    Reverse-verified: `def probe(server_args: "ServerArgs") -> None` added to
+    runtime_scheduler/admission.py fails this test, and so does a class there whose `__init__`
+    parks a `cfg: "ServerArgs"` on `self` (both checked by hand, then removed)."""
+    assert read_baseline(BASELINES / "exposure_outside_serve.txt") == {}, "exposure outside serve is pinned at 0"
+    check("exposure_outside_serve.txt", counted(census, "exposure", lambda p: not p.startswith(SERVE)), "exposure")
 
 
 def test_no_dynamic_reads(census: Census) -> None:

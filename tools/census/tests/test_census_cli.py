@@ -23,7 +23,7 @@ def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str]
     code, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json"], capsys)
     assert code == 0
     doc = json.loads(out)
-    assert set(doc) == {"reads", "dynamic", "writes", "takers", "copies", "skipped", "totals"}
+    assert set(doc) == {"reads", "dynamic", "writes", "takers", "parkers", "exposure", "copies", "skipped", "totals"}
     assert set(doc["reads"][0]) == {"path", "line", "function", "leaf", "bag", "shape"}
     assert {r["shape"] for r in doc["reads"]} == set(SHAPES) == {"direct", "alias", "getattr", "parked", "inherited"}
     totals = doc["totals"]
@@ -37,7 +37,7 @@ def test_table_output_names_functions_blind_spots_and_totals(capsys: pytest.Capt
     code, out, _ = run([str(TREE), "--root", str(TREE)], capsys)
     assert code == 0
     assert "engine/scheduler.py::Scheduler.get_next_batch" in out
-    assert "dynamic reads (blind spots" in out and "getattr(server_args, name)" in out
+    assert "dynamic (blind spots" in out and "getattr(server_args, name)" in out
     assert "engine/overlap_scheduler.py::OverlapScheduler.overlap" in out
     assert out.strip().splitlines()[-1].startswith("totals: 6 files (0 skipped)")
 
@@ -48,7 +48,9 @@ def test_a_schema_from_json_or_module_callable(tmp_path: Path, capsys: pytest.Ca
     _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--schema", str(schema)], capsys)
     bags = {r["leaf"]: r["bag"] for r in json.loads(out)["reads"]}
     assert bags["page_size"] == "paging" and bags["tp_size"] is None
-    _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--schema", "census.schema:config_bags_schema"], capsys)
+    _, out, _ = run(
+        [str(TREE), "--root", str(TREE), "--format", "json", "--schema", "census.schema:config_bags_schema"], capsys
+    )
     assert {r["leaf"]: r["bag"] for r in json.loads(out)["reads"]}["tp_size"] == "parallel"
     code, _, err = run([str(TREE), "--schema", "no_such_module:table"], capsys)
     assert code == 2 and "cannot import the schema" in err
@@ -94,8 +96,15 @@ def test_stats_reports_census_and_parse_speed(capsys: pytest.CaptureFixture[str]
 
 
 def test_exclude_leaves_a_subtree_out(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = run([str(TREE), "--root", str(TREE), "--format", "json", "--exclude", str(TREE / "engine" / "spec_worker.py")], capsys)
+    _, out, _ = run(
+        [str(TREE), "--root", str(TREE), "--format", "json", "--exclude", str(TREE / "engine" / "spec_worker.py")],
+        capsys,
+    )
     doc = json.loads(out)
     assert doc["totals"]["files"] == 5
-    assert {r["path"] for r in doc["reads"]} == {"engine/model_runner.py", "engine/scheduler.py", "engine/overlap_scheduler.py"}
+    assert {r["path"] for r in doc["reads"]} == {
+        "engine/model_runner.py",
+        "engine/scheduler.py",
+        "engine/overlap_scheduler.py",
+    }
     assert doc["dynamic"] == [d for d in doc["dynamic"] if d["path"] != "engine/spec_worker.py"]

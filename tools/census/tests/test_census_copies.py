@@ -24,9 +24,14 @@ BAGS = BagNames(
     types=frozenset({"ScheduleBag", "KernelBag"}),
 )
 SCHEMA = {
-    "page_size": "schedule", "schedule_policy": "schedule", "max_running_requests": "schedule",
-    "max_prefill_tokens": "schedule", "max_queued_requests": "schedule", "max_total_tokens": "memory",
-    "attention_backend": "exec.kernel", "cuda_graph_decode_bs": "exec.graph",
+    "page_size": "schedule",
+    "schedule_policy": "schedule",
+    "max_running_requests": "schedule",
+    "max_prefill_tokens": "schedule",
+    "max_queued_requests": "schedule",
+    "max_total_tokens": "memory",
+    "attention_backend": "exec.kernel",
+    "cuda_graph_decode_bs": "exec.graph",
 }
 MARK = re.compile(r"# copies: (.+)$")
 
@@ -122,13 +127,18 @@ def test_every_form_of_copy_is_counted_and_nothing_else(tree: Path) -> None:
     `+=`, other objects' attributes, f-strings, unannotated parameters, rebound names, or a
     module-level constant.
 
-    Reverse-verified: with the copy branch of `_bind`'s Attribute case removed, this test
-    fails; so it does with `BagValues.of` following no local (the Name case answering None)."""
+    Reverse-verified: with the copy branch of `_bind_attribute` removed, this test fails; so it
+    does with `BagValues.of` following no local (the Name case answering None)."""
     census = census_of([tree], RecordNames(), SCHEMA, root=tree, bags=BAGS)
     assert Counter((c.line, c.leaf) for c in census.copies) == marked(RUNTIME_MODULE)
     first = census.copies[0]
     assert (first.path, first.function, first.target, first.value, first.leaf, first.bag) == (
-        "runtime/pool.py", "Pool.__init__", "self._page", "get_schedule().page_size", "page_size", "schedule",
+        "runtime/pool.py",
+        "Pool.__init__",
+        "self._page",
+        "get_schedule().page_size",
+        "page_size",
+        "schedule",
     )
     assert {c.function for c in census.copies} == {"Pool.__init__", "Pool.__init__.later", "Pool.build"}
     assert census.reads == [] and census.writes == []
@@ -142,9 +152,17 @@ def test_without_bag_names_no_copy_is_counted(tree: Path) -> None:
 def test_this_repositorys_bag_names(tree: Path) -> None:
     names = config_bags_bag_names()
     assert {"get_schedule", "get_exec", "get_memory", "get_model", "get_device"} <= names.accessors
-    assert {"attention_backends", "chunk_size", "max_prefill_buffer_tokens", "chunk_size_of", "max_total_tokens_of"} <= names.derived
+    assert {
+        "attention_backends",
+        "chunk_size",
+        "max_prefill_buffer_tokens",
+        "chunk_size_of",
+        "max_total_tokens_of",
+    } <= names.derived
     assert {"Bags", "ScheduleBag", "KernelBag", "GraphBag"} <= names.types
-    assert Counter((c.line, c.leaf) for c in census_of([tree], RecordNames(), SCHEMA, root=tree, bags=names).copies) == marked(RUNTIME_MODULE)
+    assert Counter(
+        (c.line, c.leaf) for c in census_of([tree], RecordNames(), SCHEMA, root=tree, bags=names).copies
+    ) == marked(RUNTIME_MODULE)
 
 
 def test_importing_census_does_not_import_config_bags() -> None:
@@ -153,9 +171,13 @@ def test_importing_census_does_not_import_config_bags() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_command_counts_copies_and_ratchets_them(tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_counts_copies_and_ratchets_them(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bags = tmp_path / "bags.json"
-    bags.write_text(json.dumps({"accessors": sorted(BAGS.accessors), "derived": sorted(BAGS.derived), "types": sorted(BAGS.types)}))
+    bags.write_text(
+        json.dumps({"accessors": sorted(BAGS.accessors), "derived": sorted(BAGS.derived), "types": sorted(BAGS.types)})
+    )
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
     args = [str(tree / "runtime"), "--root", str(tree), "--bags", str(bags), "--schema", str(schema)]
@@ -176,12 +198,17 @@ def test_the_command_counts_copies_and_ratchets_them(tree: Path, tmp_path: Path,
     assert main([*args, "--count", "copies", "--baseline", str(baseline), "--update-baseline"]) == 0
     assert baseline.read_text().splitlines()[1:] == [f"{expected} runtime/pool.py"]
     capsys.readouterr()
-    (tree / "runtime" / "more.py").write_text("from config_bags import get_schedule\n\nclass A:\n    def __init__(self):\n        self.p = get_schedule().page_size\n")
+    (tree / "runtime" / "more.py").write_text(
+        "from config_bags import get_schedule\n\n"
+        "class A:\n    def __init__(self):\n        self.p = get_schedule().page_size\n"
+    )
     assert main([*args, "--count", "copies", "--baseline", str(baseline)]) == 1
     assert "runtime/more.py: copies grew from 0 to 1" in capsys.readouterr().err
 
 
-def test_bag_names_from_a_module_callable_and_bad_ones(tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bag_names_from_a_module_callable_and_bad_ones(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = [str(tree), "--root", str(tree), "--format", "json"]
     assert main([*args, "--bags", "census.bag_names:config_bags_bag_names"]) == 0
     assert json.loads(capsys.readouterr().out)["totals"]["copies"] == sum(marked(RUNTIME_MODULE).values())

@@ -192,7 +192,9 @@ def test_a_subclass_parks_it_again_and_writes_through_it(tmp_path: Path) -> None
         },
     )
     census = census_of([tmp_path], RecordNames(), {}, root=tmp_path)
-    assert {(r.path, r.function, r.leaf, r.shape) for r in census.reads} == {("sub.py", "Sub.read", "context_length", "parked")}
+    assert {(r.path, r.function, r.leaf, r.shape) for r in census.reads} == {
+        ("sub.py", "Sub.read", "context_length", "parked")
+    }
     assert [(w.path, w.function, w.leaf) for w in census.writes] == [("sub.py", "Sub.setup", "page_size")]
 
 
@@ -201,7 +203,9 @@ def test_the_command_reports_inherited_reads_in_its_totals(tmp_path: Path, capsy
         tmp_path,
         {
             "base.py": BASE,
-            "sub.py": "from base import Base\n\nclass Sub(Base):\n    def f(self):\n        return self.config.page_size\n",
+            "sub.py": (
+                "from base import Base\n\nclass Sub(Base):\n    def f(self):\n        return self.config.page_size\n"
+            ),
         },
     )
     assert main([str(tmp_path), "--root", str(tmp_path), "--format", "json"]) == 0

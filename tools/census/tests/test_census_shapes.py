@@ -44,16 +44,17 @@ def test_direct_reads(census: Census) -> None:
     """`server_args.x`, `self.server_args.x`, `a.b.server_args.x`, a parameter annotated
     `Optional[ServerArgs]`.
 
-    Reverse-verified: with `_shape` answering a Name only from the alias table (record names
+    Reverse-verified: with `RecordValues.shape` answering a Name only from the alias table (record names
     not recognised), this test fails."""
     assert reads_of(census, "direct") == marked("direct")
 
 
 def test_alias_reads(census: Census) -> None:
     """`sa = self.server_args` then `sa.x`; tuple, walrus and `with` bindings; an alias of an
-    alias; a closure over an alias; rebinding (`sa = None`, `for sa in ...`) ends the alias.
+    alias; a closure over an alias; rebinding (`sa = None`, then a loop over
+    ints) ends the alias.
 
-    Reverse-verified: with `_bind` never recording a Name as an alias, this test fails."""
+    Reverse-verified: with `_bind_name` never recording an alias, this test fails."""
     assert reads_of(census, "alias") == marked("alias")
 
 
@@ -69,7 +70,8 @@ def test_parked_reads(census: Census) -> None:
     first in the file, and an attribute parked from a parked one); not in a class that never
     parks the record.
 
-    Reverse-verified: with `_bind` no longer adding to `scope.parked`, this test fails."""
+    Reverse-verified: with `_bind_attribute` no longer adding to `scope.parked`, this test
+    fails."""
     assert reads_of(census, "parked") == marked("parked")
 
 
@@ -79,12 +81,14 @@ def test_reads_through_a_record_parked_by_a_base_class(census: Census) -> None:
     `from engine import scheduler`) read it, one and two levels down; `FutureMap`, no
     subclass, reads its own `args`.
 
-    Reverse-verified: with `_shape` answering None for an inherited attribute (only the
+    Reverse-verified: with `RecordValues.shape` answering None for an inherited attribute (only the
     class's own parking followed), this test fails; so it does with the class graph's
     rounds in `census_of_sources` removed."""
     assert reads_of(census, "inherited") == marked("inherited")
     assert {r.function for r in census.reads if r.shape == "inherited"} == {
-        "OverlapScheduler.overlap", "OverlapScheduler.budget", "TwoBatchScheduler.__init__",
+        "OverlapScheduler.overlap",
+        "OverlapScheduler.budget",
+        "TwoBatchScheduler.__init__",
     }
 
 
@@ -100,7 +104,7 @@ def test_dynamic_reads_are_reported_never_dropped(census: Census) -> None:
 def test_writes_are_counted_apart_from_reads(census: Census) -> None:
     """Assignment, augmented assignment, literal setattr, del and tuple targets.
 
-    Reverse-verified: with the record branch of `_bind`'s Attribute case removed, the writes
+    Reverse-verified: with the record branch of `_bind_attribute` removed, the writes
     are no longer found and this test fails."""
     assert {(w.path, w.line, w.leaf) for w in census.writes} == marked("write")
     assert not {(r.path, r.line) for r in census.reads} & {(w.path, w.line) for w in census.writes}
@@ -125,4 +129,6 @@ def test_record_taking_functions_are_listed(census: Census) -> None:
 
 def test_other_record_names() -> None:
     census = census_of([TREE], RecordNames(names=frozenset({"port_args"}), types=frozenset()), {}, root=TREE)
-    assert {(r.path, r.leaf, r.shape) for r in census.reads} == {("engine/scheduler.py", "tokenizer_ipc_name", "direct")}
+    assert {(r.path, r.leaf, r.shape) for r in census.reads} == {
+        ("engine/scheduler.py", "tokenizer_ipc_name", "direct")
+    }

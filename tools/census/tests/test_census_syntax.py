@@ -43,7 +43,11 @@ PY312 = textwrap.dedent(
 
 def test_python_38_syntax() -> None:
     census = census_of_source(PY38, "py38.py", RecordNames(), {})
-    assert {(r.line, r.leaf, r.shape) for r in census.reads} == {(2, "tp_size", "direct"), (3, "pp_size", "direct"), (4, "dp_size", "direct")}
+    assert {(r.line, r.leaf, r.shape) for r in census.reads} == {
+        (2, "tp_size", "direct"),
+        (3, "pp_size", "direct"),
+        (4, "dp_size", "direct"),
+    }
 
 
 def test_python_312_syntax_is_scanned_on_the_right_lines() -> None:

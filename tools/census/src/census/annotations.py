@@ -18,6 +18,10 @@ def names_a_type(annotation: ast.expr | None, types: frozenset[str]) -> bool:
             return True
         if isinstance(sub, ast.Attribute) and sub.attr in types:
             return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and not types.isdisjoint(WORD.findall(sub.value)):
+        if (
+            isinstance(sub, ast.Constant)
+            and isinstance(sub.value, str)
+            and not types.isdisjoint(WORD.findall(sub.value))
+        ):
             return True
     return False

@@ -33,6 +33,10 @@ class BagNames:
         return any(name in source for names in (self.accessors, self.derived, self.types) for name in names)
 
 
+# No bag names: no copy is counted (the default where none are handed in).
+NO_BAGS = BagNames()
+
+
 def _checked(table: Any, where: str) -> BagNames:
     if isinstance(table, BagNames):
         return table
@@ -40,7 +44,9 @@ def _checked(table: Any, where: str) -> BagNames:
     if not isinstance(table, Mapping) or not set(table) <= set(KEYS):
         raise SchemaError(accepted)
     lists = {key: table.get(key, []) for key in KEYS}
-    if not all(isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in v) for v in lists.values()):
+    if not all(
+        isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in v) for v in lists.values()
+    ):
         raise SchemaError(accepted)
     return BagNames(**{key: frozenset(v) for key, v in lists.items()})
 
@@ -60,10 +66,15 @@ def config_bags_bag_names() -> BagNames:
         derived = importlib.import_module("config_bags.derived")
         bags = importlib.import_module("config_bags.bags")
     except ImportError:
-        return BagNames()
+        return NO_BAGS
     accessors = {f"get_{namespace.split('.')[0]}" for namespace in config_bags.namespaces()}
     functions = {
-        name for name, obj in vars(derived).items()
+        name
+        for name, obj in vars(derived).items()
         if inspect.isfunction(obj) and obj.__module__ == derived.__name__ and not name.startswith("_")
     }
-    return BagNames(accessors=frozenset(a for a in accessors if callable(getattr(config_bags, a, None))), derived=frozenset(functions), types=frozenset(bags.__all__))
+    return BagNames(
+        accessors=frozenset(a for a in accessors if callable(getattr(config_bags, a, None))),
+        derived=frozenset(functions),
+        types=frozenset(bags.__all__),
+    )

@@ -131,7 +131,11 @@ class ClassGraph:
                 return None
             found = self._by_parts.get((*folder.parts, *parts))
             return found[0] if found else None
-        candidates = [k for k in self._by_last.get(parts[-1], []) if _module_parts(self.modules[k].location)[-len(parts):] == parts]
+        candidates = [
+            k
+            for k in self._by_last.get(parts[-1], [])
+            if _module_parts(self.modules[k].location)[-len(parts) :] == parts
+        ]
         if not candidates:
             return None
         return max(candidates, key=lambda k: _shared_length(self.modules[k].location, location))
@@ -140,7 +144,7 @@ class ClassGraph:
 def _shared_length(a: PurePosixPath, b: PurePosixPath) -> int:
     """How many leading folders two paths share."""
     n = 0
-    for x, y in zip(a.parts, b.parts):
+    for x, y in zip(a.parts, b.parts, strict=False):
         if x != y:
             break
         n += 1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from census.bag_names import bag_names_from, config_bags_bag_names
 from census.baseline import BaselineError, ratchet_differences, read_baseline, write_baseline
-from census.module_scan import RecordNames
+from census.record_names import RecordNames
 from census.report import COUNTS, as_json, as_table, counts_per_file
 from census.scan import census_of
 from census.schema import SchemaError, config_bags_schema, schema_from
@@ -25,21 +25,45 @@ def parser() -> argparse.ArgumentParser:
     """The census command line."""
     p = argparse.ArgumentParser(prog="census", description="AST census of reads of a launch record (server_args).")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="Files or directories to scan.")
-    p.add_argument("--record", action="append", metavar="NAME", help="Name the record goes by (repeatable; default server_args).")
-    p.add_argument("--record-type", action="append", metavar="CLASS", help="Annotation that marks a record parameter (repeatable; default ServerArgs).")
-    p.add_argument("--exclude", action="append", default=[], type=Path, metavar="PATH", help="Leave out files under PATH (repeatable).")
-    p.add_argument("--schema", metavar="SPEC", help="Leaf -> bag map: a .json file or module:callable (default: config_bags when importable).")
     p.add_argument(
-        "--bags", metavar="SPEC",
+        "--record", action="append", metavar="NAME", help="Name the record goes by (repeatable; default server_args)."
+    )
+    p.add_argument(
+        "--record-type",
+        action="append",
+        metavar="CLASS",
+        help="Annotation that marks a record parameter (repeatable; default ServerArgs).",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="Leave out files under PATH (repeatable).",
+    )
+    p.add_argument(
+        "--schema",
+        metavar="SPEC",
+        help="Leaf -> bag map: a .json file or module:callable (default: config_bags when importable).",
+    )
+    p.add_argument(
+        "--bags",
+        metavar="SPEC",
         help="Bag accessors, derived accessors and bag types, for the copies count: a .json file "
-        '{"accessors": [...], "derived": [...], "types": [...]} or module:callable (default: config_bags when importable).',
+        '{"accessors": [...], "derived": [...], "types": [...]} or module:callable '
+        "(default: config_bags when importable).",
     )
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--root", type=Path, help="Report paths relative to this directory (default: the current one).")
-    p.add_argument("--baseline", type=Path, metavar="FILE", help="Compare per-file counts with FILE; exit 1 when they differ.")
+    p.add_argument(
+        "--baseline", type=Path, metavar="FILE", help="Compare per-file counts with FILE; exit 1 when they differ."
+    )
     p.add_argument("--count", choices=COUNTS, default="reads", help="What --baseline counts (default reads).")
     p.add_argument("--update-baseline", action="store_true", help="Write the census's counts to --baseline.")
-    p.add_argument("--stats", action="store_true", help="Print files/s of the census and of plain ast.parse over the same files.")
+    p.add_argument(
+        "--stats", action="store_true", help="Print files/s of the census and of plain ast.parse over the same files."
+    )
     return p
 
 

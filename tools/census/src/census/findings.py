@@ -1,5 +1,6 @@
-"""What the census finds: reads, writes, dynamic reads (the blind spot), record takers, and
-copies of bag values into instance attributes."""
+"""What the census finds: reads, writes, dynamic findings (the blind spots), the functions that
+take the record and the classes that park it, and copies of bag values into instance
+attributes."""
 
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ class Write:
 
 @dataclass(frozen=True, slots=True)
 class DynamicRead:
-    """A read whose member the census cannot name: getattr/setattr/hasattr with a computed
-    name, vars(), __dict__, asdict(). Reported, never dropped."""
+    """What the census cannot follow, reported, never dropped: a read whose member it cannot
+    name (getattr/setattr/hasattr with a computed name, vars(), __dict__, asdict(), a class
+    pattern's positional members: `kind` is that call or `match_args`), or a binding that may
+    hold the record where it cannot name which part does (a container or an element of one
+    bound to a name, the record stored into a container or an attribute not spelled like the
+    record: `kind` names the binding form, `expr` shows it)."""
 
     path: str
     line: int
@@ -47,12 +52,25 @@ class DynamicRead:
 
 @dataclass(frozen=True, slots=True)
 class Taker:
-    """A function that takes a record instance as a parameter (the disposition table's rows)."""
+    """A function that takes a record instance as a parameter (named or annotated like the
+    record, or defaulting to it): the disposition table's rows."""
 
     path: str
     line: int
     function: str
     parameter: str
+
+
+@dataclass(frozen=True, slots=True)
+class Parker:
+    """A class whose instances keep the record: one of its methods parks it on the instance
+    (`self.args = server_args`)."""
+
+    path: str
+    line: int
+    owner: str
+    function: str
+    attribute: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +106,7 @@ class ModuleFindings:
     writes: list[Write] = field(default_factory=list)
     dynamic: list[DynamicRead] = field(default_factory=list)
     takers: list[Taker] = field(default_factory=list)
+    parkers: list[Parker] = field(default_factory=list)
     copies: list[Copy] = field(default_factory=list)
     classes: dict[str, ClassFacts] = field(default_factory=dict)
     # bound name -> (relative level, dotted target): `import a.b` binds a -> (0, "a"),

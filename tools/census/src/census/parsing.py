@@ -35,5 +35,7 @@ def parsed_module(source: str, path: str) -> ast.Module | None:
             return ast.parse(downgraded(source), filename=path)
         except SyntaxError:
             pass
-    warnings.warn(f"{path}:{error.lineno}: skipped, not valid Python 3.8-3.13: {error.msg}", UnparseableWarning, stacklevel=2)
+    warnings.warn(
+        f"{path}:{error.lineno}: skipped, not valid Python 3.8-3.13: {error.msg}", UnparseableWarning, stacklevel=2
+    )
     return None

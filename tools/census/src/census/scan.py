@@ -10,11 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from census.bag_names import BagNames
+from census.bag_names import NO_BAGS, BagNames
 from census.class_graph import ClassGraph, ModuleFacts
-from census.findings import Copy, DynamicRead, ModuleFindings, Read, Taker, Write
-from census.module_scan import ModuleScanner, RecordNames
+from census.findings import Copy, DynamicRead, ModuleFindings, Parker, Read, Taker, Write
+from census.module_scan import ModuleScanner
 from census.parsing import UnparseableWarning, parsed_module
+from census.record_names import SERVER_ARGS, RecordNames
 from census.sources import python_files, source_text
 
 # Each round hands parking one more step down a chain that crosses modules the first scan did
@@ -32,6 +33,7 @@ class Census:
     writes: list[Write] = field(default_factory=list)
     dynamic: list[DynamicRead] = field(default_factory=list)
     takers: list[Taker] = field(default_factory=list)
+    parkers: list[Parker] = field(default_factory=list)
     copies: list[Copy] = field(default_factory=list)
 
 
@@ -86,14 +88,19 @@ class _TreeScan:
         self.found[key] = scanner.scan(tree)
 
     def graph(self) -> ClassGraph:
-        return ClassGraph({key: ModuleFacts(file.location, self.found[key].classes, self.found[key].imports) for key, (file, _) in self.trees.items()})
+        return ClassGraph(
+            {
+                key: ModuleFacts(file.location, self.found[key].classes, self.found[key].imports)
+                for key, (file, _) in self.trees.items()
+            }
+        )
 
 
 def census_of_sources(
     files: Sequence[SourceFile],
     names: RecordNames,
     bag_of: Mapping[str, str],
-    bags: BagNames = BagNames(),
+    bags: BagNames = NO_BAGS,
     *,
     prefilter: bool = True,
 ) -> Census:
@@ -102,13 +109,15 @@ def census_of_sources(
     the record nor a bag name, nor a class that carries a parked record, is not parsed: it
     cannot hold a finding."""
     tree = _TreeScan(names, bag_of, bags)
-    first, left = _split(list(files), lambda text: not prefilter or mentions_record(text, names) or bags.spelled_in(text))
+    first, left = _split(
+        list(files), lambda text: not prefilter or mentions_record(text, names) or bags.spelled_in(text)
+    )
     for file in first:
         tree.add(file)
     for _ in range(MAX_GRAPH_ROUNDS):
         graph = tree.graph()
         carrying = graph.carrying()
-        subclassing, left = _split(left, lambda text: any(name in text for name in carrying))
+        subclassing, left = _split(left, _spells_any(carrying))
         handed = graph.inherited()
         changed = [key for key in tree.trees if handed.get(key, {}) != tree.handed.get(key, {})]
         tree.handed = handed
@@ -128,8 +137,14 @@ def census_of_sources(
             result.writes += found.writes
             result.dynamic += found.dynamic
             result.takers += found.takers
+            result.parkers += found.parkers
             result.copies += found.copies
     return result
+
+
+def _spells_any(names: frozenset[str]) -> Callable[[str], bool]:
+    """Whether a file's text spells any of `names`."""
+    return lambda text: any(name in text for name in names)
 
 
 def _split(files: list[SourceFile], spells: Callable[[str], bool]) -> tuple[list[SourceFile], list[SourceFile]]:
@@ -142,7 +157,13 @@ def _split(files: list[SourceFile], spells: Callable[[str], bool]) -> tuple[list
 
 
 def census_of_source(
-    source: str, path: str, names: RecordNames, bag_of: Mapping[str, str], *, prefilter: bool = True, bags: BagNames = BagNames()
+    source: str,
+    path: str,
+    names: RecordNames,
+    bag_of: Mapping[str, str],
+    *,
+    prefilter: bool = True,
+    bags: BagNames = NO_BAGS,
 ) -> Census:
     """The census of one module's source text (unparseable: skipped, with a warning). With
     `prefilter`, a file that spells neither the record nor a bag name is not parsed: it cannot
@@ -150,7 +171,9 @@ def census_of_source(
     return census_of_sources([SourceFile(path, PurePosixPath(path), source)], names, bag_of, bags, prefilter=prefilter)
 
 
-def read_sources(paths: Sequence[Path], root: Path | None = None, exclude: Sequence[Path] = ()) -> tuple[list[SourceFile], list[str]]:
+def read_sources(
+    paths: Sequence[Path], root: Path | None = None, exclude: Sequence[Path] = ()
+) -> tuple[list[SourceFile], list[str]]:
     """(the Python files under `paths` but not under `exclude`, read; the reported paths of
     those that cannot be read as UTF-8, each with an UnparseableWarning). Reported paths are
     relative to `root` (default: the current directory)."""
@@ -169,11 +192,11 @@ def read_sources(paths: Sequence[Path], root: Path | None = None, exclude: Seque
 
 def census_of(
     paths: Sequence[Path],
-    names: RecordNames = RecordNames(),
+    names: RecordNames = SERVER_ARGS,
     bag_of: Mapping[str, str] | None = None,
     root: Path | None = None,
     exclude: Sequence[Path] = (),
-    bags: BagNames = BagNames(),
+    bags: BagNames = NO_BAGS,
 ) -> Census:
     """The census of every Python file under `paths` but not under `exclude`, as one tree;
     reported paths are relative to `root` (default: the current directory)."""

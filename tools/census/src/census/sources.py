@@ -8,7 +8,9 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".tox", "build", "dist"})
+SKIPPED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".tox", "build", "dist"}
+)
 
 
 def python_files(paths: Sequence[Path], exclude: Sequence[Path] = ()) -> Iterator[Path]:
@@ -26,7 +28,9 @@ def python_files(paths: Sequence[Path], exclude: Sequence[Path] = ()) -> Iterato
         for root, dirs, files in os.walk(path):
             here = Path(root)
             dirs[:] = sorted(
-                d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info") and (here / d).resolve() not in left_out
+                d
+                for d in dirs
+                if d not in SKIPPED_DIRS and not d.endswith(".egg-info") and (here / d).resolve() not in left_out
             )
             for name in sorted(files):
                 if name.endswith((".py", ".pyi")) and (here / name).resolve() not in left_out:

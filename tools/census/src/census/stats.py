@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from census.bag_names import BagNames
-from census.module_scan import RecordNames
+from census.bag_names import NO_BAGS, BagNames
+from census.record_names import RecordNames
 from census.scan import census_of_sources, mentions_record, read_sources
 
 
@@ -29,7 +29,8 @@ class SpeedFigures:
 
     def summary(self) -> str:
         return (
-            f"{self.files} files ({self.mentioning} spell the record, {self.mentioning_bags} a bag name), {self.lines} lines: "
+            f"{self.files} files ({self.mentioning} spell the record, {self.mentioning_bags} a bag name), "
+            f"{self.lines} lines: "
             f"census {self.census_files_per_s:,.0f} files/s; "
             f"census parsing and walking every file {self.full_census_files_per_s:,.0f} files/s; "
             f"ast.parse alone {self.parse_files_per_s:,.0f} files/s"
@@ -40,7 +41,9 @@ def _best(seconds: list[float]) -> float:
     return min(seconds) if seconds else float("nan")
 
 
-def speed_of(paths: Sequence[Path], names: RecordNames, bag_of: Mapping[str, str], bags: BagNames = BagNames(), repeats: int = 3) -> SpeedFigures:
+def speed_of(
+    paths: Sequence[Path], names: RecordNames, bag_of: Mapping[str, str], bags: BagNames = NO_BAGS, repeats: int = 3
+) -> SpeedFigures:
     """Time the census (one tree, as `census` runs it) and plain ast.parse over the files under
     `paths`; a file that cannot be read as UTF-8 is left out of both."""
     files, _ = read_sources(paths)
