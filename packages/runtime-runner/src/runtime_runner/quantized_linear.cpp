@@ -32,8 +32,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <native_build/bf16_bits.h>
 #include <cstring>
+#include <native_build/widen_narrow.h>
 #include <type_traits>
 #include <vector>
 
@@ -62,22 +62,9 @@ struct Matrix {
     const float* bias;     // fp32 [16 * panels] or null
 };
 
-struct bf16 {
-    uint16_t bits;
-};
-
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) {
-    uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-template <typename T> T narrow(float x);
-template <> inline float narrow<float>(float x) { return x; }
-// Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
-template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
+using native_build::bf16;
+using native_build::narrow;
+using native_build::widen;
 
 inline float half(const uint8_t* p) {
     _Float16 h;
