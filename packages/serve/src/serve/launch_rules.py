@@ -19,7 +19,7 @@ from config_bags import (
     context_length_within_model,
     deterministic_inference_of,
 )
-from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError, device_of
+from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError
 from runtime_runner.checkpoint_source import arch_config_at, gguf_file_of
 from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
 from runtime_runner.determinism import batch_invariance_refusal_of
@@ -28,19 +28,15 @@ from runtime_runner.quantization_support import quantized_weights_refusal_of
 from serve.absent_features import absent_feature_rules
 from serve.parallel_rules import PARALLEL_AS_BUILT, tensor_parallel_fits_model
 from serve.served_model import ServedModel
+from serve.visible_device import visible_device_type
 
 ATTENTION_BACKEND_LEAVES = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
-def _device_type(bags: Bags) -> str:
-    return device_of(bags.device).type
-
-
 def _unrunnable_backend(bags: Bags) -> str | None:
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it, before any kernel matters
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
@@ -55,10 +51,9 @@ def _unrunnable_backend(bags: Bags) -> str | None:
 def _untraceable_compiled_decode(bags: Bags) -> str | None:
     if not bags.exec.graph.enable_torch_compile:
         return None
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     leaf, name = attention_leaf_of(bags.exec.kernel, "decode")
     kernel = effective_backend_name(name, half="decode", device_type=device_type,
                                     batch_invariant=deterministic_inference_of(bags.exec, device_type))
@@ -70,11 +65,8 @@ def _untraceable_compiled_decode(bags: Bags) -> str | None:
 
 def _nondeterministic_kernels(bags: Bags) -> str | None:
     """Only an operator's True can break it: unset, the leaf resolves off wherever it would."""
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
-    if not deterministic_inference_of(bags.exec, device_type):
+    device_type = visible_device_type(bags)
+    if device_type is None or not deterministic_inference_of(bags.exec, device_type):
         return None
     reason = batch_invariance_refusal_of(bags.exec, device_type)
     if reason is not None:
@@ -126,10 +118,9 @@ def _unrunnable_draft_backend(bags: Bags) -> str | None:
     name = bags.spec.speculative_draft_attention_backend
     if name is None:
         return None
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
         kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
@@ -174,12 +165,13 @@ def _checkpoint_config(model_path: str | None) -> ArchConfig | None:
 
 
 def _unserved_quantized_weights(bags: Bags) -> str | None:
-    model = bags.model
+    model, device_type = bags.model, visible_device_type(bags)
+    if device_type is None:
+        return None
     try:
-        device_type = _device_type(bags)
         gguf = None if model.model_path is None else gguf_file_of(Path(model.model_path))
-    except (RuntimeError, CheckpointError):
-        return None  # a device torch cannot see, or a model path the model's handlers name
+    except CheckpointError:
+        return None  # a model path the model's handlers name
     return quantized_weights_refusal_of(model, bags.exec, device_type, gguf, lambda: _checkpoint_config(model.model_path))
 
 
