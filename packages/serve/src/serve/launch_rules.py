@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from attn_backends import batch_invariance_refusal, effective_backend_name, refusal_on
+from attn_backends import attention_choice
 from config_bags import (
     Bags,
     Rule,
@@ -40,11 +40,9 @@ def _unrunnable_backend(bags: Bags) -> str | None:
     batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
-        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
-        reason = refusal_on(kernel, device_type)
-        if reason is not None:
-            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-            return f"{leaf} = {name}{built}: {reason}"
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+        if choice.host_refusal is not None:
+            return f"{leaf} = {name}{choice.builds}: {choice.host_refusal}"
     return None
 
 
@@ -55,8 +53,8 @@ def _untraceable_compiled_decode(bags: Bags) -> str | None:
     if device_type is None:
         return None
     leaf, name = attention_leaf_of(bags.exec.kernel, "decode")
-    kernel = effective_backend_name(name, half="decode", device_type=device_type,
-                                    batch_invariant=deterministic_inference_of(bags.exec, device_type))
+    kernel = attention_choice(name, half="decode", device_type=device_type,
+                              batch_invariant=deterministic_inference_of(bags.exec, device_type)).kernel
     if kernel in TRACEABLE_DECODE_KERNELS:
         return None
     return (f"enable_torch_compile = True compiles the decode step, which needs a decode half torch.compile can trace "
@@ -73,11 +71,10 @@ def _nondeterministic_kernels(bags: Bags) -> str | None:
         return reason
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
-        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=True)
-        variant = batch_invariance_refusal(kernel)
-        if variant is not None:
-            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-            return f"enable_deterministic_inference = True needs batch-invariant attention, but {leaf} = {name}{built}: {variant}"
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=True)
+        if choice.invariance_refusal is not None:
+            return ("enable_deterministic_inference = True needs batch-invariant attention, but "
+                    f"{leaf} = {name}{choice.builds}: {choice.invariance_refusal}")
     return None
 
 
@@ -123,15 +120,12 @@ def _unrunnable_draft_backend(bags: Bags) -> str | None:
         return None
     batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
-        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
-        built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-        reason = refusal_on(kernel, device_type)
-        if reason is not None:
-            return f"speculative_draft_attention_backend = {name}{built}: {reason}"
-        variant = batch_invariance_refusal(kernel) if batch_invariant else None
-        if variant is not None:
-            return (f"speculative_draft_attention_backend = {name}{built} is not batch-invariant, and deterministic inference "
-                    f"is on: {variant}")
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+        if choice.host_refusal is not None:
+            return f"speculative_draft_attention_backend = {name}{choice.builds}: {choice.host_refusal}"
+        if choice.invariance_refusal is not None:
+            return (f"speculative_draft_attention_backend = {name}{choice.builds} is not batch-invariant, and "
+                    f"deterministic inference is on: {choice.invariance_refusal}")
     return None
 
 
