@@ -123,7 +123,7 @@ def test_a_draft_decode_plans_the_child_its_step_names() -> None:
     """Draft step i plans child i and no other; the container's attention is that child's and the
     reference's on a shuffled paged scenario.
 
-    Reverse-verified: with MultiStepDraftBackend.plan planning child 0 whatever the step, the
+    Reverse-verified: with MultiStepDraftBackend.select_child answering child 0 whatever the step, the
     draft_step 1 case failed (child 0 planned, child 1 not)."""
     meta, slots = scenario([5, 2, 9], [1, 1, 1], 4, seed=3)
     q, k, v = paged_tensors(meta, heads=4, kv_heads=2, dim=8, dtype=torch.float32, seed=4)

@@ -9,7 +9,9 @@ Kernels: torch_native (pure torch, any device), cpu_paged (the C++ paged kernel,
 (CUDA; on a CPU only under TRITON_INTERPRET=1) and flashinfer (the optional extra, CUDA).
 `auto` and the deprecated alias `intel_amx` build one of them; only a kernel name is a stamp.
 A batch-invariant runner (deterministic inference) gets cpu_paged for both halves from `auto`, and
-a refusal for any kernel that is not batch-invariant (`batch_invariance`).
+a refusal for any kernel that is not batch-invariant (`batch_invariance`). `attention_choice(name,
+half=..., device_type=..., batch_invariant=...)` answers what a configured name builds and why that
+kernel cannot serve (on this host; batch-invariant), without building it.
 A speculative draft runner builds through `DraftBackendFactory`: a `DraftRunnerBackend` of a
 `DraftExtendBackend` (the prefill half) and a `MultiStepDraftBackend` (one decode backend per step).
 A hybrid model's Gated-DeltaNet layers run `linear_attn_kernels_for(name, device_type)`: the
@@ -18,6 +20,7 @@ causal conv and the gated delta rule, varlen prefill, decode and verify over a s
 target's per-runner prefill default) and builds the backend that reads it off the stamped runner.
 """
 
+from attn_backends.attention_choice import AttentionChoice, attention_choice
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
 from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.cpu_paged import CpuPagedBackend
@@ -50,6 +53,7 @@ __all__ = [
     "REGISTRY",
     "AttentionBackend",
     "AttentionBackendUnavailableError",
+    "AttentionChoice",
     "AttentionMetadataView",
     "CpuPagedBackend",
     "DraftBackendFactory",
@@ -65,6 +69,7 @@ __all__ = [
     "UnknownAttentionBackendError",
     "UnstampedBackendError",
     "WrapperBackend",
+    "attention_choice",
     "auto_kernel_of",
     "batch_invariance_refusal",
     "build_attention_backend",

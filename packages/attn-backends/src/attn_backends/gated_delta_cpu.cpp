@@ -24,33 +24,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <native_build/bf16_bits.h>
 #include <cstring>
+#include <native_build/widen_narrow.h>
 #include <vector>
 
 namespace {
 
-struct bf16 {
-  uint16_t bits;
-};
-
-inline float widen(float x) { return x; }
+using native_build::bf16;
+using native_build::narrow;
+using native_build::widen;
 inline float widen(double x) { return static_cast<float>(x); }  // torch_native reads a pool with .float()
-inline float widen(_Float16 x) { return static_cast<float>(x); }
-inline float widen(bf16 x) {
-  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-template <typename T> T narrow(float x);
-template <> inline float narrow<float>(float x) { return x; }
-template <> inline double narrow<double>(float x) { return x; }
-template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
-// Round to nearest even, as torch does; a NaN stays a (quiet) NaN. Branch-free, so that loops
-// storing bf16 still vectorize.
-template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
 
 // Element-type codes, as gated_delta_cpu.py numbers them.
 enum Code : int64_t { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2, kFloat64 = 3 };

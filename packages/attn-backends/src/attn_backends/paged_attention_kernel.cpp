@@ -23,8 +23,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <native_build/bf16_bits.h>
 #include <cstring>
+#include <native_build/widen_narrow.h>
 #include <type_traits>
 #include <vector>
 
@@ -41,7 +41,7 @@
 
 namespace {
 
-using bf16_t = uint16_t;  // bfloat16 bits
+using bf16_t = native_build::bf16;
 
 constexpr int64_t kBlock = 32;  // keys scored before their values are summed
 // Keys per range: one range per 256 positions is few enough merges to cost nothing measurable
@@ -53,20 +53,11 @@ static_assert(kSplitKeys % kBlock == 0, "a range holds whole blocks, so block bo
 template <typename T> struct Accumulator { using type = float; };
 template <> struct Accumulator<double> { using type = double; };
 
-inline float widen(float x) { return x; }
-inline double widen(double x) { return x; }
-inline float widen(_Float16 x) { return float(x); }
-inline float widen(bf16_t x) {
-  const uint32_t bits = uint32_t(x) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
+using native_build::widen;
+inline double widen(double x) { return x; }  // fp64 pools are summed in fp64
 
-inline void store(float* out, float x) { *out = x; }
+template <typename T> inline void store(T* out, float x) { *out = native_build::narrow<T>(x); }
 inline void store(double* out, double x) { *out = x; }
-inline void store(_Float16* out, float x) { *out = _Float16(x); }
-inline void store(bf16_t* out, float x) { *out = native_build::bf16_bits_of(x); }
 
 // exp(x) for x <= 0 (a score minus its running max): 2^k * e^r with |r| <= ln2/2 and a degree-6
 // polynomial for e^r (relative error about 1e-7). std::exp would not vectorize without -ffast-math.

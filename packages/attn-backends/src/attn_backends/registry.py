@@ -13,11 +13,10 @@ from collections.abc import Callable
 
 from config_bags import AttentionHalf, AttentionKernelName
 
+from attn_backends.attention_choice import attention_choice
 from attn_backends.backend import AttentionBackend
-from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.cpu_paged import CpuPagedBackend
 from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
-from attn_backends.host_support import refusal_on
 from attn_backends.torch_native import TorchNativeBackend
 
 # (half, device type, batch_invariant) -> (the kernel it built, the backend)
@@ -79,15 +78,14 @@ def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str,
     not; answers (effective_name, backend).
 
     The caller stamps the backend with the effective name (`build_attention_pair` does)."""
-    kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
-    shown = name if name == kernel else f"{name} (builds {kernel})"
-    reason = refusal_on(kernel, device_type)
-    if reason is not None:
-        raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot run here: {reason}")
-    variant = batch_invariance_refusal(kernel) if batch_invariant else None
-    if variant is not None:
+    choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+    shown = name if name == choice.kernel else f"{name} (builds {choice.kernel})"
+    if choice.host_refusal is not None:
+        raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot run here: "
+                                               f"{choice.host_refusal}")
+    if choice.invariance_refusal is not None:
         raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot serve deterministic "
-                                               f"inference: {variant}")
+                                               f"inference: {choice.invariance_refusal}")
     effective, backend = REGISTRY[name](half, device_type, batch_invariant)
     built = kernel_named(effective)
     if built is not None:

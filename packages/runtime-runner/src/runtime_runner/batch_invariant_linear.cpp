@@ -43,13 +43,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <native_build/bf16_bits.h>
 #include <cstring>
+#include <native_build/widen_narrow.h>
 #include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+#include <native_build/avx2_store_row.h>
 #define BIL_AVX2 1
 #else
 #define BIL_AVX2 0
@@ -69,24 +70,9 @@ namespace {
 constexpr int64_t kPanel = 16;  // output columns per panel
 constexpr int kMaxRows = 6;     // rows of the widest micro-kernel
 
-struct bf16 {
-    uint16_t bits;
-};
-
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) {
-    uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
-inline float widen(_Float16 x) { return static_cast<float>(x); }
-
-template <typename T> T narrow(float x);
-template <> inline float narrow<float>(float x) { return x; }
-template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
-// Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
-template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
+using native_build::bf16;
+using native_build::narrow;
+using native_build::widen;
 
 // Panel row position of column c (0..15): bf16 rows are interleaved (see the header), others not.
 template <typename W> constexpr int slot_of(int c) { return c; }
@@ -119,39 +105,10 @@ inline void load_row(const _Float16* w, __m256& lo, __m256& hi) {
     hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8)));
 }
 
-// 8 bf16 bit patterns (in the low halves of 32-bit lanes) of v, rounded as narrow<bf16>.
-inline __m256i bf16_bits(__m256 v) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    return _mm256_blendv_epi8(rounded, quiet, nan);
-}
-
-// 16 results (columns 0..7 in lo, 8..15 in hi) stored as the output dtype, the first `cols` of them.
-inline void store_row(float* out, __m256 lo, __m256 hi, int64_t cols) {
-    if (cols == kPanel) {
-        _mm256_storeu_ps(out, lo);
-        _mm256_storeu_ps(out + 8, hi);
-        return;
-    }
-    alignas(32) float row[kPanel];
-    _mm256_store_ps(row, lo);
-    _mm256_store_ps(row + 8, hi);
-    std::memcpy(out, row, cols * sizeof(float));
-}
-inline void store_row(bf16* out, __m256 lo, __m256 hi, int64_t cols) {
-    // packus works within 128-bit lanes: [lo0-3 hi0-3 | lo4-7 hi4-7]; the permute restores column order.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi)), 0xD8);
-    if (cols == kPanel) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
-        return;
-    }
-    alignas(32) uint16_t row[kPanel];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(row), packed);
-    std::memcpy(out, row, cols * sizeof(uint16_t));
-}
+// The shared stores (native_build/avx2_store_row.h) write one panel row of results.
+static_assert(kPanel == native_build::kRowColumns, "a panel row of results is stored by one store_row");
+using native_build::store_row;
+// 16 results stored as fp16, the first `cols` of them (the shared header stores fp32 and bf16).
 inline void store_row(_Float16* out, __m256 lo, __m256 hi, int64_t cols) {
     const __m128i l = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m128i h = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -9,30 +9,15 @@
 
 #include <cmath>
 #include <cstdint>
-#include <native_build/bf16_bits.h>
 #include <cstring>
+#include <native_build/widen_narrow.h>
 #include <vector>
 
 namespace {
 
-struct bf16 {
-    uint16_t bits;
-};
-
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) {
-    uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
-inline float widen(_Float16 x) { return static_cast<float>(x); }
-
-template <typename T> T narrow(float x);
-template <> inline float narrow<float>(float x) { return x; }
-template <> inline _Float16 narrow<_Float16>(float x) { return static_cast<_Float16>(x); }
-// Round to nearest even, as torch does; a NaN stays a (quiet) NaN.
-template <> inline bf16 narrow<bf16>(float x) { return bf16{native_build::bf16_bits_of(x)}; }
+using native_build::bf16;
+using native_build::narrow;
+using native_build::widen;
 
 // x rounded to the element type and widened back: the value eager torch holds between two ops.
 template <typename T> inline float held(float x) { return widen(narrow<T>(x)); }

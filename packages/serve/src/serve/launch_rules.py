@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from attn_backends import batch_invariance_refusal, effective_backend_name, refusal_on
+from attn_backends import attention_choice
 from config_bags import (
     Bags,
     Rule,
@@ -19,7 +19,7 @@ from config_bags import (
     context_length_within_model,
     deterministic_inference_of,
 )
-from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError, device_of
+from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError
 from runtime_runner.checkpoint_source import arch_config_at, gguf_file_of
 from runtime_runner.compiled_decode import TRACEABLE_DECODE_KERNELS
 from runtime_runner.determinism import batch_invariance_refusal_of
@@ -28,40 +28,33 @@ from runtime_runner.quantization_support import quantized_weights_refusal_of
 from serve.absent_features import absent_feature_rules
 from serve.parallel_rules import PARALLEL_AS_BUILT, tensor_parallel_fits_model
 from serve.served_model import ServedModel
+from serve.visible_device import visible_device_type
 
 ATTENTION_BACKEND_LEAVES = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
-def _device_type(bags: Bags) -> str:
-    return device_of(bags.device).type
-
-
 def _unrunnable_backend(bags: Bags) -> str | None:
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it, before any kernel matters
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
-        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
-        reason = refusal_on(kernel, device_type)
-        if reason is not None:
-            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-            return f"{leaf} = {name}{built}: {reason}"
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+        if choice.host_refusal is not None:
+            return f"{leaf} = {name}{choice.builds}: {choice.host_refusal}"
     return None
 
 
 def _untraceable_compiled_decode(bags: Bags) -> str | None:
     if not bags.exec.graph.enable_torch_compile:
         return None
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     leaf, name = attention_leaf_of(bags.exec.kernel, "decode")
-    kernel = effective_backend_name(name, half="decode", device_type=device_type,
-                                    batch_invariant=deterministic_inference_of(bags.exec, device_type))
+    kernel = attention_choice(name, half="decode", device_type=device_type,
+                              batch_invariant=deterministic_inference_of(bags.exec, device_type)).kernel
     if kernel in TRACEABLE_DECODE_KERNELS:
         return None
     return (f"enable_torch_compile = True compiles the decode step, which needs a decode half torch.compile can trace "
@@ -70,22 +63,18 @@ def _untraceable_compiled_decode(bags: Bags) -> str | None:
 
 def _nondeterministic_kernels(bags: Bags) -> str | None:
     """Only an operator's True can break it: unset, the leaf resolves off wherever it would."""
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
-    if not deterministic_inference_of(bags.exec, device_type):
+    device_type = visible_device_type(bags)
+    if device_type is None or not deterministic_inference_of(bags.exec, device_type):
         return None
     reason = batch_invariance_refusal_of(bags.exec, device_type)
     if reason is not None:
         return reason
     for half in ("prefill", "decode"):
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
-        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=True)
-        variant = batch_invariance_refusal(kernel)
-        if variant is not None:
-            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-            return f"enable_deterministic_inference = True needs batch-invariant attention, but {leaf} = {name}{built}: {variant}"
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=True)
+        if choice.invariance_refusal is not None:
+            return ("enable_deterministic_inference = True needs batch-invariant attention, but "
+                    f"{leaf} = {name}{choice.builds}: {choice.invariance_refusal}")
     return None
 
 
@@ -126,21 +115,17 @@ def _unrunnable_draft_backend(bags: Bags) -> str | None:
     name = bags.spec.speculative_draft_attention_backend
     if name is None:
         return None
-    try:
-        device_type = _device_type(bags)
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     batch_invariant = deterministic_inference_of(bags.exec, device_type)
     for half in ("prefill", "decode"):
-        kernel = effective_backend_name(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
-        built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
-        reason = refusal_on(kernel, device_type)
-        if reason is not None:
-            return f"speculative_draft_attention_backend = {name}{built}: {reason}"
-        variant = batch_invariance_refusal(kernel) if batch_invariant else None
-        if variant is not None:
-            return (f"speculative_draft_attention_backend = {name}{built} is not batch-invariant, and deterministic inference "
-                    f"is on: {variant}")
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+        if choice.host_refusal is not None:
+            return f"speculative_draft_attention_backend = {name}{choice.builds}: {choice.host_refusal}"
+        if choice.invariance_refusal is not None:
+            return (f"speculative_draft_attention_backend = {name}{choice.builds} is not batch-invariant, and "
+                    f"deterministic inference is on: {choice.invariance_refusal}")
     return None
 
 
@@ -174,12 +159,13 @@ def _checkpoint_config(model_path: str | None) -> ArchConfig | None:
 
 
 def _unserved_quantized_weights(bags: Bags) -> str | None:
-    model = bags.model
+    model, device_type = bags.model, visible_device_type(bags)
+    if device_type is None:
+        return None
     try:
-        device_type = _device_type(bags)
         gguf = None if model.model_path is None else gguf_file_of(Path(model.model_path))
-    except (RuntimeError, CheckpointError):
-        return None  # a device torch cannot see, or a model path the model's handlers name
+    except CheckpointError:
+        return None  # a model path the model's handlers name
     return quantized_weights_refusal_of(model, bags.exec, device_type, gguf, lambda: _checkpoint_config(model.model_path))
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import torch
 from config_bags import Bags, Rule
-from runtime_runner import CheckpointError, device_of
+from runtime_runner import CheckpointError
 from runtime_runner.quantization_support import serves_quantized
 from runtime_runner.tensor_parallel_layout import tensor_parallel_refusal
 
 from serve.served_model import ServedModel
+from serve.visible_device import visible_device_type
 
 
 def _unbuilt_parallel(bags: Bags) -> str | None:
@@ -40,10 +41,9 @@ def _unbuilt_parallel(bags: Bags) -> str | None:
         what = f"quantization = {bags.model.quantization!r}" if bags.model.quantization else f"model_path = {bags.model.model_path} (GGUF)"
         return (f"tp_size = {tp} slices dense weight matrices, and {what} keeps them quantized; accepted: tp_size = 1 with "
                 "quantized weights, or a dense Hugging Face checkpoint")
-    try:
-        device_type = device_of(bags.device).type
-    except RuntimeError:
-        return None  # a device torch cannot see: the pool's handler names it
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return None
     ranks, devices = parallel.dp_size * tp // parallel.nnodes, torch.cuda.device_count()
     if device_type == "cuda" and ranks > devices:
         return (f"dp_size * tp_size / nnodes = {parallel.dp_size} * {tp} / {parallel.nnodes} = {ranks} ranks on this node need "

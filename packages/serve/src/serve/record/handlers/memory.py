@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from attn_backends import effective_backend_name, kv_dtype_refusal
+from attn_backends import attention_choice, kv_dtype_refusal
 from config_bags import AttentionHalf, attention_leaf_of, deterministic_inference_of, max_total_tokens_of
 from runtime_runner import device_of, kv_bytes_per_token, kv_dtype_of, model_dtype_of
 from runtime_runner.quantization_support import serves_quantized
@@ -13,6 +13,7 @@ from runtime_runner.tensor_parallel_layout import kv_heads_per_rank
 
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
+from serve.visible_device import visible_device_type
 
 
 def kv_cache_dtype_attended(res: Resolution) -> None:
@@ -20,28 +21,26 @@ def kv_cache_dtype_attended(res: Resolution) -> None:
     attention kernel the runners build reads it: each half of the pair, and the draft runner's own
     backend when one is named (cpu_paged reads a bf16 cache under fp32 compute)."""
     bags = res.bags()
-    try:
-        device = device_of(bags.device)
-    except RuntimeError:
-        return  # a device torch cannot see: max_total_tokens names it
-    dtype = _compute_dtype(res, device)
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return
+    dtype = _compute_dtype(res, torch.device(device_type))  # the compute dtype depends on the device's type alone
     kv_dtype = kv_dtype_of(bags.memory, dtype)
     if kv_dtype == dtype:
         return
-    batch_invariant = deterministic_inference_of(bags.exec, device.type)
+    batch_invariant = deterministic_inference_of(bags.exec, device_type)
     halves: tuple[AttentionHalf, ...] = ("prefill", "decode")
     named = [(*attention_leaf_of(bags.exec.kernel, half), half) for half in halves]
     draft = bags.spec.speculative_draft_attention_backend
     if draft is not None:
         named += [("speculative_draft_attention_backend", draft, half) for half in halves]
     for leaf, name, half in named:
-        kernel = effective_backend_name(name, half=half, device_type=device.type, batch_invariant=batch_invariant)
-        reason = kv_dtype_refusal(kernel, dtype, kv_dtype)
+        choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
+        reason = kv_dtype_refusal(choice.kernel, dtype, kv_dtype)
         if reason is not None:
-            built = "" if kernel == name else f" (builds {kernel} for the {half} half)"
             raise ResolutionError(f"kv_cache_dtype={bags.memory.kv_cache_dtype!r} (from {res.origin('kv_cache_dtype')}) "
-                                  f"with {leaf} = {name}{built}: {reason}; accepted: kv_cache_dtype auto, or a cache every "
-                                  "attention backend reads (only cpu_paged reads a narrower one)")
+                                  f"with {leaf} = {name}{choice.builds}: {reason}; accepted: kv_cache_dtype auto, "
+                                  "or a cache every attention backend reads (only cpu_paged reads a narrower one)")
 
 
 def _compute_dtype(res: Resolution, device: torch.device) -> torch.dtype:

@@ -5,7 +5,6 @@ where its kernels are, and speculative decoding as this build runs it. Each chec
 from __future__ import annotations
 
 from config_bags import deterministic_inference_of
-from runtime_runner import device_of
 
 from serve.absent_features import absent_feature_rules
 from serve.launch_rules import (
@@ -16,6 +15,7 @@ from serve.launch_rules import (
     SPECULATION_AS_BUILT,
 )
 from serve.record.resolution import Resolution
+from serve.visible_device import visible_device_type
 
 
 def absent_features(res: Resolution) -> None:
@@ -45,10 +45,9 @@ def deterministic_inference(res: Resolution) -> None:
     configured stands against them (an attention half that is not batch-invariant, a compiled
     decode step); an operator's True must then hold (the rule deterministic_kernels)."""
     bags = res.bags()
-    try:
-        device_type = device_of(bags.device).type
-    except RuntimeError:
-        return  # a device torch cannot see: the pool's handler names it
+    device_type = visible_device_type(bags)
+    if device_type is None:
+        return
     res.declare("deterministic_inference", enable_deterministic_inference=deterministic_inference_of(bags.exec, device_type))
     res.check(DETERMINISTIC_KERNELS)
 
