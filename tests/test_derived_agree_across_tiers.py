@@ -61,9 +61,18 @@ DERIVED: dict[str, tuple[Callable[[ServerArgs], Any], Callable[[], Any], list[di
             decode_attention_backend=(None, "torch_native", "flashinfer"),
         ),
     ),
-    "linear_attn_backends": (
-        lambda a: a.linear_attn_backends,
-        linear_attn_backends,
+    "linear_attn_backends[cpu]": (
+        lambda a: a.linear_attn_backends("cpu"),
+        lambda: linear_attn_backends("cpu"),
+        matrix(
+            linear_attn_backend=(None, "triton", "torch_native"),
+            linear_attn_prefill_backend=(None, "flashinfer"),
+            linear_attn_decode_backend=(None, "torch_native"),
+        ),
+    ),
+    "linear_attn_backends[cuda]": (
+        lambda a: a.linear_attn_backends("cuda"),
+        lambda: linear_attn_backends("cuda"),
         matrix(
             linear_attn_backend=(None, "triton", "torch_native"),
             linear_attn_prefill_backend=(None, "flashinfer"),
@@ -122,7 +131,7 @@ def test_record_member_equals_bag_accessor(name: str, leaves: dict[str, Any]) ->
 OVERRIDES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "max_prefill_buffer_tokens": ({"max_prefill_tokens": 1024, "chunked_prefill_size": 512}, {"chunked_prefill_size": 4096}),
     "attention_backends": ({"attention_backend": "triton"}, {"decode_attention_backend": "flashinfer"}),
-    "linear_attn_backends": ({}, {"linear_attn_backend": "torch_native"}),
+    "linear_attn_backends[cpu]": ({}, {"linear_attn_backend": "torch_native"}),
     "max_speculative_num_draft_tokens": ({"speculative_algorithm": "ngram", "speculative_num_draft_tokens": 4}, {"speculative_num_draft_tokens": 12}),
     "cuda_graph_decode_bs": ({"cuda_graph_max_bs": 16}, {"cuda_graph_max_bs": 32}),
     "chunk_size": ({"chunked_prefill_size": 100, "page_size": 16}, {"chunked_prefill_size": 1000}),

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import config_bags
 import pytest
-from attn_backends import LinearAttnBackendFactory, device_linear_attn_backend, linear_attn_resolver, resolve_linear_attn_backends
-from config_bags import Bags, ExecBag, KernelBag, LinearAttnBackends
+from attn_backends import LinearAttnBackendFactory, linear_attn_resolver, resolve_linear_attn_backends
+from config_bags import Bags, ExecBag, KernelBag, LinearAttnBackends, device_linear_attn_backend_of
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _publish(**kernel: str) -> None:
 
 def test_the_device_kernels_stand_in_for_an_unnamed_base(published: None) -> None:
     _publish()
-    assert device_linear_attn_backend("cpu") == "cpu_fused" and device_linear_attn_backend("cuda") == "triton"
+    assert device_linear_attn_backend_of("cpu") == "cpu_fused" and device_linear_attn_backend_of("cuda") == "triton"
     assert resolve_linear_attn_backends(device_type="cpu") == LinearAttnBackends(decode="cpu_fused", prefill="cpu_fused", verify="cpu_fused")
     assert resolve_linear_attn_backends(device_type="cuda") == LinearAttnBackends(decode="triton", prefill="triton", verify="triton")
 

@@ -125,6 +125,17 @@ def test_unstamped_backend_raises_when_asked_for_its_name() -> None:
     assert backend.effective_name == "torch_native"
 
 
+@pytest.mark.parametrize("name", ["auto", "intel_amx", "fa3", ""])
+def test_a_stamp_is_a_kernel_name(name: str) -> None:
+    """Reverse-verified: without the kernel-name check in stamp(), an alias, auto or a misspelling
+    was stamped and answered as what runs."""
+    backend = TorchNativeBackend()
+    with pytest.raises(ValueError, match=f"cannot stamp TorchNativeBackend {name!r}: a stamp is a kernel name"):
+        backend.stamp(name)
+    with pytest.raises(UnstampedBackendError):
+        _ = backend.effective_name
+
+
 def test_the_pair_stamps_a_hybrid_containers_children_each_with_its_kernel() -> None:
     """auto on a CPU builds two kernels: a hybrid container whose children carry their own stamps.
 

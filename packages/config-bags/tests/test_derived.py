@@ -61,9 +61,17 @@ def test_deterministic_inference_is_the_leaf_else_on_where_nothing_stands_agains
 
 def test_linear_attn_backends_explicit_flag_wins_over_a_runner_default() -> None:
     kernel = KernelBag(linear_attn_backend="torch_native")
-    assert config_bags.linear_attn_backends_of(kernel, "flashinfer") == ("torch_native", "flashinfer", "flashinfer")
+    assert config_bags.linear_attn_backends_of(kernel, "cpu", "flashinfer") == ("torch_native", "flashinfer", "flashinfer")
     explicit = KernelBag(linear_attn_prefill_backend="triton")
-    assert config_bags.linear_attn_backends_of(explicit, "flashinfer").prefill == "triton"
+    assert config_bags.linear_attn_backends_of(explicit, "cpu", "flashinfer").prefill == "triton"
+
+
+@pytest.mark.parametrize(("device_type", "kernels"), [("cpu", "cpu_fused"), ("cuda", "triton")])
+def test_linear_attn_backends_answer_what_the_device_runs(device_type: str, kernels: str) -> None:
+    """Nothing named: the device's kernels, what every runner there stamps and runs. Reverse-verified:
+    with the base default triton again (the answer this once gave whatever the device), the cpu case
+    fails."""
+    assert config_bags.linear_attn_backends_of(KernelBag(), device_type) == (kernels, kernels, kernels)
 
 
 @pytest.mark.parametrize(
@@ -119,7 +127,9 @@ def test_derived_accessors_follow_an_override(published: Bags) -> None:
     config_bags.override("startup", speculative_algorithm="ngram", speculative_num_draft_tokens=5, cuda_graph_max_bs=4)
     assert config_bags.max_speculative_num_draft_tokens() == 5
     assert config_bags.cuda_graph_decode_bs() == (1, 2, 4)
-    assert config_bags.linear_attn_backends().decode == "triton"
+    assert config_bags.linear_attn_backends("cpu").decode == "cpu_fused"
+    config_bags.override("admin", linear_attn_backend="torch_native")
+    assert config_bags.linear_attn_backends("cpu").decode == "torch_native"
 
 
 def test_mamba_cache_slots_of() -> None:

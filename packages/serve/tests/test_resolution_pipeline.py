@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from config_bags import ColdLeafError, UnknownLeafError, begin_serving, leaf_specs, override, publish
 
 from serve.main import main
@@ -222,6 +223,18 @@ def test_dump_config_prints_every_leaf_with_provenance(tiny_model: Path, capsys:
     assert dump["leaves"]["port"]["provenance"] == "default"
     assert dump["derived"]["attention_backends"] == {"prefill": "auto", "decode": "auto"}
     assert any(d["handler"] == "max_total_tokens" and d["applied"] for d in dump["resolution"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU host runs; a CUDA host runs triton")
+def test_dump_config_shows_configured_and_effective_linear_attention(tiny_model: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """On a CPU, nothing named: configured says nothing, effective says cpu_fused, what every runner
+    there stamps and runs (this once said triton). Reverse-verified: the base default triton again
+    fails it."""
+    assert main(["--model-path", str(tiny_model), "--device", "cpu", "--dump-config"]) == 0
+    linear = json.loads(capsys.readouterr().out)["derived"]["linear_attn_backends"]
+    assert linear["configured"] == {"base": None, "prefill": None, "decode": None} and linear["device_type"] == "cpu"
+    assert linear["effective"] == {"decode": "cpu_fused", "prefill": "cpu_fused", "verify": "cpu_fused"}
 
 
 def test_explain_says_how_a_leaf_got_its_value(tiny_model: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,7 @@ from attn_backends.hybrid import HybridAttentionBackend
 from attn_backends.kv_dtypes import kv_dtype_refusal
 from attn_backends.linear_attn_backend import LinearAttnBackend, LinearAttnBackendFactory
 from attn_backends.linear_attn_kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
-from attn_backends.linear_attn_resolver import device_linear_attn_backend, resolve_linear_attn_backends
+from attn_backends.linear_attn_resolver import resolve_linear_attn_backends
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.multi_step_draft import MultiStepDraftBackend
 from attn_backends.pair import build_attention_pair
@@ -76,7 +76,6 @@ __all__ = [
     "build_attention_pair",
     "effective_backend_name",
     "kv_dtype_refusal",
-    "device_linear_attn_backend",
     "linear_attn_kernels_for",
     "resolve_linear_attn_backends",
     "refusal_on",

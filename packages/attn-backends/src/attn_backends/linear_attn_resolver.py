@@ -6,7 +6,7 @@ and that runner's own default.
 
 What the operator named wins: `linear_attn_prefill_backend` / `linear_attn_decode_backend` for
 their phase, then `linear_attn_backend` for both. A runner's per-runner prefill default stands in
-for an unnamed prefill, and the device's kernels (`device_linear_attn_backend`) for an unnamed
+for an unnamed prefill, and the device's kernels (`config_bags.device_linear_attn_backend_of`) for an unnamed
 base. The default may be a gate (a callable that probes the device): it is called only when the
 operator named neither the prefill nor the base kernel, so a named kernel costs no probe and no
 log line. Each runner resolves its own: a draft built after its target resolves without the
@@ -29,12 +29,6 @@ logger = logging.getLogger(__name__)
 PrefillDefault = LinearAttnBackendName | Callable[[], LinearAttnBackendName | None] | None
 
 
-def device_linear_attn_backend(device_type: str) -> LinearAttnBackendName:
-    """The kernels a `device_type` device runs when the operator named none: cpu_fused on a CPU,
-    triton elsewhere (CUDA)."""
-    return "cpu_fused" if device_type == "cpu" else "triton"
-
-
 def _applied_default(prefill_default: PrefillDefault) -> LinearAttnBackendName | None:
     """The per-runner default, asked of its gate only when the operator left the prefill kernel to it."""
     kernel = get_exec().kernel
@@ -49,4 +43,4 @@ def _applied_default(prefill_default: PrefillDefault) -> LinearAttnBackendName |
 def resolve_linear_attn_backends(prefill_default: PrefillDefault = None, *, device_type: str) -> LinearAttnBackends:
     """The frozen (decode, prefill, verify) kernels of one runner on a `device_type` device: the
     operator's leaves, then `prefill_default` for prefill, then the device's kernels."""
-    return linear_attn_backends(_applied_default(prefill_default), device_linear_attn_backend(device_type))
+    return linear_attn_backends(device_type, _applied_default(prefill_default))

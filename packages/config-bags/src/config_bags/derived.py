@@ -28,7 +28,6 @@ from config_bags.bags.attention_names import (
 from config_bags.bags_accessors import get_exec, get_parallel, get_schedule, get_spec
 from config_bags.errors import LeafValueError
 
-DEFAULT_LINEAR_ATTN_BACKEND: LinearAttnBackendName = "triton"
 
 
 class AttentionBackends(NamedTuple):
@@ -94,26 +93,29 @@ def deterministic_inference(device_type: str) -> bool:
     return deterministic_inference_of(get_exec(), device_type)
 
 
+def device_linear_attn_backend_of(device_type: str) -> LinearAttnBackendName:
+    """The linear-attention kernels a `device_type` device runs where the operator named none:
+    cpu_fused on a CPU, triton elsewhere (CUDA)."""
+    return "cpu_fused" if device_type == "cpu" else "triton"
+
+
 def linear_attn_backends_of(
-    kernel: KernelBag,
-    prefill_default: LinearAttnBackendName | None = None,
-    base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND,
+    kernel: KernelBag, device_type: str, prefill_default: LinearAttnBackendName | None = None
 ) -> LinearAttnBackends:
-    """Linear-attention kernels per phase. An operator's explicit split field wins over
-    `prefill_default` (a per-runner default the caller stamps on its runner, never records), which
-    wins over the base field; `base_default` (a device's kernels, as the caller knows the device)
-    stands in for an unset base field."""
-    base = kernel.linear_attn_backend or base_default
+    """The linear-attention kernels a runner on a `device_type` device runs, per phase. An
+    operator's explicit split field wins over `prefill_default` (a per-runner default the caller
+    stamps on its runner, never records), which wins over the base field; the device's kernels
+    (`device_linear_attn_backend_of`) stand in for an unset base field. The device type is asked
+    for, not assumed: without it an unset base has no true answer (this once answered triton on a
+    CPU, where every runner ran cpu_fused)."""
+    base = kernel.linear_attn_backend or device_linear_attn_backend_of(device_type)
     prefill = kernel.linear_attn_prefill_backend or prefill_default or base
     return LinearAttnBackends(decode=kernel.linear_attn_decode_backend or base, prefill=prefill, verify=prefill)
 
 
-def linear_attn_backends(
-    prefill_default: LinearAttnBackendName | None = None,
-    base_default: LinearAttnBackendName = DEFAULT_LINEAR_ATTN_BACKEND,
-) -> LinearAttnBackends:
+def linear_attn_backends(device_type: str, prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
     """`linear_attn_backends_of` over the published exec.kernel bag."""
-    return linear_attn_backends_of(get_exec().kernel, prefill_default, base_default)
+    return linear_attn_backends_of(get_exec().kernel, device_type, prefill_default)
 
 
 def mamba_cache_slots_of(mamba: MambaBag, schedule: ScheduleBag) -> int:

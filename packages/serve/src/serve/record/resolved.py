@@ -32,6 +32,7 @@ from config_bags import (
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
 from serve.served_model import ServedModel
+from serve.visible_device import visible_device_type
 
 if TYPE_CHECKING:
     from serve.record.resolution import Declaration
@@ -124,12 +125,28 @@ def derived_values(bags: Bags) -> dict[str, Any]:
     members call."""
     return {
         "attention_backends": attention_backends_of(bags.exec.kernel)._asdict(),
-        "linear_attn_backends": linear_attn_backends_of(bags.exec.kernel)._asdict(),
+        "linear_attn_backends": linear_attn_backends_on_host(bags),
         "max_prefill_buffer_tokens": max_prefill_buffer_tokens_of(bags.schedule, bags.parallel),
         "max_speculative_num_draft_tokens": max_speculative_num_draft_tokens_of(bags.spec),
         "mamba_cache_slots": mamba_cache_slots_of(bags.exec.mamba, bags.schedule),
         "cuda_graph_decode_bs": list(cuda_graph_decode_bs_of(bags.exec.graph)),
         "chunk_size": chunk_size_of(bags.schedule),
+    }
+
+
+def linear_attn_backends_on_host(bags: Bags) -> dict[str, Any]:
+    """The linear-attention kernels as configured (None: the device's) beside those a runner on
+    this host's device runs, so a reader does not take one for the other."""
+    kernel = bags.exec.kernel
+    device_type = visible_device_type(bags) or bags.device.device
+    return {
+        "configured": {
+            "base": kernel.linear_attn_backend,
+            "prefill": kernel.linear_attn_prefill_backend,
+            "decode": kernel.linear_attn_decode_backend,
+        },
+        "device_type": device_type,
+        "effective": linear_attn_backends_of(kernel, device_type)._asdict(),
     }
 
 

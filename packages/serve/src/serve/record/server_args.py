@@ -234,10 +234,9 @@ class ServerArgs:
         """(prefill, decode) attention backends with the base-field fallback applied."""
         return attention_backends_of(self.bags().exec.kernel)
 
-    @property
-    def linear_attn_backends(self) -> LinearAttnBackends:
-        """Linear-attention kernels per phase, as the operator's leaves imply."""
-        return linear_attn_backends_of(self.bags().exec.kernel)
+    def linear_attn_backends(self, device_type: str) -> LinearAttnBackends:
+        """Linear-attention kernels per phase that a runner on a `device_type` device runs."""
+        return linear_attn_backends_of(self.bags().exec.kernel, device_type)
 
     @property
     def max_prefill_buffer_tokens(self) -> int:
