@@ -26,7 +26,6 @@ import bisect
 from collections.abc import Sequence
 
 from config_bags import (
-    ScheduleBag,
     chunk_size_of,
     context_length_of,
     get_model,
@@ -77,10 +76,9 @@ class Scheduler:
         self._executor = executor
         self._speculator = speculator
         self._model_max_length = model_max_length
-        self._pool_slots = max_total_tokens
         if state_slots < 0:
             raise ValueError(f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool")
-        self._memory = KvMemory(max_total_tokens // page_size, state_slots=state_slots)
+        self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
         self._live: dict[str, RequestState] = {}
@@ -108,7 +106,7 @@ class Scheduler:
         if req.rid in self._live:
             raise ValueError(f"request id {req.rid!r} is already waiting or running; accepted: an id not in use")
         schedule = get_schedule()
-        pool_tokens = self._memory.allocator.num_pages * self._page_size(schedule)
+        pool_tokens = self._memory.allocator.num_pages * schedule.page_size
         context = context_length_of(get_model(), self._model_max_length)
         reason = refusal_reason(req, context, pool_tokens, len(self._waiting), schedule.max_queued_requests)
         if reason is not None:
@@ -122,11 +120,12 @@ class Scheduler:
     def abort(self, rid: str) -> bool:
         """Drop request `rid` and free everything it holds (its computed prefix stays cached).
         Whether it was live; an unknown or finished rid changes nothing."""
+        self._memory.check_page_size()
         state = self._live.pop(rid, None)
         if state is None:
             return False
         if state.status == "running":
-            self._memory.release(state, self._page_size(get_schedule()))
+            self._memory.release(state)
             self._running.remove(state)
         else:
             self._waiting.remove(state)
@@ -149,23 +148,22 @@ class Scheduler:
         propagates after the step's page allocations are undone, every request standing where it
         stood before the step.
         """
-        schedule = get_schedule()
-        page_size = self._page_size(schedule)
+        self._memory.check_page_size()
         events: list[RequestEvent] = []
-        decodes, prefilling, retracted = self._plan_decodes(page_size, events)
-        extends = [] if retracted else self._plan_extends(schedule, page_size, prefilling, events, admit=True)
+        decodes, prefilling, retracted = self._plan_decodes(events)
+        extends = [] if retracted else self._plan_extends(prefilling, events, admit=True)
         while not extends and not decodes and len(self._running) > 1:
             # Prefills that each wait for pages the others hold: the newest steps back.
-            self._retract(self._running.pop(), page_size)
+            self._retract(self._running.pop())
             prefilling = [s for s in self._running if s.kv_len < s.fill_len - 1]
-            extends = self._plan_extends(schedule, page_size, prefilling, events, admit=False)
+            extends = self._plan_extends(prefilling, events, admit=False)
         if not extends and not decodes:
             return events
         drafts: list[list[int]] | None = None
         try:
             if decodes and not extends and self._speculator is not None:
-                drafts = self._drafts_for(decodes, page_size)
-            batch = forward_batch_of(extends, decodes, page_size, drafts)
+                drafts = self._drafts_for(decodes)
+            batch = forward_batch_of(extends, decodes, drafts)
             output = self._executor.forward(batch)
             n = len(batch.requests)
             answers = (output.next_token_ids, output.next_token_logprobs, output.top_logprobs, output.errors)
@@ -183,23 +181,22 @@ class Scheduler:
                 # Nothing was computed: give back the pages planned for this step, so the requests
                 # stand exactly where they stood (the audit passes) while the process ends.
                 for s in stepped:
-                    self._memory.shrink_to_computed(s, page_size)
+                    self._memory.shrink_to_computed(s)
                 raise
             reason = f"request failed: the model forward of its step raised {type(err).__name__}: {err}"
             for s in stepped:
-                self._fail(s, page_size, reason, events)
+                self._fail(s, reason, events)
             self._running = [s for s in self._running if s.status == "running"]
             return events
         if drafts is not None:
             assert output.verified is not None
-            self._absorb_verify(decodes, drafts, output, page_size, events)
+            self._absorb_verify(decodes, drafts, output, events)
         else:
-            self._absorb(extends, decodes, output, page_size, events)
+            self._absorb(extends, decodes, output, events)
         return events
 
     def flush_cache(self) -> int:
         """Evict every cached page that no running request uses; how many pages were freed."""
-        self._page_size(get_schedule())
         return self._memory.flush()
 
     def metrics(self) -> SchedulerMetrics:
@@ -229,23 +226,11 @@ class Scheduler:
 
     def audit(self) -> None:
         """Check every page's ownership and the cache's locks (a full walk; for tests and debugging)."""
-        audit_pages(self._memory, self._running, self._waiting, self._page_size(get_schedule()))
+        audit_pages(self._memory, self._running, self._waiting)
 
     # ---- planning ---------------------------------------------------------------------------
 
-    def _page_size(self, schedule: ScheduleBag) -> int:
-        """The published page size, refused if it no longer fits the pool this scheduler built."""
-        page_size = schedule.page_size
-        if self._pool_slots // page_size != self._memory.allocator.num_pages:
-            raise RuntimeError(
-                f"page_size is now {page_size} but the KV pool was built as {self._memory.allocator.num_pages} pages "
-                f"over {self._pool_slots} slots; page_size is cold: set it before the scheduler is built"
-            )
-        return page_size
-
-    def _plan_decodes(
-        self, page_size: int, events: list[RequestEvent]
-    ) -> tuple[list[RequestState], list[RequestState], bool]:
+    def _plan_decodes(self, events: list[RequestEvent]) -> tuple[list[RequestState], list[RequestState], bool]:
         """The running requests that decode this step, each with a page for its new token; the
         running requests still prefilling; whether any request was retracted.
 
@@ -254,6 +239,7 @@ class Scheduler:
         cache, the most recently admitted requests go back to waiting (their computed prefix
         stays cached).
         """
+        page_size = get_schedule().page_size
         num_pages = self._memory.allocator.num_pages
         decodes: list[RequestState] = []
         prefilling: list[RequestState] = []
@@ -266,7 +252,7 @@ class Scheduler:
             elif kv_len % page_size:
                 decodes.append(s)
             elif len(s.page_table) == num_pages:
-                self._finish_outgrown(s, page_size, events)
+                self._finish_outgrown(s, events)
                 outgrown = True
             else:
                 need += 1
@@ -282,7 +268,7 @@ class Scheduler:
                 decodes = [s for s in decodes if s is not victim]
                 need -= victim.kv_len % page_size == 0
             prefilling = [s for s in prefilling if s is not victim]
-            self._retract(victim, page_size)
+            self._retract(victim)
             retracted = True
         if need:
             pages = self._memory.allocator.alloc(need)
@@ -291,24 +277,17 @@ class Scheduler:
                     s.page_table.append(pages.pop())
         return decodes, prefilling, retracted
 
-    def _plan_extends(
-        self,
-        schedule: ScheduleBag,
-        page_size: int,
-        prefilling: list[RequestState],
-        events: list[RequestEvent],
-        *,
-        admit: bool,
-    ) -> list[Extend]:
+    def _plan_extends(self, prefilling: list[RequestState], events: list[RequestEvent], *, admit: bool) -> list[Extend]:
         """Prefill work for this step: chunks of requests already prefilling, then (when `admit`)
         new admissions in policy order, while the prefill budget, the running cap and the pool allow.
         A retracted request whose sequence has outgrown the whole pool finishes with "length"."""
+        schedule = get_schedule()
         chunk = chunk_size_of(schedule)
         budget = schedule.max_prefill_tokens
         extends: list[Extend] = []
         for s in prefilling:
-            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
-            if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=len(self._running) > 1):
+            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends)
+            if ext == 0 or not self._grow_if_fits(s, ext, others=len(self._running) > 1):
                 return extends
             extends.append((s, ext))
             budget -= ext
@@ -316,16 +295,16 @@ class Scheduler:
             return extends
         num_pages = self._memory.allocator.num_pages
         admitted = False
-        for s in admission_order(self._waiting, schedule.schedule_policy, self._memory.cache, page_size):
-            if pages_for(s.fill_len, page_size) > num_pages:
-                self._finish_outgrown(s, page_size, events)
+        for s in admission_order(self._waiting, schedule.schedule_policy, self._memory.cache):
+            if pages_for(s.fill_len) > num_pages:
+                self._finish_outgrown(s, events)
                 admitted = True
                 continue
             if len(self._running) >= schedule.max_running_requests or not self._memory.can_admit():
                 break
-            self._memory.attach_prefix(s, page_size)
-            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
-            if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=bool(self._running)):
+            self._memory.attach_prefix(s)
+            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends)
+            if ext == 0 or not self._grow_if_fits(s, ext, others=bool(self._running)):
                 self._memory.detach_prefix(s)
                 break
             s.status = "running"
@@ -341,19 +320,19 @@ class Scheduler:
             self._waiting = [s for s in self._waiting if s.status == "waiting"]
         return extends
 
-    def _grow_if_fits(self, s: RequestState, ext: int, page_size: int, others: bool) -> bool:
+    def _grow_if_fits(self, s: RequestState, ext: int, others: bool) -> bool:
         """Give `s` the pages for `ext` more tokens if the pool has them. When this chunk ends the
         prompt and other requests share the pool, one more page must also be available for the
         request's first decode, so that admitting it does not force a retraction next step."""
         end = s.kv_len + ext
-        new_pages = pages_for(end, page_size) - len(s.page_table)
-        reserve = 1 if others and end == s.fill_len and end % page_size == 0 else 0
+        new_pages = pages_for(end) - len(s.page_table)
+        reserve = 1 if others and end == s.fill_len and end % get_schedule().page_size == 0 else 0
         if self._memory.available_pages() < new_pages + reserve or not self._memory.ensure_free(new_pages):
             return False
-        self._memory.grow(s, end, page_size)
+        self._memory.grow(s, end)
         return True
 
-    def _drafts_for(self, decodes: list[RequestState], page_size: int) -> list[list[int]] | None:
+    def _drafts_for(self, decodes: list[RequestState]) -> list[list[int]] | None:
         """Each decode's drafts for a verify step, or None when none got any (the step decodes
         plainly, as does a step decoding more than spec.speculative_disable_by_batch_size requests,
         where the verify's extra rows cost more than they give). A request is offered as many as
@@ -374,7 +353,7 @@ class Scheduler:
         for s in decodes:
             room = min(budget, s.req.stop.max_new_tokens - len(s.output_ids) - 1, context - s.fill_len)
             if room > 0:
-                room = self._reserve_draft_pages(s, room, page_size)
+                room = self._reserve_draft_pages(s, room)
             offers.append(DraftRequest(rid=s.req.rid, kv_len=s.kv_len, max_drafts=max(room, 0), page_table=s.page_table,
                                        prompt_ids=s.req.prompt_ids, output_ids=s.output_ids,
                                        state_slot=-1 if s.state_slot is None else s.state_slot))
@@ -385,18 +364,19 @@ class Scheduler:
         answers = iter(proposed)
         drafts = [_checked_drafts(o, next(answers)) if o.max_drafts > 0 else [] for o in offers]
         for s, d in zip(decodes, drafts, strict=True):
-            keep = pages_for(s.kv_len + 1 + len(d), page_size)
+            keep = pages_for(s.kv_len + 1 + len(d))
             self._memory.allocator.free(s.page_table[keep:])
             del s.page_table[keep:]
         return drafts if any(drafts) else None
 
-    def _reserve_draft_pages(self, s: RequestState, room: int, page_size: int) -> int:
+    def _reserve_draft_pages(self, s: RequestState, room: int) -> int:
         """Give `s` the pages for `room` drafts after its last token, or as many drafts as its
         pages and the pool hold; how many drafts that is."""
+        page_size = get_schedule().page_size
         held = len(s.page_table) * page_size - s.kv_len - 1  # drafts the request's pages hold already
         if room <= held:
             return room
-        extra = pages_for(s.kv_len + 1 + room, page_size) - len(s.page_table)
+        extra = pages_for(s.kv_len + 1 + room) - len(s.page_table)
         extra = min(extra, self._memory.available_pages())
         if extra > 0 and self._memory.ensure_free(extra):
             s.page_table.extend(self._memory.allocator.alloc(extra))
@@ -409,7 +389,6 @@ class Scheduler:
         extends: list[Extend],
         decodes: list[RequestState],
         output: ForwardOutputView,
-        page_size: int,
         events: list[RequestEvent],
     ) -> None:
         """Advance every request of the batch: cache completed chunks, append and report sampled
@@ -420,13 +399,13 @@ class Scheduler:
         failed = False
         for s, error in zip([s for s, _ in extends] + decodes, output.errors, strict=True):
             if error is not None:
-                self._fail(s, page_size, error, events)
+                self._fail(s, error, events)
                 failed = True
         sampled: list[tuple[RequestState, int]] = []
         for i, (s, ext) in enumerate(extends):
             if s.status == "running":
                 s.kv_len += ext
-                self._memory.commit(s, page_size)
+                self._memory.commit(s)
                 if s.kv_len == s.fill_len:
                     sampled.append((s, i))
         for i, s in enumerate(decodes, len(extends)):
@@ -438,7 +417,7 @@ class Scheduler:
             token = tokens[i]
             if token < 0:
                 why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
-                self._fail(s, page_size, why, events)
+                self._fail(s, why, events)
                 failed = True
                 continue
             s.append_output(token)
@@ -457,7 +436,7 @@ class Scheduler:
             if reason is not None:
                 done.append(s)
         for s in done:
-            self._finish(s, page_size)
+            self._finish(s)
         if done or failed:
             self._running = [s for s in self._running if s.status == "running"]
 
@@ -466,7 +445,6 @@ class Scheduler:
         decodes: list[RequestState],
         drafts: list[list[int]],
         output: ForwardOutputView,
-        page_size: int,
         events: list[RequestEvent],
     ) -> None:
         """Advance every request of a verify step: the speculator judges its drafts against the
@@ -479,32 +457,32 @@ class Scheduler:
         failed = False
         for s, own, verified, error in zip(decodes, drafts, output.verified, output.errors, strict=True):
             if error is not None:
-                self._fail(s, page_size, error, events)
+                self._fail(s, error, events)
                 failed = True
                 continue
             accepted = self._speculator.verify(s.req.rid, own, verified.token_ids) if own else 0
             if not 0 <= accepted <= len(own):
                 why = f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; accepted: 0..{len(own)}"
-                self._fail(s, page_size, why, events)
+                self._fail(s, why, events)
                 failed = True
                 continue
             if own:
                 self._draft_tokens += len(own)
                 self._accepted_tokens += accepted
                 self._count_accept_length(accepted + 1)
-            reason = self._emit_verified(s, verified, accepted + 1, context, page_size, events)
+            reason = self._emit_verified(s, verified, accepted + 1, context, events)
             if s.status != "running":  # a sample was no token: it failed
                 failed = True
             elif reason is not None:
                 done.append(s)
             else:
-                self._memory.shrink_to_computed(s, page_size)
+                self._memory.shrink_to_computed(s)
         for s in done:
-            self._finish(s, page_size)
+            self._finish(s)
         if done or failed:
             self._running = [s for s in self._running if s.status == "running"]
 
-    def _emit_verified(self, s: RequestState, verified: VerifiedView, count: int, context: int, page_size: int,
+    def _emit_verified(self, s: RequestState, verified: VerifiedView, count: int, context: int,
                        events: list[RequestEvent]) -> FinishReason | None:
         """Append and report the first `count` verified tokens of `s`, stopping at a finish; the
         finish reason, else None. A sample that is no token fails the request."""
@@ -512,7 +490,7 @@ class Scheduler:
             token = verified.token_ids[j]
             if token < 0:
                 why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
-                self._fail(s, page_size, why, events)
+                self._fail(s, why, events)
                 return None
             s.kv_len += 1
             s.append_output(token)
@@ -533,19 +511,19 @@ class Scheduler:
             self._accept_lengths.append(0)
         self._accept_lengths[length] += 1
 
-    def _finish(self, s: RequestState, page_size: int) -> None:
+    def _finish(self, s: RequestState) -> None:
         if s.status == "running":
-            self._memory.release(s, page_size)
+            self._memory.release(s)
         s.status = "finished"
         del self._live[s.req.rid]
         self._finished += 1
         if self._speculator is not None:
             self._speculator.forget(s.req.rid)
 
-    def _fail(self, s: RequestState, page_size: int, reason: str, events: list[RequestEvent]) -> None:
+    def _fail(self, s: RequestState, reason: str, events: list[RequestEvent]) -> None:
         """End a running request that failed while being served: its pages are freed (its computed
         full pages stay cached), its client hears `reason`. The caller drops it from `_running`."""
-        self._memory.release(s, page_size)
+        self._memory.release(s)
         s.status = "finished"
         del self._live[s.req.rid]
         self._failed += 1
@@ -558,19 +536,19 @@ class Scheduler:
             )
         )
 
-    def _finish_outgrown(self, s: RequestState, page_size: int, events: list[RequestEvent]) -> None:
+    def _finish_outgrown(self, s: RequestState, events: list[RequestEvent]) -> None:
         """End a request whose next token would need more KV than the whole pool: reason "length", no token."""
-        self._finish(s, page_size)
+        self._finish(s)
         events.append(
             RequestEvent(
                 rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="length", cached_tokens=s.cached_tokens or 0
             )
         )
 
-    def _retract(self, s: RequestState, page_size: int) -> None:
+    def _retract(self, s: RequestState) -> None:
         if self._speculator is not None:
             self._speculator.forget(s.req.rid)  # its pages may go to others: what a draft kept of it is void
-        self._memory.release(s, page_size)
+        self._memory.release(s)
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
