@@ -121,18 +121,12 @@ class Scheduler:
         """Drop request `rid` and free everything it holds (its computed prefix stays cached).
         Whether it was live; an unknown or finished rid changes nothing."""
         self._memory.check_page_size()
-        state = self._live.pop(rid, None)
+        state = self._live.get(rid)
         if state is None:
             return False
-        if state.status == "running":
-            self._memory.release(state)
-            self._running.remove(state)
-        else:
-            self._waiting.remove(state)
-        state.status = "finished"
+        (self._running if state.status == "running" else self._waiting).remove(state)
+        self._end(state)
         self._aborted += 1
-        if self._speculator is not None:
-            self._speculator.forget(rid)
         return True
 
     def has_work(self) -> bool:
@@ -186,13 +180,12 @@ class Scheduler:
             reason = f"request failed: the model forward of its step raised {type(err).__name__}: {err}"
             for s in stepped:
                 self._fail(s, reason, events)
-            self._running = [s for s in self._running if s.status == "running"]
-            return events
-        if drafts is not None:
-            assert output.verified is not None
-            self._absorb_verify(decodes, drafts, output, events)
         else:
-            self._absorb(extends, decodes, output, events)
+            if drafts is not None:
+                self._absorb_verify(decodes, drafts, output, events)
+            else:
+                self._absorb(extends, decodes, output, events)
+        self._drop_stopped()
         return events
 
     def flush_cache(self) -> int:
@@ -258,7 +251,7 @@ class Scheduler:
                 need += 1
                 decodes.append(s)
         if outgrown:
-            self._running = [s for s in self._running if s.status == "running"]
+            self._drop_stopped()
         retracted = False
         while not self._memory.ensure_free(need):
             # A request alone in the pool that has not outgrown it always fits, so another runs.
@@ -396,11 +389,9 @@ class Scheduler:
         answers no token for where it samples) fails alone."""
         context = context_length_of(get_model(), self._model_max_length)
         tokens, logprobs, tops = output.next_token_ids, output.next_token_logprobs, output.top_logprobs
-        failed = False
         for s, error in zip([s for s, _ in extends] + decodes, output.errors, strict=True):
             if error is not None:
                 self._fail(s, error, events)
-                failed = True
         sampled: list[tuple[RequestState, int]] = []
         for i, (s, ext) in enumerate(extends):
             if s.status == "running":
@@ -414,31 +405,10 @@ class Scheduler:
                 sampled.append((s, i))
         done: list[RequestState] = []
         for s, i in sampled:
-            token = tokens[i]
-            if token < 0:
-                why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
-                self._fail(s, why, events)
-                failed = True
-                continue
-            s.append_output(token)
-            reason = finish_reason_of(s, token, context)
-            top = tops[i]
-            events.append(
-                RequestEvent(
-                    rid=s.req.rid,
-                    token_id=token,
-                    logprob=logprobs[i],
-                    top_logprobs=None if top is None else tuple(top),
-                    finish_reason=reason,
-                    cached_tokens=s.cached_tokens or 0,
-                )
-            )
-            if reason is not None:
+            if self._emit(s, tokens[i], logprobs[i], tops[i], context, events) is not None:
                 done.append(s)
         for s in done:
             self._finish(s)
-        if done or failed:
-            self._running = [s for s in self._running if s.status == "running"]
 
     def _absorb_verify(
         self,
@@ -454,104 +424,96 @@ class Scheduler:
         context = context_length_of(get_model(), self._model_max_length)
         self._verify_steps += 1
         done: list[RequestState] = []
-        failed = False
         for s, own, verified, error in zip(decodes, drafts, output.verified, output.errors, strict=True):
             if error is not None:
                 self._fail(s, error, events)
-                failed = True
                 continue
             accepted = self._speculator.verify(s.req.rid, own, verified.token_ids) if own else 0
             if not 0 <= accepted <= len(own):
                 why = f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; accepted: 0..{len(own)}"
                 self._fail(s, why, events)
-                failed = True
                 continue
             if own:
                 self._draft_tokens += len(own)
                 self._accepted_tokens += accepted
                 self._count_accept_length(accepted + 1)
-            reason = self._emit_verified(s, verified, accepted + 1, context, events)
-            if s.status != "running":  # a sample was no token: it failed
-                failed = True
-            elif reason is not None:
-                done.append(s)
+            for j in range(accepted + 1):
+                reason = self._emit(s, verified.token_ids[j], verified.logprobs[j], verified.top_logprobs[j], context, events)
+                if s.status != "running":  # the sample was no token: it failed
+                    break
+                s.kv_len += 1
+                if reason is not None:
+                    done.append(s)
+                    break
             else:
                 self._memory.shrink_to_computed(s)
         for s in done:
             self._finish(s)
-        if done or failed:
-            self._running = [s for s in self._running if s.status == "running"]
 
-    def _emit_verified(self, s: RequestState, verified: VerifiedView, count: int, context: int,
-                       events: list[RequestEvent]) -> FinishReason | None:
-        """Append and report the first `count` verified tokens of `s`, stopping at a finish; the
-        finish reason, else None. A sample that is no token fails the request."""
-        for j in range(count):
-            token = verified.token_ids[j]
-            if token < 0:
-                why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
-                self._fail(s, why, events)
-                return None
-            s.kv_len += 1
-            s.append_output(token)
-            reason = finish_reason_of(s, token, context)
-            top = verified.top_logprobs[j]
-            events.append(
-                RequestEvent(
-                    rid=s.req.rid, token_id=token, logprob=verified.logprobs[j], top_logprobs=None if top is None else tuple(top),
-                    finish_reason=reason, cached_tokens=s.cached_tokens or 0,
-                )
-            )
-            if reason is not None:
-                return reason
-        return None
+    def _emit(self, s: RequestState, token: int, logprob: float | None, top: Sequence[tuple[int, float]] | None,
+              context: int, events: list[RequestEvent]) -> FinishReason | None:
+        """Append and report `token`, sampled for `s`; its finish reason, else None. A sample that is
+        no token fails `s` instead."""
+        if token < 0:
+            self._fail(s, f"request failed: the executor returned token {token} for it where it samples; "
+                          "accepted: a token id >= 0", events)
+            return None
+        s.append_output(token)
+        reason = finish_reason_of(s, token, context)
+        events.append(_event_of(s, reason, token=token, logprob=logprob, top=top))
+        return reason
 
     def _count_accept_length(self, length: int) -> None:
         while len(self._accept_lengths) <= length:
             self._accept_lengths.append(0)
         self._accept_lengths[length] += 1
 
-    def _finish(self, s: RequestState) -> None:
+    def _drop_stopped(self) -> None:
+        """Take the requests that finished or failed out of the running list (retraction pops its own)."""
+        self._running = [s for s in self._running if s.status == "running"]
+
+    def _end(self, s: RequestState) -> None:
+        """`s` leaves the scheduler: it frees what it holds (its computed full pages stay cached)."""
         if s.status == "running":
             self._memory.release(s)
         s.status = "finished"
         del self._live[s.req.rid]
-        self._finished += 1
+        self._forget(s)
+
+    def _forget(self, s: RequestState) -> None:
         if self._speculator is not None:
             self._speculator.forget(s.req.rid)
+
+    def _finish(self, s: RequestState) -> None:
+        self._end(s)
+        self._finished += 1
 
     def _fail(self, s: RequestState, reason: str, events: list[RequestEvent]) -> None:
         """End a running request that failed while being served: its pages are freed (its computed
         full pages stay cached), its client hears `reason`. The caller drops it from `_running`."""
-        self._memory.release(s)
-        s.status = "finished"
-        del self._live[s.req.rid]
+        self._end(s)
         self._failed += 1
-        if self._speculator is not None:
-            self._speculator.forget(s.req.rid)
-        events.append(
-            RequestEvent(
-                rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="abort",
-                cached_tokens=s.cached_tokens or 0, error=reason,
-            )
-        )
+        events.append(_event_of(s, "abort", error=reason))
 
     def _finish_outgrown(self, s: RequestState, events: list[RequestEvent]) -> None:
         """End a request whose next token would need more KV than the whole pool: reason "length", no token."""
         self._finish(s)
-        events.append(
-            RequestEvent(
-                rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="length", cached_tokens=s.cached_tokens or 0
-            )
-        )
+        events.append(_event_of(s, "length"))
 
     def _retract(self, s: RequestState) -> None:
-        if self._speculator is not None:
-            self._speculator.forget(s.req.rid)  # its pages may go to others: what a draft kept of it is void
+        self._forget(s)  # its pages may go to others: what a draft kept of it is void
         self._memory.release(s)
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
+
+
+def _event_of(s: RequestState, finish_reason: FinishReason | None, *, token: int | None = None,
+              logprob: float | None = None, top: Sequence[tuple[int, float]] | None = None,
+              error: str | None = None) -> RequestEvent:
+    """`s`'s event of this step: a sampled token with its logprobs, or (no token) how it ended."""
+    return RequestEvent(rid=s.req.rid, token_id=token, logprob=logprob, top_logprobs=None if top is None else tuple(top),
+                        finish_reason=finish_reason, cached_tokens=s.cached_tokens or 0, error=error)
 
 
 def _checked_drafts(offer: DraftRequest, drafts: Sequence[int]) -> list[int]:
