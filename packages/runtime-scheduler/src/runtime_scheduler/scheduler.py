@@ -25,25 +25,18 @@ import bisect
 
 from collections.abc import Sequence
 
-from config_bags import (
-    chunk_size_of,
-    context_length_of,
-    get_model,
-    get_schedule,
-    get_spec,
-    max_speculative_num_draft_tokens,
-)
+from config_bags import chunk_size_of, context_length_of, get_model, get_schedule, get_spec
 
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of
-from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView, is_unrecoverable
+from runtime_scheduler.events import Refusal, RequestEvent, event_of
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, check_answer, is_unrecoverable
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import FinishReason, Request
 from runtime_scheduler.request_state import RequestState
-from runtime_scheduler.speculation import DraftRequest, Speculator
+from runtime_scheduler.speculation import SpeculativeDecoding, Speculator, check_verify_answer
 from runtime_scheduler.stop import finish_reason_of
 
 
@@ -74,11 +67,11 @@ class Scheduler:
             raise ValueError(f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
                              f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it is set")
         self._executor = executor
-        self._speculator = speculator
         self._model_max_length = model_max_length
         if state_slots < 0:
             raise ValueError(f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool")
         self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
+        self._speculation = None if speculator is None else SpeculativeDecoding(speculator, self._memory)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
         self._live: dict[str, RequestState] = {}
@@ -89,10 +82,6 @@ class Scheduler:
         self._finished = 0
         self._aborted = 0
         self._failed = 0
-        self._verify_steps = 0
-        self._draft_tokens = 0
-        self._accepted_tokens = 0
-        self._accept_lengths: list[int] = [0]
 
     # ---- the server's API -------------------------------------------------------------------
 
@@ -107,7 +96,7 @@ class Scheduler:
             raise ValueError(f"request id {req.rid!r} is already waiting or running; accepted: an id not in use")
         schedule = get_schedule()
         pool_tokens = self._memory.allocator.num_pages * schedule.page_size
-        context = context_length_of(get_model(), self._model_max_length)
+        context = self._context_length()
         reason = refusal_reason(req, context, pool_tokens, len(self._waiting), schedule.max_queued_requests)
         if reason is not None:
             return Refusal(rid=req.rid, reason=reason)
@@ -155,20 +144,13 @@ class Scheduler:
             return events
         drafts: list[list[int]] | None = None
         try:
-            if decodes and not extends and self._speculator is not None:
-                drafts = self._drafts_for(decodes)
+            if decodes and not extends and self._speculation is not None:
+                drafts = self._speculation.drafts_for(decodes, self._context_length())
             batch = forward_batch_of(extends, decodes, drafts)
             output = self._executor.forward(batch)
-            n = len(batch.requests)
-            answers = (output.next_token_ids, output.next_token_logprobs, output.top_logprobs, output.errors)
-            counts = tuple(len(answer) for answer in answers)
-            if counts != (n, n, n, n):
-                raise RuntimeError(
-                    f"the executor returned (token ids, logprobs, top logprobs, errors) of lengths {counts} for a batch "
-                    f"of {n} requests; accepted: one of each per request, in batch order"
-                )
+            check_answer(output, len(batch.requests))
             if drafts is not None:
-                _check_verified(output.verified, [1 + len(d) for d in drafts])
+                check_verify_answer(output.verified, drafts)
         except BaseException as err:
             stepped = [s for s, _ in extends] + decodes
             if is_unrecoverable(err):
@@ -196,7 +178,7 @@ class Scheduler:
         """A snapshot of queue sizes, pool usage, cache hits and retractions."""
         allocator, cache = self._memory.allocator, self._memory.cache
         total = allocator.num_pages
-        return SchedulerMetrics(
+        metrics = SchedulerMetrics(
             num_running=len(self._running),
             num_waiting=len(self._waiting),
             total_pages=total,
@@ -211,17 +193,18 @@ class Scheduler:
             num_finished=self._finished,
             num_aborted=self._aborted,
             num_failed=self._failed,
-            spec_verify_steps=self._verify_steps,
-            spec_draft_tokens=self._draft_tokens,
-            spec_accepted_tokens=self._accepted_tokens,
-            spec_accept_length_counts=tuple(self._accept_lengths) if self._speculator is not None else (),
         )
+        return metrics if self._speculation is None else self._speculation.counted_in(metrics)
 
     def audit(self) -> None:
         """Check every page's ownership and the cache's locks (a full walk; for tests and debugging)."""
         audit_pages(self._memory, self._running, self._waiting)
 
     # ---- planning ---------------------------------------------------------------------------
+
+    def _context_length(self) -> int:
+        """The served context length now: the published model.context_length within the model's own."""
+        return context_length_of(get_model(), self._model_max_length)
 
     def _plan_decodes(self, events: list[RequestEvent]) -> tuple[list[RequestState], list[RequestState], bool]:
         """The running requests that decode this step, each with a page for its new token; the
@@ -325,69 +308,14 @@ class Scheduler:
         self._memory.grow(s, end)
         return True
 
-    def _drafts_for(self, decodes: list[RequestState]) -> list[list[int]] | None:
-        """Each decode's drafts for a verify step, or None when none got any (the step decodes
-        plainly, as does a step decoding more than spec.speculative_disable_by_batch_size requests,
-        where the verify's extra rows cost more than they give). A request is offered as many as
-        spec's budget (and its even share of spec.speculative_max_drafts_per_step, at least one),
-        its remaining new tokens and the context leave, and the pages the pool can give now
-        (evicting the cache, never retracting); the pages of drafts the speculator did not propose
-        go back at once."""
-        spec = get_spec()
-        budget = max_speculative_num_draft_tokens() - 1
-        limit = spec.speculative_disable_by_batch_size
-        if budget <= 0 or (limit is not None and len(decodes) > limit):
-            return None
-        if spec.speculative_max_drafts_per_step is not None:
-            budget = min(budget, max(1, spec.speculative_max_drafts_per_step // len(decodes)))
-        assert self._speculator is not None
-        context = context_length_of(get_model(), self._model_max_length)
-        offers: list[DraftRequest] = []
-        for s in decodes:
-            room = min(budget, s.req.stop.max_new_tokens - len(s.output_ids) - 1, context - s.fill_len)
-            if room > 0:
-                room = self._reserve_draft_pages(s, room)
-            offers.append(DraftRequest(rid=s.req.rid, kv_len=s.kv_len, max_drafts=max(room, 0), page_table=s.page_table,
-                                       prompt_ids=s.req.prompt_ids, output_ids=s.output_ids,
-                                       state_slot=-1 if s.state_slot is None else s.state_slot))
-        wanted = [o for o in offers if o.max_drafts > 0]
-        proposed = list(self._speculator.propose(wanted)) if wanted else []
-        if len(proposed) != len(wanted):
-            raise RuntimeError(f"the speculator answered {len(proposed)} draft lists for {len(wanted)} requests; accepted: one per request")
-        answers = iter(proposed)
-        drafts = [_checked_drafts(o, next(answers)) if o.max_drafts > 0 else [] for o in offers]
-        for s, d in zip(decodes, drafts, strict=True):
-            keep = pages_for(s.kv_len + 1 + len(d))
-            self._memory.allocator.free(s.page_table[keep:])
-            del s.page_table[keep:]
-        return drafts if any(drafts) else None
-
-    def _reserve_draft_pages(self, s: RequestState, room: int) -> int:
-        """Give `s` the pages for `room` drafts after its last token, or as many drafts as its
-        pages and the pool hold; how many drafts that is."""
-        page_size = get_schedule().page_size
-        held = len(s.page_table) * page_size - s.kv_len - 1  # drafts the request's pages hold already
-        if room <= held:
-            return room
-        extra = pages_for(s.kv_len + 1 + room) - len(s.page_table)
-        extra = min(extra, self._memory.available_pages())
-        if extra > 0 and self._memory.ensure_free(extra):
-            s.page_table.extend(self._memory.allocator.alloc(extra))
-        return min(room, len(s.page_table) * page_size - s.kv_len - 1)
-
     # ---- results ----------------------------------------------------------------------------
 
-    def _absorb(
-        self,
-        extends: list[Extend],
-        decodes: list[RequestState],
-        output: ForwardOutputView,
-        events: list[RequestEvent],
-    ) -> None:
+    def _absorb(self, extends: list[Extend], decodes: list[RequestState], output: ForwardOutputView,
+                events: list[RequestEvent]) -> None:
         """Advance every request of the batch: cache completed chunks, append and report sampled
         tokens, finish the requests that are done. A request the executor reports failed (or
         answers no token for where it samples) fails alone."""
-        context = context_length_of(get_model(), self._model_max_length)
+        context = self._context_length()
         tokens, logprobs, tops = output.next_token_ids, output.next_token_logprobs, output.top_logprobs
         for s, error in zip([s for s, _ in extends] + decodes, output.errors, strict=True):
             if error is not None:
@@ -410,35 +338,22 @@ class Scheduler:
         for s in done:
             self._finish(s)
 
-    def _absorb_verify(
-        self,
-        decodes: list[RequestState],
-        drafts: list[list[int]],
-        output: ForwardOutputView,
-        events: list[RequestEvent],
-    ) -> None:
-        """Advance every request of a verify step: the speculator judges its drafts against the
-        target's samples; the request appends the accepted drafts and the sample after them (each
-        reported, up to a stop), and gives back the pages of positions it did not keep."""
-        assert self._speculator is not None and output.verified is not None
-        context = context_length_of(get_model(), self._model_max_length)
-        self._verify_steps += 1
+    def _absorb_verify(self, decodes: list[RequestState], drafts: list[list[int]], output: ForwardOutputView,
+                       events: list[RequestEvent]) -> None:
+        """Advance every request of a verify step by the samples it keeps (speculation.py judges its
+        drafts against the target's samples): each is appended and reported, up to a stop, and a
+        request that goes on gives back the pages of the positions it did not keep."""
+        assert self._speculation is not None and output.verified is not None
+        context = self._context_length()
         done: list[RequestState] = []
-        for s, own, verified, error in zip(decodes, drafts, output.verified, output.errors, strict=True):
-            if error is not None:
-                self._fail(s, error, events)
+        judged = self._speculation.judge(decodes, drafts, output.verified, output.errors)
+        for s, verified, kept in zip(decodes, output.verified, judged, strict=True):
+            if isinstance(kept, str):
+                self._fail(s, kept, events)
                 continue
-            accepted = self._speculator.verify(s.req.rid, own, verified.token_ids) if own else 0
-            if not 0 <= accepted <= len(own):
-                why = f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; accepted: 0..{len(own)}"
-                self._fail(s, why, events)
-                continue
-            if own:
-                self._draft_tokens += len(own)
-                self._accepted_tokens += accepted
-                self._count_accept_length(accepted + 1)
-            for j in range(accepted + 1):
-                reason = self._emit(s, verified.token_ids[j], verified.logprobs[j], verified.top_logprobs[j], context, events)
+            for j in range(kept):
+                reason = self._emit(s, verified.token_ids[j], verified.logprobs[j], verified.top_logprobs[j],
+                                    context, events)
                 if s.status != "running":  # the sample was no token: it failed
                     break
                 s.kv_len += 1
@@ -460,13 +375,8 @@ class Scheduler:
             return None
         s.append_output(token)
         reason = finish_reason_of(s, token, context)
-        events.append(_event_of(s, reason, token=token, logprob=logprob, top=top))
+        events.append(event_of(s, reason, token=token, logprob=logprob, top=top))
         return reason
-
-    def _count_accept_length(self, length: int) -> None:
-        while len(self._accept_lengths) <= length:
-            self._accept_lengths.append(0)
-        self._accept_lengths[length] += 1
 
     def _drop_stopped(self) -> None:
         """Take the requests that finished or failed out of the running list (retraction pops its own)."""
@@ -481,8 +391,8 @@ class Scheduler:
         self._forget(s)
 
     def _forget(self, s: RequestState) -> None:
-        if self._speculator is not None:
-            self._speculator.forget(s.req.rid)
+        if self._speculation is not None:
+            self._speculation.forget(s.req.rid)
 
     def _finish(self, s: RequestState) -> None:
         self._end(s)
@@ -493,12 +403,12 @@ class Scheduler:
         full pages stay cached), its client hears `reason`. The caller drops it from `_running`."""
         self._end(s)
         self._failed += 1
-        events.append(_event_of(s, "abort", error=reason))
+        events.append(event_of(s, "abort", error=reason))
 
     def _finish_outgrown(self, s: RequestState, events: list[RequestEvent]) -> None:
         """End a request whose next token would need more KV than the whole pool: reason "length", no token."""
         self._finish(s)
-        events.append(_event_of(s, "length"))
+        events.append(event_of(s, "length"))
 
     def _retract(self, s: RequestState) -> None:
         self._forget(s)  # its pages may go to others: what a draft kept of it is void
@@ -507,27 +417,3 @@ class Scheduler:
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
 
-
-def _event_of(s: RequestState, finish_reason: FinishReason | None, *, token: int | None = None,
-              logprob: float | None = None, top: Sequence[tuple[int, float]] | None = None,
-              error: str | None = None) -> RequestEvent:
-    """`s`'s event of this step: a sampled token with its logprobs, or (no token) how it ended."""
-    return RequestEvent(rid=s.req.rid, token_id=token, logprob=logprob, top_logprobs=None if top is None else tuple(top),
-                        finish_reason=finish_reason, cached_tokens=s.cached_tokens or 0, error=error)
-
-
-def _checked_drafts(offer: DraftRequest, drafts: Sequence[int]) -> list[int]:
-    """A speculator's drafts for `offer`, refused (failing the step) when they break its offer."""
-    own = list(drafts)
-    if len(own) > offer.max_drafts or any(not isinstance(t, int) or t < 0 for t in own):
-        raise RuntimeError(f"the speculator proposed {own[:8]} for request {offer.rid!r}; accepted: at most "
-                           f"{offer.max_drafts} token ids >= 0")
-    return own
-
-
-def _check_verified(verified: Sequence[VerifiedView] | None, lengths: list[int]) -> None:
-    """Refuse a verify answer that does not give each request one sample per input token."""
-    got = None if verified is None else [len(v.token_ids) for v in verified]
-    if got != lengths:
-        raise RuntimeError(f"the executor answered a target_verify batch with samples of lengths {got}; accepted: "
-                           f"{lengths} (one per input token of each request)")
