@@ -81,8 +81,9 @@ def test_outputs_equal_the_reference_whatever_is_accepted(page_size: int, wrong_
 
     Reverse-verified: without the pages of rejected drafts given back (`shrink_to_computed` in
     `_absorb_verify`), the audit fails on the first rejection ("request a holds 22 pages for 19
-    tokens"); with `_reserve_draft_pages` answering `room` whether or not the pool gave its pages,
-    drafts land in pages the request does not hold and request a's output diverges."""
+    tokens"); with `SpeculativeDecoding._reserve_draft_pages` answering `room` whether or not the
+    pool gave its pages, drafts land in pages the request does not hold and request a's output
+    diverges."""
     scheduler, executor, speculator = build_speculative(slots=slots, wrong_every=wrong_every, page_size=page_size,
                                                         chunked_prefill_size=8, max_prefill_tokens=48)
     stop = StopConditions(max_new_tokens=15, ignore_eos=True)
@@ -132,8 +133,8 @@ def test_a_stop_token_inside_the_accepted_drafts_ends_the_request_there() -> Non
 
 
 def test_the_draft_budget_is_read_at_each_step() -> None:
-    """Reverse-verified: with the budget fixed at 3 drafts in `_drafts_for` (as if read once), the
-    verifies after the override still carried 4 tokens and this failed."""
+    """Reverse-verified: with the budget fixed at 3 drafts in `SpeculativeDecoding.drafts_for` (as
+    if read once), the verifies after the override still carried 4 tokens and this failed."""
     scheduler, executor, _ = build_speculative(slots=200, wrong_every=0)
     stop = StopConditions(max_new_tokens=40, ignore_eos=True)
     scheduler.add_request(Request(rid="a", prompt_ids=PROMPTS["a"], stop=stop))
@@ -174,7 +175,7 @@ def test_a_speculator_is_required_exactly_with_an_algorithm() -> None:
 
 
 def test_a_step_decoding_more_requests_than_the_limit_verifies_no_drafts() -> None:
-    """Reverse-verified: without the limit read in `_drafts_for`, the four-request steps verified."""
+    """Reverse-verified: without the limit read in `SpeculativeDecoding.drafts_for`, the four-request steps verified."""
     scheduler, executor, _ = build_speculative(slots=200, wrong_every=0)
     config_bags.override("admin", speculative_disable_by_batch_size=3)
     stop = StopConditions(max_new_tokens=8, ignore_eos=True)
@@ -192,7 +193,7 @@ def test_a_step_decoding_more_requests_than_the_limit_verifies_no_drafts() -> No
 
 
 def test_a_step_shares_its_draft_limit_evenly_among_its_requests() -> None:
-    """Reverse-verified: without the share in `_drafts_for`, four requests were each offered 7."""
+    """Reverse-verified: without the share in `SpeculativeDecoding.drafts_for`, four requests were each offered 7."""
     scheduler, executor, speculator = build_speculative(slots=400, wrong_every=0, num_draft_tokens=8)
     config_bags.override("admin", speculative_max_drafts_per_step=8)
     stops = {rid: StopConditions(max_new_tokens=n, ignore_eos=True) for rid, n in zip("abcd", (60, 12, 12, 12), strict=True)}

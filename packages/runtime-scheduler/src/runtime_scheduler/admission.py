@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from config_bags import get_schedule
 from config_bags.bags.schedule import SchedulePolicy
 
 from runtime_scheduler.radix_cache import RadixCache
@@ -28,16 +29,16 @@ def refusal_reason(req: Request, context_length: int, pool_tokens: int, waiting:
 
 
 def admission_order(
-    waiting: Sequence[RequestState], policy: SchedulePolicy, cache: RadixCache, page_size: int
+    waiting: Sequence[RequestState], policy: SchedulePolicy, cache: RadixCache
 ) -> Sequence[RequestState]:
     """Waiting requests in the order admission tries them: fcfs keeps arrival order; lpm puts the
     longest cached prefix first (arrival order among equals)."""
     if policy == "fcfs":
         return waiting
-    return sorted(waiting, key=lambda s: -cache.cached_prefix_len(s.fill_ids(s.fill_len - 1), page_size))
+    return sorted(waiting, key=lambda s: -cache.cached_prefix_len(s.fill_ids(s.fill_len - 1)))
 
 
-def extend_len_of(remaining: int, chunk: int | None, budget: int, page_size: int, first: bool) -> int:
+def extend_len_of(remaining: int, chunk: int | None, budget: int, first: bool) -> int:
     """Tokens to compute this step for a request with `remaining` uncomputed tokens.
 
     A chunk is at most `chunk` tokens (None: no chunking). Past the step's prefill `budget` a
@@ -50,6 +51,7 @@ def extend_len_of(remaining: int, chunk: int | None, budget: int, page_size: int
         return ext
     if chunk is None:
         return ext if first else 0
+    page_size = get_schedule().page_size
     cut = max(budget, 0) // page_size * page_size
     if cut == 0:
         return min(ext, page_size) if first else 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from config_bags import get_schedule
+
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.radix_cache import RadixNode
 from runtime_scheduler.request_state import RequestState
@@ -17,11 +19,12 @@ class PageAccountingError(RuntimeError):
     """A page is lost, has two owners, or a cache lock count disagrees with its users."""
 
 
-def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState], page_size: int) -> None:
+def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState]) -> None:
     """Raise PageAccountingError unless every page is free, owned by one running request, or held
     by the cache, exactly once (and every recurrent-state slot free or held by one running request); each running request's cached pages are its cache path; lock
     counts equal the running requests below each node; every evictable leaf can be found by
     eviction; waiting requests hold nothing."""
+    page_size = get_schedule().page_size
     owners: Counter[int] = Counter()
     cache = memory.cache
     nodes = cache.nodes()
@@ -39,7 +42,7 @@ def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequ
         _fail(f"cache counts {cache.cached_pages} pages but its nodes hold {sum(len(n.pages) for n in nodes)}")
     users: Counter[int] = Counter()
     for state in running:
-        _audit_request(state, page_size)
+        _audit_request(state)
         owners.update(state.page_table[state.cached_pages :])
         node: RadixNode | None = state.node
         assert node is not None
@@ -86,11 +89,12 @@ def _audit_state_slots(memory: KvMemory, running: Sequence[RequestState], waitin
         _fail(f"recurrent-state slots with two owners: {wrong[:10]}, with none: {lost[:10]}")
 
 
-def _audit_request(state: RequestState, page_size: int) -> None:
+def _audit_request(state: RequestState) -> None:
     rid = state.req.rid
+    page_size = get_schedule().page_size
     if state.status != "running":
         _fail(f"request {rid} is in the running list with status {state.status}")
-    if len(state.page_table) != pages_for(state.kv_len, page_size):
+    if len(state.page_table) != pages_for(state.kv_len):
         _fail(f"request {rid} holds {len(state.page_table)} pages for {state.kv_len} tokens")
     if state.cached_pages * page_size > state.kv_len:
         _fail(f"request {rid} has {state.cached_pages} cached pages but only {state.kv_len} computed tokens")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from config_bags import ForwardMode
+from config_bags import ForwardMode, get_schedule
 
 from runtime_scheduler.batch import BatchRequest, ForwardBatch
 from runtime_scheduler.request_state import RequestState
@@ -12,7 +12,7 @@ from runtime_scheduler.request_state import RequestState
 Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
 
 
-def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_size: int,
+def forward_batch_of(extends: list[Extend], decodes: list[RequestState],
                      drafts: Sequence[Sequence[int]] | None = None) -> ForwardBatch:
     """The batch for this step's extends (each with its token count) followed by its decodes; with
     `drafts` (one list per decode, on a step without extends) a target_verify batch in which each
@@ -25,7 +25,7 @@ def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_si
         start, end = s.kv_len, s.kv_len + ext
         input_ids.extend(s.token_slice(start, end))
         positions.extend(range(start, end))
-        locs.extend(slots_of(s.page_table, start, end, page_size))
+        locs.extend(slots_of(s.page_table, start, end))
         entries.append(_entry(s, ext, end == s.fill_len))
     for i, s in enumerate(decodes):
         pos = s.kv_len
@@ -33,7 +33,7 @@ def forward_batch_of(extends: list[Extend], decodes: list[RequestState], page_si
         input_ids.append(s.output_ids[-1] if s.output_ids else s.req.prompt_ids[-1])
         input_ids.extend(own)
         positions.extend(range(pos, pos + 1 + len(own)))
-        locs.extend(slots_of(s.page_table, pos, pos + 1 + len(own), page_size))
+        locs.extend(slots_of(s.page_table, pos, pos + 1 + len(own)))
         entries.append(_entry(s, 1 + len(own), True))
     mode: ForwardMode = "mixed" if extends and decodes else ("extend" if extends else "decode")
     if drafts is not None:
@@ -57,8 +57,9 @@ def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
     )
 
 
-def slots_of(page_table: Sequence[int], start: int, end: int, page_size: int) -> list[int]:
+def slots_of(page_table: Sequence[int], start: int, end: int) -> list[int]:
     """The KV slots of tokens `[start, end)` under `page_table`."""
+    page_size = get_schedule().page_size
     if page_size == 1:
         return list(page_table[start:end])
     slots: list[int] = []

@@ -58,6 +58,18 @@ class ModelExecutor(Protocol):
         ...
 
 
+def check_answer(output: ForwardOutputView, requests: int) -> None:
+    """Refuse (RuntimeError, failing the step) an answer that does not give a token id, a logprob,
+    top logprobs and an error entry for each of the batch's `requests`."""
+    answers = (output.next_token_ids, output.next_token_logprobs, output.top_logprobs, output.errors)
+    counts = tuple(len(answer) for answer in answers)
+    if counts != (requests,) * 4:
+        raise RuntimeError(
+            f"the executor returned (token ids, logprobs, top logprobs, errors) of lengths {counts} for a batch "
+            f"of {requests} requests; accepted: one of each per request, in batch order"
+        )
+
+
 def is_unrecoverable(error: BaseException) -> bool:
     """Whether `error`, raised by an executor's `forward`, leaves the process unable to go on."""
     if not isinstance(error, Exception) or isinstance(error, MemoryError):

@@ -9,27 +9,46 @@ A hybrid model (linear-attention layers) also keeps a recurrent state per runnin
 prefix cache is not reused: the recurrent state at a cached boundary is not kept, so a request
 that resumed there would run its linear layers from a wrong state. Such a request computes its
 whole prompt (its full pages still enter the cache, where they are evictable).
+
+The page size is read from the published bags at each use. It is cold (fixed once serving
+begins), but before `begin_serving()` an override or a new publish can still change it under a
+built pool: `check_page_size` refuses that before a step or an abort touches the pages.
 """
 
 from __future__ import annotations
+
+from config_bags import get_schedule
 
 from runtime_scheduler.page_allocator import PageAllocator
 from runtime_scheduler.radix_cache import RadixCache
 from runtime_scheduler.request_state import RequestState
 
 
-def pages_for(tokens: int, page_size: int) -> int:
+def pages_for(tokens: int) -> int:
     """Pages needed to hold `tokens` tokens."""
-    return -(-tokens // page_size)
+    return -(-tokens // get_schedule().page_size)
 
 
 class KvMemory:
-    """The pool's pages and the prefix cache over them."""
+    """The pool's pages and the prefix cache over them: `pool_slots // page_size` pages over the
+    executor's `pool_slots` KV slots."""
 
-    def __init__(self, num_pages: int, *, state_slots: int = 0) -> None:
-        self.allocator = PageAllocator(num_pages)
+    def __init__(self, pool_slots: int, *, state_slots: int = 0) -> None:
+        self.pool_slots = pool_slots
+        self.allocator = PageAllocator(pool_slots // get_schedule().page_size)
         self.cache = RadixCache()
         self.states = PageAllocator(state_slots, "recurrent-state slots") if state_slots > 0 else None
+
+    def check_page_size(self) -> None:
+        """Refuse (RuntimeError) a published page size that no longer cuts the pool into the pages
+        it was built with: every page table and cached key would be read at the wrong granularity,
+        and a page could address slots beyond the executor's pool."""
+        page_size = get_schedule().page_size
+        if self.pool_slots // page_size != self.allocator.num_pages:
+            raise RuntimeError(
+                f"page_size is now {page_size} but the KV pool was built as {self.allocator.num_pages} pages "
+                f"over {self.pool_slots} slots; page_size is cold: set it before the scheduler is built"
+            )
 
     @property
     def reuses_prefixes(self) -> bool:
@@ -51,18 +70,18 @@ class KvMemory:
             self.allocator.free(self.cache.evict(missing))
         return self.allocator.free_count >= count
 
-    def attach_prefix(self, state: RequestState, page_size: int) -> None:
+    def attach_prefix(self, state: RequestState) -> None:
         """Give a waiting request the cached prefix of its sequence (locked), leaving at least one
         token to compute so that the step that computes it can sample the next token; with state
         slots, one state slot (the caller checked `can_admit`) and no cached prefix."""
         if self.states is not None:
             (state.state_slot,) = self.states.alloc(1)
-        match = self.cache.match_prefix(state.fill_ids(state.fill_len - 1) if self.reuses_prefixes else (), page_size)
+        match = self.cache.match_prefix(state.fill_ids(state.fill_len - 1) if self.reuses_prefixes else ())
         self.cache.lock(match.node)
         state.node = match.node
         state.page_table = match.pages
         state.cached_pages = len(match.pages)
-        state.kv_len = len(match.pages) * page_size
+        state.kv_len = len(match.pages) * get_schedule().page_size
 
     def detach_prefix(self, state: RequestState) -> None:
         """Undo `attach_prefix` for a request that was not admitted after all."""
@@ -74,27 +93,28 @@ class KvMemory:
         state.cached_pages = 0
         state.kv_len = 0
 
-    def grow(self, state: RequestState, tokens: int, page_size: int) -> None:
+    def grow(self, state: RequestState, tokens: int) -> None:
         """Allocate the pages that let `state` hold `tokens` tokens (the caller ensured they are free)."""
-        missing = pages_for(tokens, page_size) - len(state.page_table)
+        missing = pages_for(tokens) - len(state.page_table)
         if missing > 0:
             state.page_table.extend(self.allocator.alloc(missing))
 
-    def shrink_to_computed(self, state: RequestState, page_size: int) -> None:
+    def shrink_to_computed(self, state: RequestState) -> None:
         """Free the pages `state` was given beyond its computed tokens (a step that failed)."""
-        keep = pages_for(state.kv_len, page_size)
+        keep = pages_for(state.kv_len)
         self.allocator.free(state.page_table[keep:])
         del state.page_table[keep:]
 
-    def commit(self, state: RequestState, page_size: int) -> None:
+    def commit(self, state: RequestState) -> None:
         """Hand the request's computed full pages to the cache. Where the cache already held the
         same tokens (another request computed them), the request's duplicate pages are freed and
         it uses the cache's instead."""
+        page_size = get_schedule().page_size
         full = state.kv_len // page_size
         if full <= state.cached_pages:
             return
         table = state.page_table
-        match = self.cache.insert(state.fill_ids(full * page_size), table[:full], page_size)
+        match = self.cache.insert(state.fill_ids(full * page_size), table[:full])
         duplicates = []
         for i in range(state.cached_pages, full):
             if match.pages[i] != table[i]:
@@ -107,10 +127,10 @@ class KvMemory:
         state.node = match.node
         state.cached_pages = full
 
-    def release(self, state: RequestState, page_size: int) -> None:
+    def release(self, state: RequestState) -> None:
         """Stop holding anything for `state`: its computed full pages stay in the cache
         (unlocked, so evictable), its partial last page goes back to the pool."""
-        self.commit(state, page_size)
+        self.commit(state)
         assert state.node is not None
         self._give_back_state_slot(state)
         self.cache.unlock(state.node)

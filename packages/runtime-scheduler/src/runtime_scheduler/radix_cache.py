@@ -2,8 +2,9 @@
 
 Each edge holds a whole number of pages: its token ids (a tuple) and the KV pages that hold them.
 A node is protected while a running request uses it (its lock count, which also counts every
-lock of a descendant); unprotected leaves are evicted least recently used first. Page size is
-passed in by the caller, who reads it from the published bags at each decision.
+lock of a descendant); unprotected leaves are evicted least recently used first. The page size
+is read from the published bags at each use (it is cold: kv_memory.py refuses a change under a
+built pool).
 
 Eviction candidates live in a lazy heap: an entry is pushed whenever a node becomes (or, being
 one, is touched as) an unprotected leaf, and entries that no longer describe their node are
@@ -15,6 +16,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from typing import NamedTuple
+
+from config_bags import get_schedule
 
 
 class RadixNode:
@@ -56,9 +59,10 @@ class RadixCache:
         """Pages that eviction could free now: every page of a node no running request uses."""
         return self.cached_pages - self.protected_pages
 
-    def match_prefix(self, tokens: Sequence[int], page_size: int) -> PrefixMatch:
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
         """The longest cached prefix of `tokens` in whole pages. Splits a node where the match ends
         inside it, so that the returned node holds exactly the matched prefix."""
+        page_size = get_schedule().page_size
         key = tuple(tokens[: len(tokens) // page_size * page_size])
         self._clock += 1
         node, pages, start = self.root, [], 0
@@ -67,9 +71,9 @@ class RadixCache:
             if child is None:
                 break
             self._touch(child)
-            matched = _common_len(child.key, key, start, page_size)
+            matched = _common_len(child.key, key, start)
             if matched < len(child.key):
-                node = self._split(child, matched, page_size)
+                node = self._split(child, matched)
                 pages.extend(node.pages)
                 break
             pages.extend(child.pages)
@@ -77,22 +81,23 @@ class RadixCache:
             start += matched
         return PrefixMatch(pages, node)
 
-    def cached_prefix_len(self, tokens: Sequence[int], page_size: int) -> int:
+    def cached_prefix_len(self, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` are cached, without changing the tree."""
+        page_size = get_schedule().page_size
         key = tuple(tokens[: len(tokens) // page_size * page_size])
         node, start = self.root, 0
         while start < len(key):
             child = node.children.get(key[start : start + page_size])
             if child is None:
                 break
-            matched = _common_len(child.key, key, start, page_size)
+            matched = _common_len(child.key, key, start)
             start += matched
             if matched < len(child.key):
                 break
             node = child
         return start
 
-    def insert(self, tokens: Sequence[int], pages: Sequence[int], page_size: int) -> PrefixMatch:
+    def insert(self, tokens: Sequence[int], pages: Sequence[int]) -> PrefixMatch:
         """Cache `pages` as holding `tokens[: len(pages) * page_size]`.
 
         Where the tree already holds some of these tokens it keeps its own pages; the returned
@@ -100,6 +105,7 @@ class RadixCache:
         pages that differs (a duplicate) and adopts the tree's. Pages the tree did not have
         become the tree's.
         """
+        page_size = get_schedule().page_size
         key = tuple(tokens[: len(pages) * page_size])
         self._clock += 1
         node, tree_pages, start = self.root, [], 0
@@ -115,9 +121,9 @@ class RadixCache:
                 node = leaf
                 break
             self._touch(child)
-            matched = _common_len(child.key, key, start, page_size)
+            matched = _common_len(child.key, key, start)
             if matched < len(child.key):
-                child = self._split(child, matched, page_size)
+                child = self._split(child, matched)
             tree_pages.extend(child.pages)
             node = child
             start += matched
@@ -203,8 +209,9 @@ class RadixCache:
         heapq.heapify(live)
         self._candidates = live
 
-    def _split(self, child: RadixNode, at: int, page_size: int) -> RadixNode:
+    def _split(self, child: RadixNode, at: int) -> RadixNode:
         """Cut `child` after `at` tokens; the new upper node takes the first part and is returned."""
+        page_size = get_schedule().page_size
         parent = child.parent
         assert parent is not None
         head = RadixNode(parent, child.key[:at], child.pages[: at // page_size], child.last_access)
@@ -218,10 +225,11 @@ class RadixCache:
         return head
 
 
-def _common_len(edge: tuple[int, ...], key: tuple[int, ...], start: int, page_size: int) -> int:
+def _common_len(edge: tuple[int, ...], key: tuple[int, ...], start: int) -> int:
     """How many tokens of `edge` match `key` from `start`, in whole pages."""
     if key[start : start + len(edge)] == edge:
         return len(edge)
+    page_size = get_schedule().page_size
     limit = min(len(edge), len(key) - start) // page_size * page_size
     matched = 0
     while matched < limit and edge[matched : matched + page_size] == key[start + matched : start + matched + page_size]:

@@ -25,26 +25,18 @@ import bisect
 
 from collections.abc import Sequence
 
-from config_bags import (
-    ScheduleBag,
-    chunk_size_of,
-    context_length_of,
-    get_model,
-    get_schedule,
-    get_spec,
-    max_speculative_num_draft_tokens,
-)
+from config_bags import chunk_size_of, context_length_of, get_model, get_schedule, get_spec
 
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of
-from runtime_scheduler.events import Refusal, RequestEvent
-from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView, is_unrecoverable
+from runtime_scheduler.events import Refusal, RequestEvent, event_of
+from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, check_answer, is_unrecoverable
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import FinishReason, Request
 from runtime_scheduler.request_state import RequestState
-from runtime_scheduler.speculation import DraftRequest, Speculator
+from runtime_scheduler.speculation import SpeculativeDecoding, Speculator, check_verify_answer
 from runtime_scheduler.stop import finish_reason_of
 
 
@@ -75,12 +67,11 @@ class Scheduler:
             raise ValueError(f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
                              f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it is set")
         self._executor = executor
-        self._speculator = speculator
         self._model_max_length = model_max_length
-        self._pool_slots = max_total_tokens
         if state_slots < 0:
             raise ValueError(f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool")
-        self._memory = KvMemory(max_total_tokens // page_size, state_slots=state_slots)
+        self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
+        self._speculation = None if speculator is None else SpeculativeDecoding(speculator, self._memory)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
         self._live: dict[str, RequestState] = {}
@@ -91,10 +82,6 @@ class Scheduler:
         self._finished = 0
         self._aborted = 0
         self._failed = 0
-        self._verify_steps = 0
-        self._draft_tokens = 0
-        self._accepted_tokens = 0
-        self._accept_lengths: list[int] = [0]
 
     # ---- the server's API -------------------------------------------------------------------
 
@@ -108,8 +95,8 @@ class Scheduler:
         if req.rid in self._live:
             raise ValueError(f"request id {req.rid!r} is already waiting or running; accepted: an id not in use")
         schedule = get_schedule()
-        pool_tokens = self._memory.allocator.num_pages * self._page_size(schedule)
-        context = context_length_of(get_model(), self._model_max_length)
+        pool_tokens = self._memory.allocator.num_pages * schedule.page_size
+        context = self._context_length()
         reason = refusal_reason(req, context, pool_tokens, len(self._waiting), schedule.max_queued_requests)
         if reason is not None:
             return Refusal(rid=req.rid, reason=reason)
@@ -122,18 +109,13 @@ class Scheduler:
     def abort(self, rid: str) -> bool:
         """Drop request `rid` and free everything it holds (its computed prefix stays cached).
         Whether it was live; an unknown or finished rid changes nothing."""
-        state = self._live.pop(rid, None)
+        self._memory.check_page_size()
+        state = self._live.get(rid)
         if state is None:
             return False
-        if state.status == "running":
-            self._memory.release(state, self._page_size(get_schedule()))
-            self._running.remove(state)
-        else:
-            self._waiting.remove(state)
-        state.status = "finished"
+        (self._running if state.status == "running" else self._waiting).remove(state)
+        self._end(state)
         self._aborted += 1
-        if self._speculator is not None:
-            self._speculator.forget(rid)
         return True
 
     def has_work(self) -> bool:
@@ -149,64 +131,54 @@ class Scheduler:
         propagates after the step's page allocations are undone, every request standing where it
         stood before the step.
         """
-        schedule = get_schedule()
-        page_size = self._page_size(schedule)
+        self._memory.check_page_size()
         events: list[RequestEvent] = []
-        decodes, prefilling, retracted = self._plan_decodes(page_size, events)
-        extends = [] if retracted else self._plan_extends(schedule, page_size, prefilling, events, admit=True)
+        decodes, prefilling, retracted = self._plan_decodes(events)
+        extends = [] if retracted else self._plan_extends(prefilling, events, admit=True)
         while not extends and not decodes and len(self._running) > 1:
             # Prefills that each wait for pages the others hold: the newest steps back.
-            self._retract(self._running.pop(), page_size)
+            self._retract(self._running.pop())
             prefilling = [s for s in self._running if s.kv_len < s.fill_len - 1]
-            extends = self._plan_extends(schedule, page_size, prefilling, events, admit=False)
+            extends = self._plan_extends(prefilling, events, admit=False)
         if not extends and not decodes:
             return events
         drafts: list[list[int]] | None = None
         try:
-            if decodes and not extends and self._speculator is not None:
-                drafts = self._drafts_for(decodes, page_size)
-            batch = forward_batch_of(extends, decodes, page_size, drafts)
+            if decodes and not extends and self._speculation is not None:
+                drafts = self._speculation.drafts_for(decodes, self._context_length())
+            batch = forward_batch_of(extends, decodes, drafts)
             output = self._executor.forward(batch)
-            n = len(batch.requests)
-            answers = (output.next_token_ids, output.next_token_logprobs, output.top_logprobs, output.errors)
-            counts = tuple(len(answer) for answer in answers)
-            if counts != (n, n, n, n):
-                raise RuntimeError(
-                    f"the executor returned (token ids, logprobs, top logprobs, errors) of lengths {counts} for a batch "
-                    f"of {n} requests; accepted: one of each per request, in batch order"
-                )
+            check_answer(output, len(batch.requests))
             if drafts is not None:
-                _check_verified(output.verified, [1 + len(d) for d in drafts])
+                check_verify_answer(output.verified, drafts)
         except BaseException as err:
             stepped = [s for s, _ in extends] + decodes
             if is_unrecoverable(err):
                 # Nothing was computed: give back the pages planned for this step, so the requests
                 # stand exactly where they stood (the audit passes) while the process ends.
                 for s in stepped:
-                    self._memory.shrink_to_computed(s, page_size)
+                    self._memory.shrink_to_computed(s)
                 raise
             reason = f"request failed: the model forward of its step raised {type(err).__name__}: {err}"
             for s in stepped:
-                self._fail(s, page_size, reason, events)
-            self._running = [s for s in self._running if s.status == "running"]
-            return events
-        if drafts is not None:
-            assert output.verified is not None
-            self._absorb_verify(decodes, drafts, output, page_size, events)
+                self._fail(s, reason, events)
         else:
-            self._absorb(extends, decodes, output, page_size, events)
+            if drafts is not None:
+                self._absorb_verify(decodes, drafts, output, events)
+            else:
+                self._absorb(extends, decodes, output, events)
+        self._drop_stopped()
         return events
 
     def flush_cache(self) -> int:
         """Evict every cached page that no running request uses; how many pages were freed."""
-        self._page_size(get_schedule())
         return self._memory.flush()
 
     def metrics(self) -> SchedulerMetrics:
         """A snapshot of queue sizes, pool usage, cache hits and retractions."""
         allocator, cache = self._memory.allocator, self._memory.cache
         total = allocator.num_pages
-        return SchedulerMetrics(
+        metrics = SchedulerMetrics(
             num_running=len(self._running),
             num_waiting=len(self._waiting),
             total_pages=total,
@@ -221,31 +193,20 @@ class Scheduler:
             num_finished=self._finished,
             num_aborted=self._aborted,
             num_failed=self._failed,
-            spec_verify_steps=self._verify_steps,
-            spec_draft_tokens=self._draft_tokens,
-            spec_accepted_tokens=self._accepted_tokens,
-            spec_accept_length_counts=tuple(self._accept_lengths) if self._speculator is not None else (),
         )
+        return metrics if self._speculation is None else self._speculation.counted_in(metrics)
 
     def audit(self) -> None:
         """Check every page's ownership and the cache's locks (a full walk; for tests and debugging)."""
-        audit_pages(self._memory, self._running, self._waiting, self._page_size(get_schedule()))
+        audit_pages(self._memory, self._running, self._waiting)
 
     # ---- planning ---------------------------------------------------------------------------
 
-    def _page_size(self, schedule: ScheduleBag) -> int:
-        """The published page size, refused if it no longer fits the pool this scheduler built."""
-        page_size = schedule.page_size
-        if self._pool_slots // page_size != self._memory.allocator.num_pages:
-            raise RuntimeError(
-                f"page_size is now {page_size} but the KV pool was built as {self._memory.allocator.num_pages} pages "
-                f"over {self._pool_slots} slots; page_size is cold: set it before the scheduler is built"
-            )
-        return page_size
+    def _context_length(self) -> int:
+        """The served context length now: the published model.context_length within the model's own."""
+        return context_length_of(get_model(), self._model_max_length)
 
-    def _plan_decodes(
-        self, page_size: int, events: list[RequestEvent]
-    ) -> tuple[list[RequestState], list[RequestState], bool]:
+    def _plan_decodes(self, events: list[RequestEvent]) -> tuple[list[RequestState], list[RequestState], bool]:
         """The running requests that decode this step, each with a page for its new token; the
         running requests still prefilling; whether any request was retracted.
 
@@ -254,6 +215,7 @@ class Scheduler:
         cache, the most recently admitted requests go back to waiting (their computed prefix
         stays cached).
         """
+        page_size = get_schedule().page_size
         num_pages = self._memory.allocator.num_pages
         decodes: list[RequestState] = []
         prefilling: list[RequestState] = []
@@ -266,13 +228,13 @@ class Scheduler:
             elif kv_len % page_size:
                 decodes.append(s)
             elif len(s.page_table) == num_pages:
-                self._finish_outgrown(s, page_size, events)
+                self._finish_outgrown(s, events)
                 outgrown = True
             else:
                 need += 1
                 decodes.append(s)
         if outgrown:
-            self._running = [s for s in self._running if s.status == "running"]
+            self._drop_stopped()
         retracted = False
         while not self._memory.ensure_free(need):
             # A request alone in the pool that has not outgrown it always fits, so another runs.
@@ -282,7 +244,7 @@ class Scheduler:
                 decodes = [s for s in decodes if s is not victim]
                 need -= victim.kv_len % page_size == 0
             prefilling = [s for s in prefilling if s is not victim]
-            self._retract(victim, page_size)
+            self._retract(victim)
             retracted = True
         if need:
             pages = self._memory.allocator.alloc(need)
@@ -291,24 +253,17 @@ class Scheduler:
                     s.page_table.append(pages.pop())
         return decodes, prefilling, retracted
 
-    def _plan_extends(
-        self,
-        schedule: ScheduleBag,
-        page_size: int,
-        prefilling: list[RequestState],
-        events: list[RequestEvent],
-        *,
-        admit: bool,
-    ) -> list[Extend]:
+    def _plan_extends(self, prefilling: list[RequestState], events: list[RequestEvent], *, admit: bool) -> list[Extend]:
         """Prefill work for this step: chunks of requests already prefilling, then (when `admit`)
         new admissions in policy order, while the prefill budget, the running cap and the pool allow.
         A retracted request whose sequence has outgrown the whole pool finishes with "length"."""
+        schedule = get_schedule()
         chunk = chunk_size_of(schedule)
         budget = schedule.max_prefill_tokens
         extends: list[Extend] = []
         for s in prefilling:
-            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
-            if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=len(self._running) > 1):
+            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends)
+            if ext == 0 or not self._grow_if_fits(s, ext, others=len(self._running) > 1):
                 return extends
             extends.append((s, ext))
             budget -= ext
@@ -316,16 +271,16 @@ class Scheduler:
             return extends
         num_pages = self._memory.allocator.num_pages
         admitted = False
-        for s in admission_order(self._waiting, schedule.schedule_policy, self._memory.cache, page_size):
-            if pages_for(s.fill_len, page_size) > num_pages:
-                self._finish_outgrown(s, page_size, events)
+        for s in admission_order(self._waiting, schedule.schedule_policy, self._memory.cache):
+            if pages_for(s.fill_len) > num_pages:
+                self._finish_outgrown(s, events)
                 admitted = True
                 continue
             if len(self._running) >= schedule.max_running_requests or not self._memory.can_admit():
                 break
-            self._memory.attach_prefix(s, page_size)
-            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, page_size, first=not extends)
-            if ext == 0 or not self._grow_if_fits(s, ext, page_size, others=bool(self._running)):
+            self._memory.attach_prefix(s)
+            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends)
+            if ext == 0 or not self._grow_if_fits(s, ext, others=bool(self._running)):
                 self._memory.detach_prefix(s)
                 break
             s.status = "running"
@@ -341,92 +296,35 @@ class Scheduler:
             self._waiting = [s for s in self._waiting if s.status == "waiting"]
         return extends
 
-    def _grow_if_fits(self, s: RequestState, ext: int, page_size: int, others: bool) -> bool:
+    def _grow_if_fits(self, s: RequestState, ext: int, others: bool) -> bool:
         """Give `s` the pages for `ext` more tokens if the pool has them. When this chunk ends the
         prompt and other requests share the pool, one more page must also be available for the
         request's first decode, so that admitting it does not force a retraction next step."""
         end = s.kv_len + ext
-        new_pages = pages_for(end, page_size) - len(s.page_table)
-        reserve = 1 if others and end == s.fill_len and end % page_size == 0 else 0
+        new_pages = pages_for(end) - len(s.page_table)
+        reserve = 1 if others and end == s.fill_len and end % get_schedule().page_size == 0 else 0
         if self._memory.available_pages() < new_pages + reserve or not self._memory.ensure_free(new_pages):
             return False
-        self._memory.grow(s, end, page_size)
+        self._memory.grow(s, end)
         return True
-
-    def _drafts_for(self, decodes: list[RequestState], page_size: int) -> list[list[int]] | None:
-        """Each decode's drafts for a verify step, or None when none got any (the step decodes
-        plainly, as does a step decoding more than spec.speculative_disable_by_batch_size requests,
-        where the verify's extra rows cost more than they give). A request is offered as many as
-        spec's budget (and its even share of spec.speculative_max_drafts_per_step, at least one),
-        its remaining new tokens and the context leave, and the pages the pool can give now
-        (evicting the cache, never retracting); the pages of drafts the speculator did not propose
-        go back at once."""
-        spec = get_spec()
-        budget = max_speculative_num_draft_tokens() - 1
-        limit = spec.speculative_disable_by_batch_size
-        if budget <= 0 or (limit is not None and len(decodes) > limit):
-            return None
-        if spec.speculative_max_drafts_per_step is not None:
-            budget = min(budget, max(1, spec.speculative_max_drafts_per_step // len(decodes)))
-        assert self._speculator is not None
-        context = context_length_of(get_model(), self._model_max_length)
-        offers: list[DraftRequest] = []
-        for s in decodes:
-            room = min(budget, s.req.stop.max_new_tokens - len(s.output_ids) - 1, context - s.fill_len)
-            if room > 0:
-                room = self._reserve_draft_pages(s, room, page_size)
-            offers.append(DraftRequest(rid=s.req.rid, kv_len=s.kv_len, max_drafts=max(room, 0), page_table=s.page_table,
-                                       prompt_ids=s.req.prompt_ids, output_ids=s.output_ids,
-                                       state_slot=-1 if s.state_slot is None else s.state_slot))
-        wanted = [o for o in offers if o.max_drafts > 0]
-        proposed = list(self._speculator.propose(wanted)) if wanted else []
-        if len(proposed) != len(wanted):
-            raise RuntimeError(f"the speculator answered {len(proposed)} draft lists for {len(wanted)} requests; accepted: one per request")
-        answers = iter(proposed)
-        drafts = [_checked_drafts(o, next(answers)) if o.max_drafts > 0 else [] for o in offers]
-        for s, d in zip(decodes, drafts, strict=True):
-            keep = pages_for(s.kv_len + 1 + len(d), page_size)
-            self._memory.allocator.free(s.page_table[keep:])
-            del s.page_table[keep:]
-        return drafts if any(drafts) else None
-
-    def _reserve_draft_pages(self, s: RequestState, room: int, page_size: int) -> int:
-        """Give `s` the pages for `room` drafts after its last token, or as many drafts as its
-        pages and the pool hold; how many drafts that is."""
-        held = len(s.page_table) * page_size - s.kv_len - 1  # drafts the request's pages hold already
-        if room <= held:
-            return room
-        extra = pages_for(s.kv_len + 1 + room, page_size) - len(s.page_table)
-        extra = min(extra, self._memory.available_pages())
-        if extra > 0 and self._memory.ensure_free(extra):
-            s.page_table.extend(self._memory.allocator.alloc(extra))
-        return min(room, len(s.page_table) * page_size - s.kv_len - 1)
 
     # ---- results ----------------------------------------------------------------------------
 
-    def _absorb(
-        self,
-        extends: list[Extend],
-        decodes: list[RequestState],
-        output: ForwardOutputView,
-        page_size: int,
-        events: list[RequestEvent],
-    ) -> None:
+    def _absorb(self, extends: list[Extend], decodes: list[RequestState], output: ForwardOutputView,
+                events: list[RequestEvent]) -> None:
         """Advance every request of the batch: cache completed chunks, append and report sampled
         tokens, finish the requests that are done. A request the executor reports failed (or
         answers no token for where it samples) fails alone."""
-        context = context_length_of(get_model(), self._model_max_length)
+        context = self._context_length()
         tokens, logprobs, tops = output.next_token_ids, output.next_token_logprobs, output.top_logprobs
-        failed = False
         for s, error in zip([s for s, _ in extends] + decodes, output.errors, strict=True):
             if error is not None:
-                self._fail(s, page_size, error, events)
-                failed = True
+                self._fail(s, error, events)
         sampled: list[tuple[RequestState, int]] = []
         for i, (s, ext) in enumerate(extends):
             if s.status == "running":
                 s.kv_len += ext
-                self._memory.commit(s, page_size)
+                self._memory.commit(s)
                 if s.kv_len == s.fill_len:
                     sampled.append((s, i))
         for i, s in enumerate(decodes, len(extends)):
@@ -435,159 +333,87 @@ class Scheduler:
                 sampled.append((s, i))
         done: list[RequestState] = []
         for s, i in sampled:
-            token = tokens[i]
-            if token < 0:
-                why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
-                self._fail(s, page_size, why, events)
-                failed = True
-                continue
-            s.append_output(token)
-            reason = finish_reason_of(s, token, context)
-            top = tops[i]
-            events.append(
-                RequestEvent(
-                    rid=s.req.rid,
-                    token_id=token,
-                    logprob=logprobs[i],
-                    top_logprobs=None if top is None else tuple(top),
-                    finish_reason=reason,
-                    cached_tokens=s.cached_tokens or 0,
-                )
-            )
-            if reason is not None:
+            if self._emit(s, tokens[i], logprobs[i], tops[i], context, events) is not None:
                 done.append(s)
         for s in done:
-            self._finish(s, page_size)
-        if done or failed:
-            self._running = [s for s in self._running if s.status == "running"]
+            self._finish(s)
 
-    def _absorb_verify(
-        self,
-        decodes: list[RequestState],
-        drafts: list[list[int]],
-        output: ForwardOutputView,
-        page_size: int,
-        events: list[RequestEvent],
-    ) -> None:
-        """Advance every request of a verify step: the speculator judges its drafts against the
-        target's samples; the request appends the accepted drafts and the sample after them (each
-        reported, up to a stop), and gives back the pages of positions it did not keep."""
-        assert self._speculator is not None and output.verified is not None
-        context = context_length_of(get_model(), self._model_max_length)
-        self._verify_steps += 1
+    def _absorb_verify(self, decodes: list[RequestState], drafts: list[list[int]], output: ForwardOutputView,
+                       events: list[RequestEvent]) -> None:
+        """Advance every request of a verify step by the samples it keeps (speculation.py judges its
+        drafts against the target's samples): each is appended and reported, up to a stop, and a
+        request that goes on gives back the pages of the positions it did not keep."""
+        assert self._speculation is not None and output.verified is not None
+        context = self._context_length()
         done: list[RequestState] = []
-        failed = False
-        for s, own, verified, error in zip(decodes, drafts, output.verified, output.errors, strict=True):
-            if error is not None:
-                self._fail(s, page_size, error, events)
-                failed = True
+        judged = self._speculation.judge(decodes, drafts, output.verified, output.errors)
+        for s, verified, kept in zip(decodes, output.verified, judged, strict=True):
+            if isinstance(kept, str):
+                self._fail(s, kept, events)
                 continue
-            accepted = self._speculator.verify(s.req.rid, own, verified.token_ids) if own else 0
-            if not 0 <= accepted <= len(own):
-                why = f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; accepted: 0..{len(own)}"
-                self._fail(s, page_size, why, events)
-                failed = True
-                continue
-            if own:
-                self._draft_tokens += len(own)
-                self._accepted_tokens += accepted
-                self._count_accept_length(accepted + 1)
-            reason = self._emit_verified(s, verified, accepted + 1, context, page_size, events)
-            if s.status != "running":  # a sample was no token: it failed
-                failed = True
-            elif reason is not None:
-                done.append(s)
+            for j in range(kept):
+                reason = self._emit(s, verified.token_ids[j], verified.logprobs[j], verified.top_logprobs[j],
+                                    context, events)
+                if s.status != "running":  # the sample was no token: it failed
+                    break
+                s.kv_len += 1
+                if reason is not None:
+                    done.append(s)
+                    break
             else:
-                self._memory.shrink_to_computed(s, page_size)
+                self._memory.shrink_to_computed(s)
         for s in done:
-            self._finish(s, page_size)
-        if done or failed:
-            self._running = [s for s in self._running if s.status == "running"]
+            self._finish(s)
 
-    def _emit_verified(self, s: RequestState, verified: VerifiedView, count: int, context: int, page_size: int,
-                       events: list[RequestEvent]) -> FinishReason | None:
-        """Append and report the first `count` verified tokens of `s`, stopping at a finish; the
-        finish reason, else None. A sample that is no token fails the request."""
-        for j in range(count):
-            token = verified.token_ids[j]
-            if token < 0:
-                why = f"request failed: the executor returned token {token} for it where it samples; accepted: a token id >= 0"
-                self._fail(s, page_size, why, events)
-                return None
-            s.kv_len += 1
-            s.append_output(token)
-            reason = finish_reason_of(s, token, context)
-            top = verified.top_logprobs[j]
-            events.append(
-                RequestEvent(
-                    rid=s.req.rid, token_id=token, logprob=verified.logprobs[j], top_logprobs=None if top is None else tuple(top),
-                    finish_reason=reason, cached_tokens=s.cached_tokens or 0,
-                )
-            )
-            if reason is not None:
-                return reason
-        return None
+    def _emit(self, s: RequestState, token: int, logprob: float | None, top: Sequence[tuple[int, float]] | None,
+              context: int, events: list[RequestEvent]) -> FinishReason | None:
+        """Append and report `token`, sampled for `s`; its finish reason, else None. A sample that is
+        no token fails `s` instead."""
+        if token < 0:
+            self._fail(s, f"request failed: the executor returned token {token} for it where it samples; "
+                          "accepted: a token id >= 0", events)
+            return None
+        s.append_output(token)
+        reason = finish_reason_of(s, token, context)
+        events.append(event_of(s, reason, token=token, logprob=logprob, top=top))
+        return reason
 
-    def _count_accept_length(self, length: int) -> None:
-        while len(self._accept_lengths) <= length:
-            self._accept_lengths.append(0)
-        self._accept_lengths[length] += 1
+    def _drop_stopped(self) -> None:
+        """Take the requests that finished or failed out of the running list (retraction pops its own)."""
+        self._running = [s for s in self._running if s.status == "running"]
 
-    def _finish(self, s: RequestState, page_size: int) -> None:
+    def _end(self, s: RequestState) -> None:
+        """`s` leaves the scheduler: it frees what it holds (its computed full pages stay cached)."""
         if s.status == "running":
-            self._memory.release(s, page_size)
+            self._memory.release(s)
         s.status = "finished"
         del self._live[s.req.rid]
-        self._finished += 1
-        if self._speculator is not None:
-            self._speculator.forget(s.req.rid)
+        self._forget(s)
 
-    def _fail(self, s: RequestState, page_size: int, reason: str, events: list[RequestEvent]) -> None:
+    def _forget(self, s: RequestState) -> None:
+        if self._speculation is not None:
+            self._speculation.forget(s.req.rid)
+
+    def _finish(self, s: RequestState) -> None:
+        self._end(s)
+        self._finished += 1
+
+    def _fail(self, s: RequestState, reason: str, events: list[RequestEvent]) -> None:
         """End a running request that failed while being served: its pages are freed (its computed
         full pages stay cached), its client hears `reason`. The caller drops it from `_running`."""
-        self._memory.release(s, page_size)
-        s.status = "finished"
-        del self._live[s.req.rid]
+        self._end(s)
         self._failed += 1
-        if self._speculator is not None:
-            self._speculator.forget(s.req.rid)
-        events.append(
-            RequestEvent(
-                rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="abort",
-                cached_tokens=s.cached_tokens or 0, error=reason,
-            )
-        )
+        events.append(event_of(s, "abort", error=reason))
 
-    def _finish_outgrown(self, s: RequestState, page_size: int, events: list[RequestEvent]) -> None:
+    def _finish_outgrown(self, s: RequestState, events: list[RequestEvent]) -> None:
         """End a request whose next token would need more KV than the whole pool: reason "length", no token."""
-        self._finish(s, page_size)
-        events.append(
-            RequestEvent(
-                rid=s.req.rid, token_id=None, logprob=None, top_logprobs=None, finish_reason="length", cached_tokens=s.cached_tokens or 0
-            )
-        )
+        self._finish(s)
+        events.append(event_of(s, "length"))
 
-    def _retract(self, s: RequestState, page_size: int) -> None:
-        if self._speculator is not None:
-            self._speculator.forget(s.req.rid)  # its pages may go to others: what a draft kept of it is void
-        self._memory.release(s, page_size)
+    def _retract(self, s: RequestState) -> None:
+        self._forget(s)  # its pages may go to others: what a draft kept of it is void
+        self._memory.release(s)
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
 
-
-def _checked_drafts(offer: DraftRequest, drafts: Sequence[int]) -> list[int]:
-    """A speculator's drafts for `offer`, refused (failing the step) when they break its offer."""
-    own = list(drafts)
-    if len(own) > offer.max_drafts or any(not isinstance(t, int) or t < 0 for t in own):
-        raise RuntimeError(f"the speculator proposed {own[:8]} for request {offer.rid!r}; accepted: at most "
-                           f"{offer.max_drafts} token ids >= 0")
-    return own
-
-
-def _check_verified(verified: Sequence[VerifiedView] | None, lengths: list[int]) -> None:
-    """Refuse a verify answer that does not give each request one sample per input token."""
-    got = None if verified is None else [len(v.token_ids) for v in verified]
-    if got != lengths:
-        raise RuntimeError(f"the executor answered a target_verify batch with samples of lengths {got}; accepted: "
-                           f"{lengths} (one per input token of each request)")
