@@ -18,7 +18,13 @@ import torch
 from attn_backends import build_attention_pair
 from config_bags import Bags, MemoryBag, ScheduleBag
 
-from runtime_runner.default_model import CACHE_ENV, DEFAULT_MODEL_NAME, ensure_default_model, is_converted, model_cache_dir
+from runtime_runner.loading.default_model import (
+    CACHE_ENV,
+    DEFAULT_MODEL_NAME,
+    ensure_default_model,
+    is_converted,
+    model_cache_dir,
+)
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 

@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from runtime_runner.arch_config import read_arch_config
-from runtime_runner.architectures import DRAFT_CLASSES, draft_class_for, model_class_for
-from runtime_runner.checkpoint_layout import EMBED, LM_HEAD
-from runtime_runner.decoder import DecoderForCausalLM
-from runtime_runner.draft_models import DraftDecoder
 from runtime_runner.errors import CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
-from runtime_runner.packed_linear import PackedLinear
+from runtime_runner.kernels.packed_linear import PackedLinear
+from runtime_runner.loading.arch_config import read_arch_config
+from runtime_runner.loading.checkpoint_layout import EMBED, LM_HEAD
+from runtime_runner.models.architectures import DRAFT_CLASSES, draft_class_for, model_class_for
+from runtime_runner.models.decoder import DecoderForCausalLM
+from runtime_runner.models.drafts import DraftDecoder
 
 CheckpointMaker = Callable[..., Path]
 CPU = torch.device("cpu")

@@ -9,12 +9,12 @@ publishes the defaults first. `ensure_default_model()` converts the bundled Smol
 
 from config_bags import ForwardMode
 
-from runtime_runner.arch_config import ArchConfig, read_arch_config
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView
-from runtime_runner.default_model import ensure_default_model
 from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
 from runtime_runner.kv_pool import kv_bytes_per_token
+from runtime_runner.loading.arch_config import ArchConfig, read_arch_config
+from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
 from runtime_runner.runner import ModelRunner

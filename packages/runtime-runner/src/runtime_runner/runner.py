@@ -31,32 +31,32 @@ from config_bags import (
     publish,
 )
 
-from runtime_runner.arch_config import ArchConfig
-from runtime_runner.architectures import draft_class_for
 from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
-from runtime_runner.checkpoint_source import arch_config_at, draft_arch_config
-from runtime_runner.compiled_decode import CompiledDecode, check_compiled_decode_traceable
-from runtime_runner.decoder import DecoderForCausalLM, LayerAttention
-from runtime_runner.default_model import ensure_default_model
 from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults
 from runtime_runner.errors import BatchError, UnsupportedConfigError
-from runtime_runner.hybrid_decoder import HybridDecoder, LinearLayerAttention
-from runtime_runner.hybrid_drafts import HybridDraftDecoder
+from runtime_runner.kernels.native_step import NativeDecoderStep
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.linear_attn_plan import LinearAttnPlanner
 from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFactory
-from runtime_runner.native_step import NativeDecoderStep
+from runtime_runner.loading.arch_config import ArchConfig
+from runtime_runner.loading.checkpoint_source import arch_config_at, draft_arch_config
+from runtime_runner.loading.default_model import ensure_default_model
+from runtime_runner.loading.quantization_support import serves_quantized
+from runtime_runner.models.architectures import draft_class_for
+from runtime_runner.models.compiled_decode import CompiledDecode, check_compiled_decode_traceable
+from runtime_runner.models.decoder import DecoderForCausalLM, LayerAttention
+from runtime_runner.models.hybrid.decoder import HybridDecoder, LinearLayerAttention
+from runtime_runner.models.hybrid.drafts import HybridDraftDecoder
+from runtime_runner.models.target_loading import load_target
 from runtime_runner.output import ForwardOutput
+from runtime_runner.parallel.tensor_parallel import runner_tensor_parallel
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of, torch_threads_of
-from runtime_runner.quantization_support import serves_quantized
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
-from runtime_runner.sampler import sample
+from runtime_runner.sampling.sampler import sample
+from runtime_runner.sampling.verify import sample_verify
 from runtime_runner.standalone import StandaloneDriver
-from runtime_runner.target_loading import load_target
-from runtime_runner.tensor_parallel import runner_tensor_parallel
-from runtime_runner.verify_sampling import sample_verify
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ModelRunner:
         A model with linear-attention layers needs `linear_attn_factory` (serve hands it
         attn_backends.LinearAttnBackendFactory). With parallel.tp_size > 1 the runner holds its
         rank's slice of the model and needs `tensor_parallel_group`, its rank's torch.distributed
-        group (runtime_runner.tensor_parallel)."""
+        group (runtime_runner.parallel.tensor_parallel)."""
         if not is_published():
             publish(Bags(), role="standalone")
         threads = torch_threads_of(get_device(), get_parallel(), len(os.sched_getaffinity(0)))
