@@ -20,7 +20,8 @@ from runtime_runner.loading.loader_hooks import (
     decisions_of,
     default_weight_layout,
 )
-from runtime_runner.models.decoder import ConcatProjection, LlamaForCausalLM, Qwen3ForCausalLM, TargetDecoder
+from runtime_runner.models.decoder import LlamaForCausalLM, Qwen3ForCausalLM, TargetDecoder
+from runtime_runner.models.matrix_projection import ConcatProjection
 
 CheckpointMaker = Callable[..., Path]
 CPU = torch.device("cpu")

@@ -46,9 +46,10 @@ from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.loading.quantization_support import serves_quantized
 from runtime_runner.models.architectures import draft_class_for
 from runtime_runner.models.compiled_decode import CompiledDecode, check_compiled_decode_traceable
-from runtime_runner.models.decoder import DecoderForCausalLM, LayerAttention
-from runtime_runner.models.hybrid.decoder import HybridDecoder, LinearLayerAttention
+from runtime_runner.models.decoder import DecoderForCausalLM
+from runtime_runner.models.hybrid.decoder import HybridDecoder
 from runtime_runner.models.hybrid.drafts import HybridDraftDecoder
+from runtime_runner.models.layer_attention import LayerAttention, LinearLayerAttention
 from runtime_runner.models.target_loading import load_target
 from runtime_runner.output import ForwardOutput
 from runtime_runner.parallel.tensor_parallel import runner_tensor_parallel

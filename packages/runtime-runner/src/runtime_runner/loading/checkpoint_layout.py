@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime_runner.loading.arch_config import ArchConfig
-
-EMBED = "model.embed_tokens.weight"
-LM_HEAD = "lm_head.weight"
-FINAL_NORM = "model.norm.weight"
+from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 
 
 @dataclass(frozen=True)
@@ -27,11 +24,6 @@ class TensorSpec:
 
     name: str
     shape: tuple[int, ...]
-
-
-def layer_prefix(index: int) -> str:
-    """The name prefix of decoder layer `index`'s tensors."""
-    return f"model.layers.{index}."
 
 
 def layout_tensors(cfg: ArchConfig, layout: WeightLayout, tied_embeddings: bool) -> tuple[TensorSpec, ...]:

@@ -19,8 +19,9 @@ import torch
 from runtime_runner.errors import CheckpointError
 from runtime_runner.kernels.quantized_tensor import QuantizedTensor
 from runtime_runner.loading.arch_config import ArchConfig
-from runtime_runner.loading.checkpoint_layout import EMBED, FINAL_NORM, LM_HEAD, layer_prefix, layout_tensors
+from runtime_runner.loading.checkpoint_layout import layout_tensors
 from runtime_runner.loading.loader_hooks import LoaderDecisions
+from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 from runtime_runner.loading.weight_matrix import HeldMatrix, KernelOwned, Matrix, cat_rows
 from runtime_runner.loading.weight_reader import WeightReader
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Literal
 
 from runtime_runner.loading.arch_config import ArchConfig
-from runtime_runner.loading.checkpoint_layout import EMBED, FINAL_NORM, LM_HEAD, TensorSpec, layer_prefix
+from runtime_runner.loading.checkpoint_layout import TensorSpec
 from runtime_runner.loading.hybrid_config import HybridSpec
+from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 
 LinearProjections = Literal["grouped", "flat"]  # Qwen3-Next's fused per-group layout, Qwen3.5's four matrices
 

@@ -19,10 +19,10 @@ import torch
 from runtime_runner.errors import CheckpointError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint import CheckpointReader
-from runtime_runner.loading.checkpoint_layout import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 from runtime_runner.loading.hybrid_config import HybridSpec
 from runtime_runner.loading.hybrid_layout import LinearProjections, hybrid_of
 from runtime_runner.loading.loader_hooks import LoaderDecisions
+from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ import torch
 from config_bags import AttentionStamp
 
 from runtime_runner.errors import UnsupportedConfigError
-from runtime_runner.models.decoder import DecoderForCausalLM, LayerAttention
+from runtime_runner.models.decoder import DecoderForCausalLM
+from runtime_runner.models.layer_attention import LayerAttention
 
 logger = logging.getLogger(__name__)
 

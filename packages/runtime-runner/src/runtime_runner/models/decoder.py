@@ -16,7 +16,6 @@ families are here; the drafts, which answer the same hooks, are in runtime_runne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
@@ -30,40 +29,15 @@ from runtime_runner.loading.checkpoint_source import weight_reader_at
 from runtime_runner.loading.decoder_weights import DecoderWeights, load_decoder_weights
 from runtime_runner.loading.int8_weights import Int8Weights
 from runtime_runner.loading.loader_hooks import FusedProjections, decisions_of
-from runtime_runner.loading.weight_matrix import Matrix, loaded, split_rows
-from runtime_runner.models.matrix_projection import LinearOf as LinearOf
-from runtime_runner.models.matrix_projection import Projection as Projection
-from runtime_runner.models.matrix_projection import embedding_of, linear_of
+from runtime_runner.loading.weight_matrix import loaded
+from runtime_runner.models.layer_attention import LayerAttention
+from runtime_runner.models.matrix_projection import Projection, embedding_of, group_projection, linear_of
 from runtime_runner.models.mlp_activation import silu_and_mul
 from runtime_runner.models.norm import add_rms_norm, rms_norm
 from runtime_runner.models.rope import RopeTable, apply_rope
 
 if TYPE_CHECKING:
     from runtime_runner.parallel.tensor_parallel import TensorParallel
-
-# (layer index, q [T, H, D], k [T, KVH, D], v [T, KVH, D]) -> attention output [T, H, D]
-LayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class ConcatProjection:
-    """An unfused group: one projection per checkpoint matrix, their outputs side by side."""
-
-    parts: tuple[Projection, ...]
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """The group's output rows [T, sum of the parts' out]."""
-        return torch.cat([part(x) for part in self.parts], dim=-1)
-
-
-def group_projection(linear: LinearOf, weight: Matrix, bias: torch.Tensor | None, rows: Sequence[int],
-                     fused: bool) -> Projection:
-    """The projection of a concatenated group (`rows` output rows per checkpoint matrix): one matmul
-    over the whole matrix when fused, else one per part over its rows."""
-    if fused:
-        return linear(weight, bias)
-    biases: Sequence[torch.Tensor | None] = [None] * len(rows) if bias is None else torch.split(bias, list(rows))
-    return ConcatProjection(tuple(linear(w, b) for w, b in zip(split_rows(weight, rows), biases, strict=True)))
 
 
 @dataclass(frozen=True)

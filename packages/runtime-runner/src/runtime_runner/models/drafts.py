@@ -17,31 +17,15 @@ from typing import Self
 import torch
 
 from runtime_runner.errors import UnsupportedConfigError
-from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
-from runtime_runner.kernels.packed_linear import PackedLinear
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint import CheckpointReader
-from runtime_runner.loading.checkpoint_layout import EMBED, LM_HEAD, TensorSpec, WeightLayout
+from runtime_runner.loading.checkpoint_layout import TensorSpec, WeightLayout
 from runtime_runner.loading.decoder_weights import DecoderWeights, load_decoder_weights
 from runtime_runner.loading.loader_hooks import FusedProjections, decisions_of
-from runtime_runner.models.decoder import (
-    DecoderForCausalLM,
-    LlamaForCausalLM,
-    Projection,
-    Qwen2ForCausalLM,
-    Qwen3ForCausalLM,
-)
+from runtime_runner.loading.tensor_names import EMBED, LM_HEAD
+from runtime_runner.models.decoder import DecoderForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM
+from runtime_runner.models.matrix_projection import kernel_copy_bytes
 from runtime_runner.models.rope import RopeTable
-
-
-def kernel_copy_bytes(projection: Projection) -> int:
-    """Bytes of the copy a projection packed of its matrix (0 where it runs the plain matrix)."""
-    if isinstance(projection, InvariantLinear):
-        return projection.panels.nbytes + (0 if projection.bias32 is None else projection.bias32.nbytes)
-    if isinstance(projection, PackedLinear):
-        # oneDNN's packed tensor is opaque (no storage to measure); _nbytes is its real allocation.
-        return 0 if projection.packed is None else int(torch.ops.mkldnn._nbytes(projection.packed))
-    raise TypeError(f"an LM head projection is a PackedLinear or an InvariantLinear; got {type(projection).__name__}")
 
 
 class DraftDecoder(DecoderForCausalLM):

@@ -1,10 +1,12 @@
 """The projection and the embedding lookup of a weight matrix, whatever its kind: a dense matrix runs
 the batch-invariant linear (or oneDNN's packed one when batch invariance is off), a quantized one
-the quantized kernel, which is batch-invariant in either mode and keeps no dense copy."""
+the quantized kernel, which is batch-invariant in either mode and keeps no dense copy; and the
+projection of a group of matrices concatenated by rows (q|k|v, gate|up), fused or one per part."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -14,7 +16,7 @@ from runtime_runner.kernels.packed_linear import PackedLinear
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_linear import QuantizedLinear
 from runtime_runner.kernels.quantized_tensor import QuantizedTensor
-from runtime_runner.loading.weight_matrix import Matrix
+from runtime_runner.loading.weight_matrix import Matrix, split_rows
 
 # rows [T, in] -> rows [T, out]: a PackedLinear, an InvariantLinear, a QuantizedLinear, or a group of them
 Projection = Callable[[torch.Tensor], torch.Tensor]
@@ -37,6 +39,16 @@ def linear_of(batch_invariant: bool, activation_dtype: torch.dtype) -> LinearOf:
     return of
 
 
+def kernel_copy_bytes(projection: Projection) -> int:
+    """Bytes of the copy a projection packed of its matrix (0 where it runs the plain matrix)."""
+    if isinstance(projection, InvariantLinear):
+        return projection.panels.nbytes + (0 if projection.bias32 is None else projection.bias32.nbytes)
+    if isinstance(projection, PackedLinear):
+        # oneDNN's packed tensor is opaque (no storage to measure); _nbytes is its real allocation.
+        return 0 if projection.packed is None else int(torch.ops.mkldnn._nbytes(projection.packed))
+    raise TypeError(f"an LM head projection is a PackedLinear or an InvariantLinear; got {type(projection).__name__}")
+
+
 def embedding_of(table: Matrix, tied_head: Projection | None, activation_dtype: torch.dtype) -> Embedding:
     """The lookup of `table`: torch's for a dense one; for a quantized one the kernel's rows, read
     from the LM head's own packed table when `tied_head` (the projection packed over this very
@@ -46,3 +58,24 @@ def embedding_of(table: Matrix, tied_head: Projection | None, activation_dtype: 
     if isinstance(tied_head, QuantizedLinear):
         return QuantizedEmbedding.tied_to(tied_head)
     return QuantizedEmbedding.of(table, activation_dtype)
+
+
+@dataclass(frozen=True)
+class ConcatProjection:
+    """An unfused group: one projection per checkpoint matrix, their outputs side by side."""
+
+    parts: tuple[Projection, ...]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """The group's output rows [T, sum of the parts' out]."""
+        return torch.cat([part(x) for part in self.parts], dim=-1)
+
+
+def group_projection(linear: LinearOf, weight: Matrix, bias: torch.Tensor | None, rows: Sequence[int],
+                     fused: bool) -> Projection:
+    """The projection of a concatenated group (`rows` output rows per checkpoint matrix): one matmul
+    over the whole matrix when fused, else one per part over its rows."""
+    if fused:
+        return linear(weight, bias)
+    biases: Sequence[torch.Tensor | None] = [None] * len(rows) if bias is None else torch.split(bias, list(rows))
+    return ConcatProjection(tuple(linear(w, b) for w, b in zip(split_rows(weight, rows), biases, strict=True)))

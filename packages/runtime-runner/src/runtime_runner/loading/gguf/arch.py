@@ -10,8 +10,8 @@ from types import MappingProxyType
 
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig, RopeSpec
-from runtime_runner.loading.checkpoint_layout import LM_HEAD, layer_prefix
 from runtime_runner.loading.gguf.file import GgufFile
+from runtime_runner.loading.tensor_names import LM_HEAD, layer_prefix
 
 # llama.cpp's architecture name -> the entry class's architecture (config.json's architectures[0]).
 GGUF_ARCHITECTURES: MappingProxyType[str, str] = MappingProxyType(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from runtime_runner.loading.checkpoint_layout import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
+from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 
 # A whole-model tensor's GGUF base name -> its Hugging Face name (without the .weight/.bias suffix).
 MODEL_TENSORS: MappingProxyType[str, str] = MappingProxyType({

@@ -10,7 +10,6 @@ partial rotary, and the dense or sparse MLPs. docs/hybrid-models-reference.md is
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -30,17 +29,11 @@ from runtime_runner.loading.hybrid_weights import (
     load_hybrid_weights,
 )
 from runtime_runner.loading.loader_hooks import FusedProjections, decisions_of
-from runtime_runner.models.decoder import LayerAttention, LinearOf, Projection, group_projection
 from runtime_runner.models.hybrid.sparse_moe import DenseMlp, SparseMoe
-from runtime_runner.models.matrix_projection import linear_of
+from runtime_runner.models.layer_attention import LayerAttention, LinearLayerAttention
+from runtime_runner.models.matrix_projection import LinearOf, Projection, group_projection, linear_of
 from runtime_runner.models.norm import add_rms_norm, gated_rms_norm, rms_norm
 from runtime_runner.models.rope import RopeTable, apply_rope
-
-# (linear layer index, conv input [T, channels] = [q | k | v] before the conv, conv weight
-# [channels, width], log decay g [T, value_heads] fp32, write strength beta [T, value_heads] fp32)
-# -> the delta rule's output [T, value_heads, value_dim]
-LinearLayerAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
 
 class _LinearMixer:
     """A Gated-DeltaNet layer's projections around its kernels."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from runtime_runner.loading.hybrid_config import MoeShape
-from runtime_runner.models.decoder import Projection
+from runtime_runner.models.matrix_projection import Projection
 from runtime_runner.models.mlp_activation import silu_and_mul
 
 
