@@ -8,9 +8,9 @@ target entry class and the draft class named after it; identity is not required 
 delegate with adapted arguments). "Answers" means defined on the class or on an ancestor below the
 shared bases, which themselves answer nothing (else parity would hold vacuously).
 
-Reverse-verified: with `weight_layout` removed from Qwen2DraftForCausalLM, the Qwen2 case fails with
-"Qwen2ForCausalLM -> Qwen2DraftForCausalLM: the draft does not answer ['weight_layout'], which the
-target answers"; restored, it passes.
+Reverse-verified: with DraftDecoder (models/drafts.py) delegating every hook but `weight_layout`, the
+Qwen2 case fails with "Qwen2ForCausalLM -> Qwen2DraftForCausalLM: the draft does not answer
+['weight_layout'], which the target answers" (and the Llama and Qwen3 cases alike); restored, it passes.
 """
 
 from __future__ import annotations

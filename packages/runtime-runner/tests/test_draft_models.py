@@ -153,8 +153,8 @@ def test_each_familys_draft_runs_its_checkpoint_as_the_target_does(architecture:
                                                                      make_checkpoint: CheckpointMaker) -> None:
     """The loader's decisions show in the logits: Qwen2's q/k/v biases, Qwen3's q/k norms.
 
-    Reverse-verified: with weight_layout removed from Qwen2DraftForCausalLM (the loader then takes the
-    default layout, no q/k/v biases) the Qwen2 case fails, and likewise Qwen3's without its q/k norms."""
+    Reverse-verified: with DraftDecoder delegating every hook but weight_layout (the loader then takes
+    the default layout: no q/k/v biases, no q/k norms) the Qwen2 and Qwen3 cases fail."""
     model_dir = _with_random_vectors(make_checkpoint(architecture, **overrides))
     target = _target(model_dir)
     draft = _draft(model_dir, target)

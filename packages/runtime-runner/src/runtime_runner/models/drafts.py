@@ -2,7 +2,9 @@
 
 A draft is its own entry class, not a subclass of its target: the loader asks it every decision
 (runtime_runner.loading.loader_hooks), so each draft answers every hook its target family answers, by
-delegating to that family's decision (tests/test_draft_entry_hook_parity.py holds them to it).
+delegating to that family's decision (tests/test_draft_entry_hook_parity.py holds them to it). A
+draft class names its family once, `class QwenDraft(DraftDecoder, family=Qwen2ForCausalLM)`, and
+DraftDecoder writes the delegation of every hook.
 
 A draft keeps no copy of what it can take from its target: the embedding matrix, and the LM head
 with its packed projection (on a CPU a second copy of the matrix in the kernel's layout), when the
@@ -12,25 +14,51 @@ draft checkpoint holds them bitwise equal to the target's or does not hold them 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import torch
 
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint import CheckpointReader
-from runtime_runner.loading.checkpoint_layout import TensorSpec, WeightLayout
 from runtime_runner.loading.decoder_weights import DecoderWeights, load_decoder_weights
-from runtime_runner.loading.loader_hooks import FusedProjections, decisions_of
+from runtime_runner.loading.loader_hooks import LOADER_HOOKS, FusedProjections, decisions_of
 from runtime_runner.loading.tensor_names import EMBED, LM_HEAD
-from runtime_runner.models.decoder import DecoderForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM
+from runtime_runner.models.decoder import (
+    DecoderForCausalLM,
+    LlamaForCausalLM,
+    Qwen2ForCausalLM,
+    Qwen3ForCausalLM,
+    TargetDecoder,
+)
 from runtime_runner.models.matrix_projection import kernel_copy_bytes
 from runtime_runner.models.rope import RopeTable
+
+
+def _delegated(family: type[TargetDecoder], hook: str) -> classmethod[Any, [ArchConfig], object]:
+    """A draft class's loader hook `hook`: `family`'s answer, asked of the family itself."""
+
+    def answer(cls: type, cfg: ArchConfig) -> object:
+        return getattr(family, hook)(cfg)
+
+    answer.__name__ = answer.__qualname__ = hook
+    answer.__doc__ = f"{family.__name__}'s."
+    return classmethod(answer)
 
 
 class DraftDecoder(DecoderForCausalLM):
     """A draft checkpoint loaded for a target, run by a runner exactly as a target is. It answers no
     loader hook itself: each draft class answers its family's."""
+
+    def __init_subclass__(cls, *, family: type[TargetDecoder], **kwargs: Any) -> None:
+        """A draft class of `family`: keyed by the family's architecture, and answering every loader
+        hook the family answers, and no other, with the family's decision (the embedding and LM
+        head it expects may still be the target's: the loader holds them in hand)."""
+        super().__init_subclass__(**kwargs)
+        cls.architecture = family.architecture
+        for hook in LOADER_HOOKS:
+            if getattr(family, hook, None) is not None:
+                setattr(cls, hook, _delegated(family, hook))
 
     def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool,
                  fused: FusedProjections, target: DecoderForCausalLM) -> None:
@@ -71,59 +99,13 @@ class DraftDecoder(DecoderForCausalLM):
         return self._bytes_shared_with_target
 
 
-class LlamaDraftForCausalLM(DraftDecoder):
+class LlamaDraftForCausalLM(DraftDecoder, family=LlamaForCausalLM):
     """A Llama draft: every loader decision is Llama's."""
 
-    architecture = LlamaForCausalLM.architecture
 
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """Llama's."""
-        return LlamaForCausalLM.weight_layout(cfg)
-
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """Llama's."""
-        return LlamaForCausalLM.fused_projections(cfg)
-
-    @classmethod
-    def tied_embeddings(cls, cfg: ArchConfig) -> bool:
-        """Llama's."""
-        return LlamaForCausalLM.tied_embeddings(cfg)
-
-    @classmethod
-    def expected_tensors(cls, cfg: ArchConfig) -> tuple[TensorSpec, ...]:
-        """Llama's (the embedding and LM head may still be the target's: the loader holds them in hand)."""
-        return LlamaForCausalLM.expected_tensors(cfg)
-
-
-class Qwen2DraftForCausalLM(DraftDecoder):
+class Qwen2DraftForCausalLM(DraftDecoder, family=Qwen2ForCausalLM):
     """A Qwen2 draft: Qwen2's q/k/v biases and fusion."""
 
-    architecture = Qwen2ForCausalLM.architecture
 
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """Qwen2's."""
-        return Qwen2ForCausalLM.weight_layout(cfg)
-
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """Qwen2's."""
-        return Qwen2ForCausalLM.fused_projections(cfg)
-
-
-class Qwen3DraftForCausalLM(DraftDecoder):
+class Qwen3DraftForCausalLM(DraftDecoder, family=Qwen3ForCausalLM):
     """A Qwen3 draft: Qwen3's q/k norms and fusion."""
-
-    architecture = Qwen3ForCausalLM.architecture
-
-    @classmethod
-    def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
-        """Qwen3's."""
-        return Qwen3ForCausalLM.weight_layout(cfg)
-
-    @classmethod
-    def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:
-        """Qwen3's."""
-        return Qwen3ForCausalLM.fused_projections(cfg)
