@@ -3,8 +3,10 @@
     runner = ModelRunner(attention_pair_factory)   # serve wires attn_backends.build_attention_pair in
     output = runner.forward(batch)                    # any object fitting ForwardBatchView
 
-Every setting is read from the published bags at use; a runner built with nothing published
-publishes the defaults first. `ensure_default_model()` converts the bundled SmolLM2 once.
+Every setting is read from the published bags at use, so a process publishes them before it
+builds a runner: serve its resolved bags, a test or a tool its own
+(`config_bags.publish(Bags(...), role="standalone")`); a runner built before is refused.
+`ensure_default_model()` converts the bundled SmolLM2 once.
 """
 
 from config_bags import ForwardMode
