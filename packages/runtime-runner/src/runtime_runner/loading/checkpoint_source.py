@@ -9,9 +9,7 @@ from pathlib import Path
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig, read_arch_config
 from runtime_runner.loading.checkpoint import CheckpointReader
-from runtime_runner.loading.gguf.arch import gguf_arch_config
 from runtime_runner.loading.gguf.checkpoint import GgufCheckpoint
-from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.weight_reader import WeightReader
 
 
@@ -33,7 +31,7 @@ def gguf_file_of(path: Path) -> Path | None:
 def arch_config_at(path: Path) -> ArchConfig:
     """The decoder shape of the checkpoint at `path`: config.json's, or the GGUF file's metadata."""
     gguf = gguf_file_of(path)
-    return read_arch_config(path) if gguf is None else gguf_arch_config(GgufFile(gguf))
+    return read_arch_config(path) if gguf is None else GgufCheckpoint.open(gguf).cfg
 
 
 def weight_reader_at(path: Path) -> WeightReader:
