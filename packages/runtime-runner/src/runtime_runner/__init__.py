@@ -7,6 +7,13 @@ Every setting is read from the published bags at use, so a process publishes the
 builds a runner: serve its resolved bags, a test or a tool its own
 (`config_bags.publish(Bags(...), role="standalone")`); a runner built before is refused.
 `ensure_default_model()` converts the bundled SmolLM2 once.
+
+Where things live: this folder holds the runner (`runner`, and `standalone`, which drives it
+without the scheduler), its pools (`kv_pool`, `recurrent_state_pool`, with `linear_attn_plan`)
+and the seams other packages see (`batch`, `attention_seam`, `linear_attn_seam`, `output`,
+`errors`, `placement`, `determinism`, `device_faults`); `models/` the decoders and their layers,
+`loading/` checkpoints and their weights (`loading/gguf/` GGUF files), `kernels/` the C++
+kernels beside their bindings, `parallel/` tensor parallelism, `sampling/` the sampler.
 """
 
 from config_bags import ForwardMode
