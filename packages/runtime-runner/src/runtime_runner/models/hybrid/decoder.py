@@ -35,6 +35,7 @@ from runtime_runner.models.matrix_projection import LinearOf, Projection, group_
 from runtime_runner.models.norm import add_rms_norm, gated_rms_norm, rms_norm
 from runtime_runner.models.rope import RopeTable, apply_rope
 
+
 class _LinearMixer:
     """A Gated-DeltaNet layer's projections around its kernels."""
 
