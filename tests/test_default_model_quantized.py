@@ -30,8 +30,8 @@ from attn_backends import build_attention_pair
 from config_bags import Bags, MemoryBag, ModelBag, publish, unpublish
 from serve.testing.gguf_reference import write_dequantized_checkpoint
 
-from runtime_runner.default_model import bundled_gguf
-from runtime_runner.gguf_tokenizer_cache import ensure_gguf_tokenizer
+from runtime_runner.loading.default_model import bundled_gguf
+from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
@@ -87,7 +87,7 @@ def _last_logits(runner: ModelRunner, prompts: list[list[int]]) -> torch.Tensor:
 
 
 def test_the_bundled_gguf_as_served_is_within_tolerance_of_its_dequantized_model(reference: dict[str, Any], runner_on: Any) -> None:
-    """Reverse-verified: with the Q/K rows left interleaved (llama out of gguf_arch.PERMUTED_QK)
+    """Reverse-verified: with the Q/K rows left interleaved (llama out of loading.gguf.arch.PERMUTED_QK)
     the logits differed by up to 26 (the reference puts the rows back apart from the loader)."""
     runner = runner_on(bundled_gguf())
     assert runner.model.dtype == torch.float32

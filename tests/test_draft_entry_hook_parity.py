@@ -1,6 +1,6 @@
 """A draft entry class answers the loader exactly where its target does (design: runtime-half §5).
 
-The loader asks the class it instantiates every decision through a hook (runtime_runner.loader_hooks)
+The loader asks the class it instantiates every decision through a hook (runtime_runner.loading.loader_hooks)
 and takes a default where the class does not answer. A draft is its own entry class, so a hook its
 target's family answers and the draft does not lays the draft's weights out for the default, not
 the family (a Qwen2 draft without its q/k/v biases). The invariant is presence parity between each
@@ -8,21 +8,21 @@ target entry class and the draft class named after it; identity is not required 
 delegate with adapted arguments). "Answers" means defined on the class or on an ancestor below the
 shared bases, which themselves answer nothing (else parity would hold vacuously).
 
-Reverse-verified: with `weight_layout` removed from Qwen2DraftForCausalLM, the Qwen2 case fails with
-"Qwen2ForCausalLM -> Qwen2DraftForCausalLM: the draft does not answer ['weight_layout'], which the
-target answers"; restored, it passes.
+Reverse-verified: with DraftDecoder (models/drafts.py) delegating every hook but `weight_layout`, the
+Qwen2 case fails with "Qwen2ForCausalLM -> Qwen2DraftForCausalLM: the draft does not answer
+['weight_layout'], which the target answers" (and the Llama and Qwen3 cases alike); restored, it passes.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from runtime_runner.architectures import DRAFT_CLASSES, MODEL_CLASSES
-from runtime_runner.decoder import DecoderForCausalLM, TargetDecoder
-from runtime_runner.draft_models import DraftDecoder
-from runtime_runner.hybrid_decoder import HybridDecoder
-from runtime_runner.hybrid_drafts import HybridDraftDecoder
-from runtime_runner.loader_hooks import LOADER_HOOKS
+from runtime_runner.loading.loader_hooks import LOADER_HOOKS
+from runtime_runner.models.architectures import DRAFT_CLASSES, MODEL_CLASSES
+from runtime_runner.models.decoder import DecoderForCausalLM, TargetDecoder
+from runtime_runner.models.drafts import DraftDecoder
+from runtime_runner.models.hybrid.decoder import HybridDecoder
+from runtime_runner.models.hybrid.drafts import HybridDraftDecoder
 
 SHARED_BASES: tuple[type, ...] = (DecoderForCausalLM, TargetDecoder, DraftDecoder, HybridDecoder, HybridDraftDecoder)
 

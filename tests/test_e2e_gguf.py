@@ -17,7 +17,7 @@ import httpx
 import pytest
 from serve.testing.server import ServerProcess
 
-from runtime_runner.default_model import bundled_gguf
+from runtime_runner.loading.default_model import bundled_gguf
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -31,11 +31,11 @@ from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, 
 from serve.testing.tiny_gguf import write_tiny_gguf
 
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
-from runtime_runner.quantized_embedding import QuantizedEmbedding
-from runtime_runner.quantized_linear import QuantizedLinear
+from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
+from runtime_runner.kernels.quantized_linear import QuantizedLinear
+from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
-from runtime_runner.weight_matrix import KernelOwned
 
 TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                             num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
@@ -107,7 +107,7 @@ def served(written: dict[str, tuple[Path, Path]]) -> dict[str, tuple[Outcome, Ou
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_gguf_serves_its_dequantized_weights_bitwise(case: str, served: dict[str, tuple[Outcome, Outcome]]) -> None:
-    """Reverse-verified: with llama left out of gguf_arch.PERMUTED_QK (the Q/K rows left
+    """Reverse-verified: with llama left out of loading.gguf.arch.PERMUTED_QK (the Q/K rows left
     interleaved) every llama case failed here and against transformers, and the others passed."""
     on_gguf, on_reference = served[case]
     assert torch.equal(on_gguf[0], on_reference[0])

@@ -27,8 +27,8 @@ from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 from serve.testing.tiny_gguf import write_tiny_gguf
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
-from runtime_runner.default_model import CACHE_ENV, bundled_gguf
-from runtime_runner.gguf_tokenizer_cache import gguf_tokenizer_dir
+from runtime_runner.loading.default_model import CACHE_ENV, bundled_gguf
+from runtime_runner.loading.gguf.tokenizer_cache import gguf_tokenizer_dir
 
 
 @pytest.fixture(autouse=True)

@@ -28,11 +28,11 @@ from safetensors.torch import load_file, save_file
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 from runtime_runner.errors import UnsupportedConfigError
-from runtime_runner.quantized_embedding import QuantizedEmbedding
-from runtime_runner.quantized_tensor import int8_per_channel_of
+from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
+from runtime_runner.kernels.quantized_tensor import int8_per_channel_of
+from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
-from runtime_runner.weight_matrix import KernelOwned
 
 TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                             num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
@@ -143,8 +143,8 @@ def test_a_runner_refuses_int8_where_its_kernels_cannot_run(case: str, tiny_chec
 
 def test_the_refusal_names_a_device_without_the_kernels(tiny_checkpoint: Callable[..., Path]) -> None:
     """No CUDA device here to build a runner on: the refusal itself, as the runner and serve's rule ask it."""
-    from runtime_runner.arch_config import read_arch_config
-    from runtime_runner.quantization_support import quantized_weights_refusal_of
+    from runtime_runner.loading.arch_config import read_arch_config
+    from runtime_runner.loading.quantization_support import quantized_weights_refusal_of
 
     llama = tiny_checkpoint("LlamaForCausalLM", **TINY)
     model = ModelBag(model_path=str(llama), quantization="int8")

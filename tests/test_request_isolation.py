@@ -88,7 +88,7 @@ def test_a_request_whose_sampling_fails_fails_alone(checkpoint: Path, standalone
     sampler's top-k tensor, batched with two of four other requests that share its prefix pages.
     It fails with the cause; the others get exactly the tokens of a run without it; the audit is
     clean after every step; later requests (one reusing the failed request's cached prefix) are
-    served as on a fresh scheduler. Reverse-verified: with runtime_runner.sampler.sample answering
+    served as on a fresh scheduler. Reverse-verified: with runtime_runner.sampling.sampler.sample answering
     only the vectorized pass, the whole step failed ("greedy" and "logprobs" got the error too)."""
     runner = standalone_runner(checkpoint, schedule=SCHEDULE, memory=MEMORY)
     scheduler = scheduler_over(runner)

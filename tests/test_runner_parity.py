@@ -18,7 +18,13 @@ import torch
 from attn_backends import build_attention_pair
 from config_bags import Bags, MemoryBag, ScheduleBag
 
-from runtime_runner.default_model import CACHE_ENV, DEFAULT_MODEL_NAME, ensure_default_model, is_converted, model_cache_dir
+from runtime_runner.loading.default_model import (
+    CACHE_ENV,
+    DEFAULT_MODEL_NAME,
+    ensure_default_model,
+    is_converted,
+    model_cache_dir,
+)
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
@@ -147,15 +153,15 @@ def test_smollm2_greedy_continuation_equals_transformers(smollm2: Path, runner: 
 
 
 @pytest.mark.usefixtures("unpublished")
-def test_a_standalone_runner_publishes_defaults_and_serves_the_default_model(smollm2: Path) -> None:
-    """Nothing published: the runner publishes the default bags (role standalone), so model_path
+def test_a_runner_over_the_default_bags_serves_the_default_model(smollm2: Path) -> None:
+    """The default bags published (role standalone, as a test or a tool publishes them): model_path
     unset means the bundled model, dtype auto its bf16, and the pool kv_cache_memory_mb worth of slots."""
-    from config_bags import get_memory, published_bags, published_role
+    from config_bags import get_memory, publish
 
     from runtime_runner.kv_pool import kv_bytes_per_token
 
+    publish(Bags(), role="standalone")
     runner = ModelRunner(build_attention_pair)
-    assert published_role() == "standalone" and published_bags() == Bags()
     assert runner.arch.architecture == "LlamaForCausalLM" and runner.model.dtype == torch.bfloat16
     per_token = kv_bytes_per_token(30, 3, 64, torch.bfloat16)
     assert runner.pool.num_slots == get_memory().kv_cache_memory_mb * 1024 * 1024 // per_token

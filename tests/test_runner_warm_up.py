@@ -9,7 +9,7 @@ from pathlib import Path
 
 from attn_backends import paged_attention_kernel
 
-from runtime_runner import cpu_fused_ops
+from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.runner import ModelRunner
 
 

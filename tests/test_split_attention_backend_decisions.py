@@ -44,8 +44,8 @@ from config_bags import (
     serving_attention_backend,
     unpublish,
 )
-from runtime_runner.compiled_decode import check_compiled_decode_traceable
 from runtime_runner.errors import UnsupportedConfigError
+from runtime_runner.models.compiled_decode import check_compiled_decode_traceable
 from serve.launch_rules import ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -38,7 +38,7 @@ from attn_backends import AttentionBackend, build_attention_backend, build_atten
 from config_bags import KERNEL_NAMES, Bags, DeviceBag, ExecBag, ForwardMode, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 
 from runtime_runner.attention_seam import AttentionMetadata
-from runtime_runner.default_model import ensure_default_model
+from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 from runtime_scheduler.page_allocator import PageAllocator

@@ -5,7 +5,7 @@ down 576x1536, lm_head 49152x576, at M rows per call (1: a one-request decode st
 decode step; 512: a prefill step under the CPU prefill budget). Three paths, alternating within
 each repeat, best of `--repeats`:
 
-  invariant  runtime_runner.batch_invariant_linear.InvariantLinear (row i depends on x[i] alone)
+  invariant  runtime_runner.kernels.batch_invariant_linear.InvariantLinear (row i depends on x[i] alone)
   F.linear   torch.nn.functional.linear on the plain weight (oneDNN / aten, blocking chosen by M)
   packed     PackedLinear's oneDNN-prepacked weight, where this torch build can pack the dtype
 
@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 from gguf import quants
 
-from runtime_runner.batch_invariant_linear import InvariantLinear
-from runtime_runner.packed_linear import PackedLinear
-from runtime_runner.quantized_linear import QuantizedLinear
-from runtime_runner.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, QuantKind, int8_per_channel_of
+from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
+from runtime_runner.kernels.packed_linear import PackedLinear
+from runtime_runner.kernels.quantized_linear import QuantizedLinear
+from runtime_runner.kernels.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, QuantKind, int8_per_channel_of
 
 HIDDEN = 576
 SHAPES = {"qkv": (960, HIDDEN), "o": (HIDDEN, HIDDEN), "gate_up": (3072, HIDDEN), "down": (HIDDEN, 1536),

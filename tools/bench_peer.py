@@ -300,7 +300,7 @@ class TransformersEngine:
 
 def build_engines(names: list[str], ours: dict[str, list[str]], settings: Settings, threads_given: bool) -> list[Engine]:
     """The engines named, in that order, with what each needs built or converted first."""
-    from runtime_runner.default_model import bundled_gguf, ensure_default_model
+    from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
 
     model_dir = ensure_default_model()
     threads = ["--cpu-threads", str(settings.threads)] if threads_given else []  # else ours keeps its default
@@ -345,7 +345,7 @@ def weight_read_floors(threads: int) -> dict[str, float]:
     rate a decode step would reach if it only read its weights, to set the batch-1 rates against."""
     from attn_backends import build_attention_pair
     from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
-    from runtime_runner.default_model import bundled_gguf, ensure_default_model
+    from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
     from runtime_runner.runner import ModelRunner
     from weight_read_floor import weight_read_floor
 

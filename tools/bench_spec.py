@@ -214,7 +214,7 @@ def main() -> None:
     from runtime_runner import ensure_default_model
 
     torch.set_num_threads(torch.get_num_threads())
-    from runtime_runner.arch_config import read_arch_config
+    from runtime_runner.loading.arch_config import read_arch_config
 
     model_dir = ensure_default_model()
     eos = frozenset(read_arch_config(model_dir).eos_token_ids)

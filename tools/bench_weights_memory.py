@@ -34,7 +34,7 @@ def measure(variant: str) -> None:
     """Build the runner of `variant` and print its weights' resident MB."""
     from attn_backends import build_attention_pair
     from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
-    from runtime_runner.default_model import bundled_gguf, ensure_default_model
+    from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
     from runtime_runner.runner import ModelRunner
 
     path = str(bundled_gguf()) if variant == "gguf" else str(ensure_default_model())

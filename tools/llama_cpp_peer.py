@@ -421,7 +421,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", default=LLAMA_CPP_PYTHON_VERSION, help="llama-cpp-python version whose vendored llama.cpp to build")
     args = p.parse_args()
-    from runtime_runner.default_model import bundled_gguf
+    from runtime_runner.loading.default_model import bundled_gguf
 
     build = ensure_llama_server(args.version)
     print(build.describe())

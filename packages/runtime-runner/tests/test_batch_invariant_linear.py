@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_build import amx_tiles_available, load_library
 
-from runtime_runner import batch_invariant_linear as bil
-from runtime_runner.batch_invariant_linear import InvariantLinear
+from runtime_runner.kernels import batch_invariant_linear as bil
+from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _INT_OF = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}

@@ -10,11 +10,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from runtime_runner.arch_config import read_arch_config
-from runtime_runner.architectures import MODEL_CLASSES, model_class_for
-from runtime_runner.decoder import DecoderForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM
 from runtime_runner.errors import CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
-from runtime_runner.packed_linear import PackedLinear
+from runtime_runner.kernels.packed_linear import PackedLinear
+from runtime_runner.loading.arch_config import read_arch_config
+from runtime_runner.models.architectures import MODEL_CLASSES, model_class_for
+from runtime_runner.models.decoder import DecoderForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM
 
 CheckpointMaker = Callable[..., Path]
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from runtime_runner import cpu_fused_ops
-from runtime_runner.mlp_activation import silu_and_mul
-from runtime_runner.norm import add_rms_norm, rms_norm
-from runtime_runner.rope import apply_rope
+from runtime_runner.kernels import cpu_fused_ops
+from runtime_runner.models.mlp_activation import silu_and_mul
+from runtime_runner.models.norm import add_rms_norm, rms_norm
+from runtime_runner.models.rope import apply_rope
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 

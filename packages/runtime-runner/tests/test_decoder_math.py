@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from runtime_runner.arch_config import read_arch_config
-from runtime_runner.architectures import model_class_for
+from runtime_runner.loading.arch_config import read_arch_config
+from runtime_runner.models.architectures import model_class_for
 
 ROPE_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},

@@ -19,10 +19,9 @@ import pytest
 import torch
 from gguf.vocab import BpeVocab, LlamaHfVocab, SpecialVocab
 
-from runtime_runner import default_model
-from runtime_runner.arch_config import read_arch_config
-from runtime_runner.architectures import model_class_for
-from runtime_runner.default_model import (
+from runtime_runner.loading import default_model
+from runtime_runner.loading.arch_config import read_arch_config
+from runtime_runner.loading.default_model import (
     CACHE_ENV,
     CONVERSION_VERSION,
     DEFAULT_MODEL_NAME,
@@ -32,6 +31,7 @@ from runtime_runner.default_model import (
     is_converted,
     model_cache_dir,
 )
+from runtime_runner.models.architectures import model_class_for
 
 TEXTS = {
     "ascii": "Hello, world! It's 2024; 3.14 > 2, isn't it?",

@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from runtime_runner.arch_config import read_arch_config
-from runtime_runner.architectures import DRAFT_CLASSES, draft_class_for, model_class_for
-from runtime_runner.checkpoint_layout import EMBED, LM_HEAD
-from runtime_runner.decoder import DecoderForCausalLM
-from runtime_runner.draft_models import DraftDecoder
 from runtime_runner.errors import CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
-from runtime_runner.packed_linear import PackedLinear
+from runtime_runner.kernels.packed_linear import PackedLinear
+from runtime_runner.loading.arch_config import read_arch_config
+from runtime_runner.loading.checkpoint_layout import EMBED, LM_HEAD
+from runtime_runner.models.architectures import DRAFT_CLASSES, draft_class_for, model_class_for
+from runtime_runner.models.decoder import DecoderForCausalLM
+from runtime_runner.models.drafts import DraftDecoder
 
 CheckpointMaker = Callable[..., Path]
 CPU = torch.device("cpu")
@@ -153,8 +153,8 @@ def test_each_familys_draft_runs_its_checkpoint_as_the_target_does(architecture:
                                                                      make_checkpoint: CheckpointMaker) -> None:
     """The loader's decisions show in the logits: Qwen2's q/k/v biases, Qwen3's q/k norms.
 
-    Reverse-verified: with weight_layout removed from Qwen2DraftForCausalLM (the loader then takes the
-    default layout, no q/k/v biases) the Qwen2 case fails, and likewise Qwen3's without its q/k norms."""
+    Reverse-verified: with DraftDecoder delegating every hook but weight_layout (the loader then takes
+    the default layout: no q/k/v biases, no q/k norms) the Qwen2 and Qwen3 cases fail."""
     model_dir = _with_random_vectors(make_checkpoint(architecture, **overrides))
     target = _target(model_dir)
     draft = _draft(model_dir, target)

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_runner import cpu_fused_ops
+from runtime_runner.kernels import cpu_fused_ops
 
 DTYPES = st.sampled_from([torch.bfloat16, torch.float32])
 

@@ -10,17 +10,18 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from runtime_runner.arch_config import ArchConfig, read_arch_config
-from runtime_runner.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
-from runtime_runner.decoder import ConcatProjection, LlamaForCausalLM, Qwen3ForCausalLM, TargetDecoder
 from runtime_runner.errors import CheckpointError
-from runtime_runner.loader_hooks import (
+from runtime_runner.loading.arch_config import ArchConfig, read_arch_config
+from runtime_runner.loading.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
+from runtime_runner.loading.loader_hooks import (
     LOADER_HOOKS,
     FusedProjections,
     LoaderDecisions,
     decisions_of,
     default_weight_layout,
 )
+from runtime_runner.models.decoder import LlamaForCausalLM, Qwen3ForCausalLM, TargetDecoder
+from runtime_runner.models.matrix_projection import ConcatProjection
 
 CheckpointMaker = Callable[..., Path]
 CPU = torch.device("cpu")

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from runtime_runner.packed_linear import PackedLinear, _traceable_linear
+from runtime_runner.kernels.packed_linear import PackedLinear, _traceable_linear
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_build import load_library
 
-from runtime_runner import quantized_linear as ql
-from runtime_runner.batch_invariant_linear import InvariantLinear
-from runtime_runner.native_projection import NativeProjection, NativeProjectionEntry
-from runtime_runner.quantized_embedding import QuantizedEmbedding
-from runtime_runner.quantized_linear import QuantizedLinear
-from runtime_runner.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, int8_per_channel_of
+from runtime_runner.kernels import quantized_linear as ql
+from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
+from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
+from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
+from runtime_runner.kernels.quantized_linear import QuantizedLinear
+from runtime_runner.kernels.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, int8_per_channel_of
 
 KINDS = ("q8_0", "q4_0", "q4_1", "int8")
 DTYPES = (torch.float32, torch.bfloat16)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from runtime_runner.sampler import apply_penalties, row_argmax, sample
+from runtime_runner.sampling.sampler import apply_penalties, row_argmax, sample
 from runtime_runner.standalone import Request, Sampling
 
 VOCAB = 12

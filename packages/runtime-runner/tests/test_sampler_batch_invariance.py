@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_runner.sampler import sample
+from runtime_runner.sampling.sampler import sample
 from runtime_runner.standalone import Request, Sampling
 
 VOCAB = 3000

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from runtime_runner.arch_config import ArchConfig, RopeSpec
-from runtime_runner.decoder_weights import DecoderWeights, LayerWeights
 from runtime_runner.errors import UnsupportedConfigError
-from runtime_runner.tensor_parallel_layout import RankLayout, kv_heads_per_rank, tensor_parallel_refusal
-from runtime_runner.tensor_parallel_weights import rank_weights
+from runtime_runner.loading.arch_config import ArchConfig, RopeSpec
+from runtime_runner.loading.decoder_weights import DecoderWeights, LayerWeights
+from runtime_runner.parallel.rank_layout import RankLayout, kv_heads_per_rank, tensor_parallel_refusal
+from runtime_runner.parallel.rank_weights import rank_weights
 
 BASE = ArchConfig(architecture="LlamaForCausalLM", vocab_size=67, hidden_size=8, intermediate_size=12, num_layers=1, num_heads=4,
                   num_kv_heads=2, head_dim=2, rms_norm_eps=1e-6, max_position_embeddings=64, rope=RopeSpec(10000.0, "default", ()),

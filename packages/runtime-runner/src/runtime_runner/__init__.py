@@ -3,18 +3,27 @@
     runner = ModelRunner(attention_pair_factory)   # serve wires attn_backends.build_attention_pair in
     output = runner.forward(batch)                    # any object fitting ForwardBatchView
 
-Every setting is read from the published bags at use; a runner built with nothing published
-publishes the defaults first. `ensure_default_model()` converts the bundled SmolLM2 once.
+Every setting is read from the published bags at use, so a process publishes them before it
+builds a runner: serve its resolved bags, a test or a tool its own
+(`config_bags.publish(Bags(...), role="standalone")`); a runner built before is refused.
+`ensure_default_model()` converts the bundled SmolLM2 once.
+
+Where things live: this folder holds the runner (`runner`, and `standalone`, which drives it
+without the scheduler), its pools (`kv_pool`, `recurrent_state_pool`, with `linear_attn_plan`)
+and the seams other packages see (`batch`, `attention_seam`, `linear_attn_seam`, `output`,
+`errors`, `placement`, `determinism`, `device_faults`); `models/` the decoders and their layers,
+`loading/` checkpoints and their weights (`loading/gguf/` GGUF files), `kernels/` the C++
+kernels beside their bindings, `parallel/` tensor parallelism, `sampling/` the sampler.
 """
 
 from config_bags import ForwardMode
 
-from runtime_runner.arch_config import ArchConfig, read_arch_config
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView
-from runtime_runner.default_model import ensure_default_model
 from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
 from runtime_runner.kv_pool import kv_bytes_per_token
+from runtime_runner.loading.arch_config import ArchConfig, read_arch_config
+from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of
 from runtime_runner.runner import ModelRunner

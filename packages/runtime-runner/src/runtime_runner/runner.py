@@ -1,7 +1,8 @@
 """The model runner: loads the served checkpoint, owns the KV pool, runs `forward(batch)`.
 
-Every setting comes from the published bags at the moment it is needed; a runner built with
-nothing published (a test, the one-batch benchmark) publishes the defaults first. A runner built
+Every setting comes from the published bags at the moment it is needed, so a runner is built only
+after its process published them: serve publishes its resolved bags in each process, and a test or
+a tool publishes its own (role standalone) first; a runner built before is refused. A runner built
 with a `target` is that target's speculative draft runner: the draft checkpoint, loaded with its
 draft entry class, over a pool of the target's slots.
 """
@@ -11,13 +12,12 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from config_bags import (
     AttentionStamp,
-    Bags,
+    NotPublishedError,
     attention_backends,
     context_length_of,
     get_device,
@@ -26,37 +26,47 @@ from config_bags import (
     get_model,
     get_parallel,
     get_schedule,
-    get_spec,
     is_published,
-    publish,
 )
 
-from runtime_runner.arch_config import ArchConfig
-from runtime_runner.architectures import draft_class_for
-from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
+from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
-from runtime_runner.checkpoint_source import arch_config_at, draft_arch_config
-from runtime_runner.compiled_decode import CompiledDecode, check_compiled_decode_traceable
-from runtime_runner.decoder import DecoderForCausalLM, LayerAttention
-from runtime_runner.default_model import ensure_default_model
 from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults
 from runtime_runner.errors import BatchError, UnsupportedConfigError
-from runtime_runner.hybrid_decoder import HybridDecoder, LinearLayerAttention
-from runtime_runner.hybrid_drafts import HybridDraftDecoder
+from runtime_runner.kernels.native_step import NativeDecoderStep
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.linear_attn_plan import LinearAttnPlanner
 from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFactory
-from runtime_runner.native_step import NativeDecoderStep
+from runtime_runner.loading.arch_config import ArchConfig
+from runtime_runner.models.compiled_decode import CompiledDecode, check_compiled_decode_traceable
+from runtime_runner.models.decoder import DecoderForCausalLM
+from runtime_runner.models.hybrid.decoder import HybridDecoder
+from runtime_runner.models.layer_attention import LayerAttention, LinearLayerAttention
+from runtime_runner.models.model_loading import draft_checkpoint, load_model, target_checkpoint
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of, torch_threads_of
-from runtime_runner.quantization_support import serves_quantized
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
-from runtime_runner.sampler import sample
+from runtime_runner.sampling.sampler import sample
+from runtime_runner.sampling.verify import sample_verify
 from runtime_runner.standalone import StandaloneDriver
-from runtime_runner.target_loading import load_target
-from runtime_runner.tensor_parallel import runner_tensor_parallel
-from runtime_runner.verify_sampling import sample_verify
+
+
+def _refuse_unpublished() -> None:
+    """NotPublishedError, saying how to publish, when this process has published no bags."""
+    if not is_published():
+        raise NotPublishedError(
+            "a ModelRunner reads every setting from the published bags, and this process has published none; publish "
+            "them before building it, as serve does in each of its processes: a test or a tool publishes its own with "
+            "config_bags.publish(Bags(...), role=\"standalone\") (Bags() serves the bundled default model)")
+
+
+def _use_torch_threads() -> None:
+    """Torch's intra-op threads: device.cpu_threads, else the node's cores shared among its ranks
+    (torch_threads_of); torch's own default where the node runs one rank."""
+    threads = torch_threads_of(get_device(), get_parallel(), len(os.sched_getaffinity(0)))
+    if threads is not None:
+        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -73,70 +83,63 @@ class ModelRunner:
     """One model on one device with its paged KV cache (and a hybrid's recurrent-state pool)."""
 
     def __init__(self, attention_pair_factory: AttentionPairFactory, *, target: ModelRunner | None = None,
-                 linear_attn_factory: LinearAttnFactory | None = None, tensor_parallel_group: dist.ProcessGroup | None = None) -> None:
+                 linear_attn_factory: LinearAttnFactory | None = None,
+                 tensor_parallel_group: dist.ProcessGroup | None = None) -> None:
         """Build the served model's runner; with `target`, that target's draft runner
         (spec.speculative_draft_model_path; serve hands it attn_backends.DraftBackendFactory).
         A model with linear-attention layers needs `linear_attn_factory` (serve hands it
         attn_backends.LinearAttnBackendFactory). With parallel.tp_size > 1 the runner holds its
         rank's slice of the model and needs `tensor_parallel_group`, its rank's torch.distributed
-        group (runtime_runner.tensor_parallel)."""
-        if not is_published():
-            publish(Bags(), role="standalone")
-        threads = torch_threads_of(get_device(), get_parallel(), len(os.sched_getaffinity(0)))
-        if threads is not None:
-            torch.set_num_threads(threads)
-        model_dir = self._model_dir(target)
-        cfg = arch_config_at(model_dir) if target is None else draft_arch_config(model_dir)
-        device = device_of(get_device())
-        dtype = model_dtype_of(get_model(), cfg.checkpoint_dtype, device,
-                               quantized=target is None and serves_quantized(get_model(), model_dir))
-        batch_invariant = batch_invariance_for(device.type)
+        group (runtime_runner.parallel.tensor_parallel). Built before this process published its
+        bags, it is refused (NotPublishedError, saying how to publish) before anything is read."""
+        _refuse_unpublished()
+        _use_torch_threads()
         self.is_draft = target is not None
-        self.model: DecoderForCausalLM | HybridDecoder
-        if cfg.hybrid is not None and get_exec().graph.enable_torch_compile:
-            raise UnsupportedConfigError(f"enable_torch_compile compiles the Llama-family decode step; {cfg.architecture} "
-                                         "(a Gated-DeltaNet hybrid) decodes eagerly; accepted: enable_torch_compile off")
-        tensor_parallel = runner_tensor_parallel(tensor_parallel_group, cfg, batch_invariant=batch_invariant, draft=target is not None)
-        if target is None:
-            self.model = load_target(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, model=get_model(), exec=get_exec(),
-                                     tensor_parallel=tensor_parallel)
-        else:
-            self.model = self._draft_model(model_dir, cfg, dtype, device, batch_invariant, target)
-            if self.context_length < target.context_length:
-                raise UnsupportedConfigError(
-                    f"the draft checkpoint {model_dir} holds {self.context_length} positions, fewer than the served context length "
-                    f"{target.context_length}; accepted: a draft at least as long, or model.context_length <= {self.context_length}")
-        self.pool: KVPool = KVPool(
-            num_layers=cfg.kv_layers, num_kv_heads=self.arch.num_kv_heads, head_dim=cfg.head_dim,  # a rank's own under tensor parallelism
-            dtype=kv_dtype_of(get_memory(), dtype), device=device, num_slots=None if target is None else target.pool.num_slots,
-        )
+        checkpoint = target_checkpoint() if target is None else draft_checkpoint()
+        device = device_of(get_device())
+        dtype = model_dtype_of(get_model(), checkpoint.cfg.checkpoint_dtype, device, quantized=checkpoint.quantized)
+        batch_invariant = batch_invariance_for(device.type)
+        self.model: DecoderForCausalLM | HybridDecoder = load_model(
+            checkpoint, dtype, device, batch_invariant=batch_invariant, tensor_parallel_group=tensor_parallel_group,
+            target=None if target is None else target.model)
+        self.pool = self._kv_pool(checkpoint.cfg, dtype, device, target)
         self._generator = torch.Generator().manual_seed(get_device().random_seed)
         # The stamp first: every decision below that depends on a kernel asks it for its half.
-        prefill, decode = attention_backends()
-        self.attention_stamp: AttentionStamp
-        self.attention_stamp, self._attention = attention_pair_factory(prefill, decode, device_type=device.type,
-                                                                       batch_invariant=batch_invariant)
-        if get_exec().graph.enable_torch_compile:
-            check_compiled_decode_traceable(self.attention_stamp)
+        self.attention_stamp, self._attention = self._attention_pair(attention_pair_factory, device, batch_invariant)
         self._compiled_decode: CompiledDecode | None = None
-        self._linear: LinearAttnPlanner | None = None
-        if cfg.hybrid is not None:
-            self._linear = self._linear_attention(cfg, linear_attn_factory, device, dtype, target)
-        # The whole forward in one C++ call where every piece has a C entry (a CPU, native projections);
-        # op by op under tensor parallelism, whose collectives run between the ops.
-        one_process = get_parallel().tp_size == 1
-        self.native_step = NativeDecoderStep.of(self.model, self.pool) if isinstance(self.model, DecoderForCausalLM) and one_process else None
+        self._linear = self._linear_attention(checkpoint.cfg, linear_attn_factory, device, dtype, target)
+        self.native_step = self._native_step()
         self._warm_up()
 
+    def _kv_pool(self, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, target: ModelRunner | None) -> KVPool:
+        """The paged KV cache of the layers that hold K/V, over this rank's own KV heads under tensor
+        parallelism; a draft's holds as many slots as its target's."""
+        return KVPool(num_layers=cfg.kv_layers, num_kv_heads=self.arch.num_kv_heads, head_dim=cfg.head_dim,
+                      dtype=kv_dtype_of(get_memory(), dtype), device=device,
+                      num_slots=None if target is None else target.pool.num_slots)
+
+    @staticmethod
+    def _attention_pair(factory: AttentionPairFactory, device: torch.device,
+                        batch_invariant: bool) -> tuple[AttentionStamp, AttentionBackend]:
+        """The configured (prefill, decode) pair built through `factory`, with its stamp; the compiled
+        decode step (enable_torch_compile) refused where the stamp's decode half cannot be traced."""
+        prefill, decode = attention_backends()
+        stamp, backend = factory(prefill, decode, device_type=device.type, batch_invariant=batch_invariant)
+        if get_exec().graph.enable_torch_compile:
+            check_compiled_decode_traceable(stamp)
+        return stamp, backend
+
     def _linear_attention(self, cfg: ArchConfig, factory: LinearAttnFactory | None, device: torch.device, dtype: torch.dtype,
-                          target: ModelRunner | None) -> LinearAttnPlanner:
-        """A hybrid's linear attention: the stamp first (`linear_attn_backends`, this runner's own
-        choice, never recorded into the bags), then the backend that reads it off this runner, over
-        a state pool of mamba_cache_slots() slots (a draft's: its target's count)."""
+                          target: ModelRunner | None) -> LinearAttnPlanner | None:
+        """A hybrid's linear attention (None for a model without linear-attention layers): the stamp
+        first (`linear_attn_backends`, this runner's own choice, never recorded into the bags), then
+        the backend that reads it off this runner, over a state pool of mamba_cache_slots() slots (a
+        draft's: its target's count)."""
+        if cfg.hybrid is None:
+            return None
         if factory is None:
             raise UnsupportedConfigError(f"{cfg.architecture} has linear-attention layers; its runner needs a linear-attention "
                                          "factory (serve passes attn_backends.LinearAttnBackendFactory), got none")
-        assert cfg.hybrid is not None
         self.linear_attn_backends = factory.resolve(device_type=device.type, is_draft=self.is_draft)
         backend = factory.build(self, device_type=device.type)
         shape = cfg.hybrid.linear
@@ -145,6 +148,14 @@ class ModelRunner:
         slots = None if target is None else target.state_slots
         pool = RecurrentStatePool([layer] * len(cfg.hybrid.linear_layers), conv_dtype=dtype, device=device, num_slots=slots)
         return LinearAttnPlanner(pool, shape, backend)
+
+    def _native_step(self) -> NativeDecoderStep | None:
+        """The whole forward in one C++ call where every piece has a C entry (a CPU, native
+        projections: NativeDecoderStep.of decides); None for a hybrid, and under tensor parallelism,
+        whose collectives run between the ops."""
+        if not isinstance(self.model, DecoderForCausalLM) or get_parallel().tp_size != 1:
+            return None
+        return NativeDecoderStep.of(self.model, self.pool)
 
     @property
     def state_slots(self) -> int:
@@ -160,30 +171,6 @@ class ModelRunner:
     def state_pool(self) -> RecurrentStatePool | None:
         """The recurrent-state pool of a hybrid model (None for a model without one)."""
         return None if self._linear is None else self._linear.pool
-
-    @staticmethod
-    def _draft_model(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, batch_invariant: bool,
-                     target: ModelRunner) -> DecoderForCausalLM | HybridDecoder:
-        """The draft checkpoint loaded with its draft entry class: a Llama-family draft shares its
-        Llama-family target's embedding and LM head; a hybrid draft holds its own."""
-        entry = draft_class_for(cfg.architecture)
-        if issubclass(entry, HybridDraftDecoder):
-            return entry.load_for(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, target_vocab_size=target.arch.vocab_size)
-        if not isinstance(target.model, DecoderForCausalLM):
-            raise UnsupportedConfigError(f"a {cfg.architecture} draft shares its target's embedding and LM head, which a "
-                                         f"{target.arch.architecture} target lays out otherwise; accepted: a draft of the target's family")
-        return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, target=target.model)
-
-    @staticmethod
-    def _model_dir(target: ModelRunner | None) -> Path:
-        """The target's checkpoint (model.model_path, else the default model), or a draft's."""
-        if target is not None:
-            path = get_spec().speculative_draft_model_path
-            if path is None:
-                raise UnsupportedConfigError("a draft runner needs spec.speculative_draft_model_path (the draft checkpoint), got none")
-            return Path(path)
-        configured = get_model().model_path
-        return Path(configured) if configured is not None else ensure_default_model()
 
     @property
     def batch_invariant(self) -> bool:

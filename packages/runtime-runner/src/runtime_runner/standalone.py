@@ -2,6 +2,10 @@
 step that batches every active sequence, a prompt chunk for those still prefilling and one token
 for those decoding (so a step may be extend, decode or mixed).
 
+It reads the published bags (schedule.page_size) as the runner it drives does, so whoever builds
+that runner publishes them first, in the role named after this driver:
+`config_bags.publish(Bags(...), role="standalone")`.
+
 This is deliberately minimal: no prefix sharing, no admission control, no eviction.
 """
 

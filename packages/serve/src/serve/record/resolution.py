@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 from config_bags import Bags, LeafValueError, Rule, broken_rule, checked_value, leaf_spec
 from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError
-from runtime_runner.checkpoint_source import arch_config_at
+from runtime_runner.loading.checkpoint_source import arch_config_at
 
 from serve.record.errors import ResolutionError
 from serve.record.provenance import is_operator_set, resolved_by

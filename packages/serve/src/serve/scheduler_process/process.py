@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import zmq
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
-from runtime_runner.quantization_support import quantization_description
+from runtime_runner.loading.quantization_support import quantization_description
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ModelExecutor, Scheduler, Speculator
 from spec_workers import DraftModelWorker, NgramWorker

@@ -4,7 +4,7 @@ fp32) and written back as a Hugging Face checkpoint, which the runner and transf
 The tensor names come from gguf-py's own map (llama.cpp's) and a Llama file's Q/K rows are put back
 in halves here, apart from the runner's loader, so a loader that mis-maps a tensor or leaves the
 rotary interleave in place serves other weights than this reference holds. The config is the
-runner's reading of the metadata (runtime_runner.gguf_arch).
+runner's reading of the metadata (runtime_runner.loading.gguf.arch).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import gguf
 import numpy as np
 import torch
-from runtime_runner.gguf_arch import gguf_arch_config
-from runtime_runner.gguf_file import GgufFile
-from runtime_runner.gguf_format import read_gguf_layout
-from runtime_runner.quantized_tensor import QuantizedTensor
+from runtime_runner.kernels.quantized_tensor import QuantizedTensor
+from runtime_runner.loading.gguf.arch import gguf_arch_config
+from runtime_runner.loading.gguf.file import GgufFile
+from runtime_runner.loading.gguf.format import read_gguf_layout
 from safetensors.torch import save_file
 
 _ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}

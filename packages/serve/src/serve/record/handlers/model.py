@@ -8,9 +8,9 @@ from pathlib import Path
 from attn_backends import AttentionBackendUnavailableError, linear_attn_kernels_for
 from config_bags import context_length_of, context_length_within_model, leaf_spec, leaf_value_of
 from runtime_runner import device_of, ensure_default_model
-from runtime_runner.checkpoint_source import draft_arch_config, gguf_file_of
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
-from runtime_runner.gguf_tokenizer_cache import ensure_gguf_tokenizer
+from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_file_of
+from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
 
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.parallel_rules import tensor_parallel_fits_model

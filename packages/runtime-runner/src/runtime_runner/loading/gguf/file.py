@@ -1,0 +1,74 @@
+"""A GGUF file as this decoder reads it: its metadata, and its tensors under the Hugging Face names
+the loader asks for, each of a type the runner serves.
+
+Opening one refuses, in one line, a tensor this decoder has no place for (llama.cpp's `rope_freqs`
+of Llama 3 scaling, say) or of a type it does not serve (Q4_K, Q6_K, ...): the file is refused at
+resolution and at load, never half-served.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from runtime_runner.errors import CheckpointError, UnsupportedConfigError
+from runtime_runner.loading.gguf.format import TensorEntry, read_gguf_layout
+from runtime_runner.loading.gguf.names import hf_name_of
+
+# The tensor types served: read dense, or kept in their blocks (runtime_runner.kernels.quantized_tensor).
+DENSE_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
+BLOCK_TYPES = (GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1)
+ACCEPTED_TYPES = ", ".join(t.name for t in (*DENSE_TYPES, *BLOCK_TYPES))
+
+
+class GgufFile:
+    """One opened GGUF file; a tensor's bytes are read from the file when the loader asks for them."""
+
+    def __init__(self, path: Path) -> None:
+        """Read `path`'s header and index its tensors by Hugging Face name; CheckpointError for a file
+        that is not GGUF, UnsupportedConfigError for a tensor without a place here or of a type not served."""
+        self.path = path
+        layout = read_gguf_layout(path)
+        self.metadata = layout.metadata
+        self.architecture = str(self.metadata.get("general.architecture", ""))  # llama.cpp's name: llama, qwen2, ...
+        tensors: dict[str, TensorEntry] = {}
+        for tensor in layout.tensors:
+            name = hf_name_of(tensor.name)
+            if name is None:
+                raise UnsupportedConfigError(f"{path.name}: tensor {tensor.name} has no place in this build's "
+                                             f"{self.architecture} decoder; accepted: token_embd, output_norm, output and per "
+                                             "layer attn_norm, attn_q/k/v(_norm), attn_output, ffn_norm, ffn_gate/up/down")
+            if tensor.tensor_type not in (*DENSE_TYPES, *BLOCK_TYPES):
+                raise UnsupportedConfigError(f"{path.name}: tensor {tensor.name} is {tensor.tensor_type.name}, a type this build "
+                                             f"does not serve; accepted: {ACCEPTED_TYPES}")
+            tensors[name] = tensor
+        self.tensors: Mapping[str, TensorEntry] = MappingProxyType(tensors)
+
+    def field(self, key: str) -> Any:
+        """A metadata value (`{arch}.block_count` with the architecture filled in), None when absent."""
+        return self.metadata.get(key.format(arch=self.architecture))
+
+    def required(self, key: str) -> Any:
+        """A metadata value the decoder cannot do without; CheckpointError naming the key when absent."""
+        value = self.field(key)
+        if value is None:
+            raise CheckpointError(f"{self.path.name} lacks metadata {key.format(arch=self.architecture)}; accepted: a GGUF file "
+                                  "written by llama.cpp's converter (it writes every hyperparameter)")
+        return value
+
+    def values(self, tensor: TensorEntry) -> np.ndarray:
+        """A copy of `tensor`'s bytes as numpy holds them: F32/F16 numbers [..., row length]; any
+        other type as raw bytes [..., bytes per row]."""
+        dtype = {GGMLQuantizationType.F32: np.float32, GGMLQuantizationType.F16: np.float16}.get(tensor.tensor_type, np.uint8)
+        raw = np.fromfile(self.path, dtype=np.uint8, count=tensor.nbytes, offset=tensor.offset).view(dtype)
+        return raw.reshape(*tensor.shape[:-1], -1)
+
+    def type_counts(self) -> Mapping[str, int]:
+        """How many tensors the file holds of each type (`{"F32": 61, "Q4_1": 210, ...}`)."""
+        return MappingProxyType(dict(sorted(Counter(t.tensor_type.name for t in self.tensors.values()).items())))

@@ -1,0 +1,68 @@
+"""Where quantized weights (a GGUF checkpoint, or model.quantization = int8) run, and why not
+elsewhere. serve's rule `quantized_weights_run_here` states the same refusals at launch and on
+every override; a runner built without serve (a test, a benchmark) is refused here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from config_bags import ExecBag, ModelBag
+
+from runtime_runner.loading.arch_config import ArchConfig
+from runtime_runner.loading.checkpoint_source import gguf_file_of
+from runtime_runner.loading.gguf.file import GgufFile
+from runtime_runner.placement import model_dtype_of
+
+# The entry classes whose projections and embedding take a QuantizedTensor (the hybrids' do not).
+QUANTIZED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+# The activation dtypes the quantized kernels compute in (runtime_runner.kernels.quantized_linear).
+QUANTIZED_ACTIVATIONS = (torch.float32, torch.bfloat16)
+
+
+def serves_quantized(model: ModelBag, model_dir: Path) -> bool:
+    """Whether the checkpoint at `model_dir`, served as `model` says, has quantized weights."""
+    return model.quantization is not None or gguf_file_of(model_dir) is not None
+
+
+def quantized_weights_refusal_of(model: ModelBag, exec: ExecBag, device_type: str, gguf: Path | None,
+                                 config: Callable[[], ArchConfig | None]) -> str | None:
+    """Why the served weights cannot be quantized as `model` says (`gguf`: the GGUF file its
+    model_path names, or None), on a `device_type` runner; None when they can or are dense.
+    `config` answers the checkpoint's ArchConfig (None where it is not known yet), asked only of
+    quantized weights."""
+    if model.quantization is None and gguf is None:
+        return None
+    if model.quantization is not None and gguf is not None:
+        return (f"quantization = {model.quantization!r} quantizes a bf16/fp32 checkpoint at load, but model_path = {model.model_path} "
+                "is a GGUF checkpoint, quantized already; accepted: quantization unset with a GGUF file, or int8 with a Hugging "
+                "Face checkpoint directory")
+    what = f"quantization = {model.quantization!r}" if gguf is None else f"model_path = {model.model_path} (GGUF)"
+    if device_type != "cpu":
+        return f"{what}: the quantized kernels run on a CPU only, not on {device_type}; accepted: device = cpu"
+    if exec.graph.enable_torch_compile:
+        return (f"{what}: enable_torch_compile compiles the dense decode step, and quantized weights decode eagerly; "
+                "accepted: enable_torch_compile = False")
+    cfg = config()
+    if cfg is None:
+        return None
+    if cfg.architecture not in QUANTIZED_ARCHITECTURES:
+        return (f"{what}: {cfg.architecture} is not served with quantized weights; accepted: "
+                f"{', '.join(QUANTIZED_ARCHITECTURES)}, or dense weights (quantization unset, a Hugging Face checkpoint)")
+    dtype = model_dtype_of(model, cfg.checkpoint_dtype, torch.device(device_type), quantized=True)
+    if dtype not in QUANTIZED_ACTIVATIONS:
+        return (f"{what}: the quantized kernels compute in float32 or bfloat16, and dtype = {model.dtype!r} computes in "
+                f"{str(dtype).removeprefix('torch.')}; accepted: dtype = bfloat16 or float32")
+    return None
+
+
+def quantization_description(model: ModelBag) -> str | None:
+    """What the served weights are, as /server_info says it: `int8`, the GGUF file's tensor types
+    (`gguf F32 x61, Q4_1 x210, Q8_0 x1`), or None for a dense checkpoint."""
+    if model.quantization is not None:
+        return model.quantization
+    gguf = None if model.model_path is None else gguf_file_of(Path(model.model_path))
+    if gguf is None:
+        return None
+    return "gguf " + ", ".join(f"{kind} x{count}" for kind, count in GgufFile(gguf).type_counts().items())
