@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from native_build import load_library
 
-import runtime_runner.kernels.cpu_fused_ops as cpu_fused_ops
+from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.attention_seam import NativeAttentionView
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
 from runtime_runner.kv_pool import KVPool

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-import runtime_runner.kernels.cpu_fused_ops as cpu_fused_ops
+from runtime_runner.kernels import cpu_fused_ops
 
 
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:

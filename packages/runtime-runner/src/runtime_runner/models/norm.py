@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-import runtime_runner.kernels.cpu_fused_ops as cpu_fused_ops
+from runtime_runner.kernels import cpu_fused_ops
 
 
 def _rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

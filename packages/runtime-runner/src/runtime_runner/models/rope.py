@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-import runtime_runner.kernels.cpu_fused_ops as cpu_fused_ops
+from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import RopeSpec
 
