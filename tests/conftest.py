@@ -32,8 +32,15 @@ from runtime_runner.attention_seam import AttentionPairFactory
 from runtime_runner.runner import ModelRunner
 
 # The sizes every tiny checkpoint starts from; a test overrides what it needs.
-SMALL = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=128)
+SMALL = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+)
 
 
 def _save_tiny_checkpoint(target: Path, architecture: str, shard: str | None, overrides: dict[str, Any]) -> Path:
@@ -72,8 +79,11 @@ def budgets_within(schedule: ScheduleBag, pool: int | None) -> ScheduleBag:
     if pool is None:
         return schedule
     chunk = schedule.chunked_prefill_size
-    return msgspec.structs.replace(schedule, chunked_prefill_size=chunk if chunk == -1 else min(chunk, pool),
-                                   max_prefill_tokens=min(schedule.max_prefill_tokens, pool))
+    return msgspec.structs.replace(
+        schedule,
+        chunked_prefill_size=chunk if chunk == -1 else min(chunk, pool),
+        max_prefill_tokens=min(schedule.max_prefill_tokens, pool),
+    )
 
 
 @pytest.fixture
@@ -92,14 +102,26 @@ def standalone_runner(unpublished: None) -> Callable[..., ModelRunner]:
     pool gets prefill budgets that fit it (the `chunk_fits_pool` and `prefill_budget_fits_pool`
     rules), as serve's resolution declares them. Unpublished at teardown."""
 
-    def build(model_dir: Path, *, factory: AttentionPairFactory = build_attention_pair,
-              context_length: int | None = None, schedule: ScheduleBag | None = None,
-              memory: MemoryBag | None = None, exec: ExecBag | None = None) -> ModelRunner:
+    def build(
+        model_dir: Path,
+        *,
+        factory: AttentionPairFactory = build_attention_pair,
+        context_length: int | None = None,
+        schedule: ScheduleBag | None = None,
+        memory: MemoryBag | None = None,
+        exec: ExecBag | None = None,
+    ) -> ModelRunner:
         memory = memory or MemoryBag()
         schedule = budgets_within(schedule or ScheduleBag(), memory.max_total_tokens)
-        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="float32", context_length=context_length),
-                     schedule=schedule, memory=memory, exec=exec or ExecBag()),
-                role="standalone")
+        publish(
+            Bags(
+                model=ModelBag(model_path=str(model_dir), dtype="float32", context_length=context_length),
+                schedule=schedule,
+                memory=memory,
+                exec=exec or ExecBag(),
+            ),
+            role="standalone",
+        )
         return ModelRunner(factory)
 
     return build

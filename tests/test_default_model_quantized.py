@@ -53,18 +53,27 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     folder = write_dequantized_checkpoint(bundled_gguf(), tmp_path_factory.mktemp("dequantized"))
     tokenizer: Any = AutoTokenizer.from_pretrained(ensure_gguf_tokenizer(bundled_gguf()))
-    chats = [tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-             for q in CHAT_QUESTIONS]
+    chats = [
+        tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+        for q in CHAT_QUESTIONS
+    ]
     prompts = [tokenizer(text).input_ids for text in (*TEXTS, *chats)]
     model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     with torch.inference_mode():
         logits = torch.stack([model(torch.tensor([ids])).logits[0, -1] for ids in prompts])
         greedy, margins = [], []
         for ids in prompts:
-            out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                 max_new_tokens=NEW_TOKENS, do_sample=False, output_scores=True, return_dict_in_generate=True,
-                                 eos_token_id=None, pad_token_id=0)
-            greedy.append(out.sequences[0, len(ids):].tolist())
+            out = model.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
+            greedy.append(out.sequences[0, len(ids) :].tolist())
             margins.append(min(float(top[0] - top[1]) for top in (s[0].topk(2).values for s in out.scores)))
     return {"dir": folder, "prompts": prompts, "logits": logits, "greedy": greedy, "margins": margins}
 
@@ -86,7 +95,9 @@ def _last_logits(runner: ModelRunner, prompts: list[list[int]]) -> torch.Tensor:
     return StandaloneDriver(runner).prefill_logits(prompts).float()
 
 
-def test_the_bundled_gguf_as_served_is_within_tolerance_of_its_dequantized_model(reference: dict[str, Any], runner_on: Any) -> None:
+def test_the_bundled_gguf_as_served_is_within_tolerance_of_its_dequantized_model(
+    reference: dict[str, Any], runner_on: Any
+) -> None:
     """Reverse-verified: with the Q/K rows left interleaved (llama out of loading.gguf.arch.PERMUTED_QK)
     the logits differed by up to 26 (the reference puts the rows back apart from the loader)."""
     runner = runner_on(bundled_gguf())
@@ -94,7 +105,9 @@ def test_the_bundled_gguf_as_served_is_within_tolerance_of_its_dequantized_model
     prompts = reference["prompts"]
     difference = (_last_logits(runner, prompts) - reference["logits"]).abs().amax(dim=-1)
     assert float(difference.max()) <= GGUF_TOLERANCE, difference
-    assert min(reference["margins"]) > 2 * GGUF_TOLERANCE, f"reference margins {reference['margins']}: pick clearer prompts"
+    assert min(reference["margins"]) > 2 * GGUF_TOLERANCE, (
+        f"reference margins {reference['margins']}: pick clearer prompts"
+    )
     assert StandaloneDriver(runner).generate(prompts, NEW_TOKENS) == reference["greedy"]
 
 

@@ -107,7 +107,9 @@ DERIVED: dict[str, tuple[Callable[[ServerArgs], Any], Callable[[], Any], list[di
 }
 
 CASES = [
-    pytest.param(name, leaves, id=f"{name}[{case_id(leaves)}]") for name, (_, _, cases) in DERIVED.items() for leaves in cases
+    pytest.param(name, leaves, id=f"{name}[{case_id(leaves)}]")
+    for name, (_, _, cases) in DERIVED.items()
+    for leaves in cases
 ]
 
 
@@ -129,10 +131,16 @@ def test_record_member_equals_bag_accessor(name: str, leaves: dict[str, Any]) ->
 
 # derived name -> (base leaves, the override that changes it); before begin_serving() any leaf may change
 OVERRIDES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "max_prefill_buffer_tokens": ({"max_prefill_tokens": 1024, "chunked_prefill_size": 512}, {"chunked_prefill_size": 4096}),
+    "max_prefill_buffer_tokens": (
+        {"max_prefill_tokens": 1024, "chunked_prefill_size": 512},
+        {"chunked_prefill_size": 4096},
+    ),
     "attention_backends": ({"attention_backend": "triton"}, {"decode_attention_backend": "flashinfer"}),
     "linear_attn_backends[cpu]": ({}, {"linear_attn_backend": "torch_native"}),
-    "max_speculative_num_draft_tokens": ({"speculative_algorithm": "ngram", "speculative_num_draft_tokens": 4}, {"speculative_num_draft_tokens": 12}),
+    "max_speculative_num_draft_tokens": (
+        {"speculative_algorithm": "ngram", "speculative_num_draft_tokens": 4},
+        {"speculative_num_draft_tokens": 12},
+    ),
     "cuda_graph_decode_bs": ({"cuda_graph_max_bs": 16}, {"cuda_graph_max_bs": 32}),
     "chunk_size": ({"chunked_prefill_size": 100, "page_size": 16}, {"chunked_prefill_size": 1000}),
     "mamba_cache_slots": ({"max_running_requests": 8}, {"max_running_requests": 16}),

@@ -44,12 +44,18 @@ def test_the_shared_bases_answer_no_hook(base: type) -> None:
 
 
 def test_every_target_has_a_draft_named_after_it() -> None:
-    assert sorted(DRAFT_CLASSES) == sorted(MODEL_CLASSES), "every draft is keyed by the target architecture it is named after"
+    assert sorted(DRAFT_CLASSES) == sorted(MODEL_CLASSES), (
+        "every draft is keyed by the target architecture it is named after"
+    )
     for architecture, target in MODEL_CLASSES.items():
         draft = DRAFT_CLASSES.get(architecture)
         assert draft is not None, f"{target.__name__} has no draft entry class; expected {draft_name_of(target)}"
-        assert draft.__name__ == draft_name_of(target), f"{target.__name__} -> {draft.__name__}: expected {draft_name_of(target)}"
-        assert not issubclass(draft, target), f"{target.__name__} -> {draft.__name__}: a draft is its own class, not its target's subclass"
+        assert draft.__name__ == draft_name_of(target), (
+            f"{target.__name__} -> {draft.__name__}: expected {draft_name_of(target)}"
+        )
+        assert not issubclass(draft, target), (
+            f"{target.__name__} -> {draft.__name__}: a draft is its own class, not its target's subclass"
+        )
 
 
 @pytest.mark.parametrize("architecture", sorted(MODEL_CLASSES))

@@ -22,25 +22,51 @@ NEW_TOKENS = 10
 
 # id: (flags, environment, the stamp /server_info must show, the kernel bag as published)
 LAUNCHES: dict[str, tuple[list[str], dict[str, str], dict[str, object], dict[str, object]]] = {
-    "auto (the default)": ([], {}, {"prefill": "cpu_paged", "decode": "cpu_paged", "batch_invariant": True},
-                           {"attention_backend": "auto", "enable_deterministic_inference": True}),
+    "auto (the default)": (
+        [],
+        {},
+        {"prefill": "cpu_paged", "decode": "cpu_paged", "batch_invariant": True},
+        {"attention_backend": "auto", "enable_deterministic_inference": True},
+    ),
     "auto without deterministic inference": (
-        ["--enable-deterministic-inference", "false"], {}, {"prefill": "torch_native", "decode": "cpu_paged", "batch_invariant": False},
-        {"attention_backend": "auto", "enable_deterministic_inference": False}),
-    "torch_native prefill, cpu_paged decode": (
-        ["--prefill-attention-backend", "torch_native", "--decode-attention-backend", "cpu_paged"], {},
+        ["--enable-deterministic-inference", "false"],
+        {},
         {"prefill": "torch_native", "decode": "cpu_paged", "batch_invariant": False},
-        {"attention_backend": "auto", "prefill_attention_backend": "torch_native", "decode_attention_backend": "cpu_paged",
-         "enable_deterministic_inference": False}),
+        {"attention_backend": "auto", "enable_deterministic_inference": False},
+    ),
+    "torch_native prefill, cpu_paged decode": (
+        ["--prefill-attention-backend", "torch_native", "--decode-attention-backend", "cpu_paged"],
+        {},
+        {"prefill": "torch_native", "decode": "cpu_paged", "batch_invariant": False},
+        {
+            "attention_backend": "auto",
+            "prefill_attention_backend": "torch_native",
+            "decode_attention_backend": "cpu_paged",
+            "enable_deterministic_inference": False,
+        },
+    ),
     "cpu_paged prefill, torch_native decode": (
-        ["--prefill-attention-backend", "cpu_paged", "--decode-attention-backend", "torch_native"], {},
+        ["--prefill-attention-backend", "cpu_paged", "--decode-attention-backend", "torch_native"],
+        {},
         {"prefill": "cpu_paged", "decode": "torch_native", "batch_invariant": False},
-        {"attention_backend": "auto", "prefill_attention_backend": "cpu_paged", "decode_attention_backend": "torch_native"}),
-    "intel_amx (deprecated alias)": (["--attention-backend", "intel_amx"], {},
-                                     {"prefill": "cpu_paged", "decode": "cpu_paged", "batch_invariant": False},
-                                     {"attention_backend": "intel_amx"}),
-    "triton (interpreter)": (["--attention-backend", "triton"], {"TRITON_INTERPRET": "1"},
-                             {"prefill": "triton", "decode": "triton", "batch_invariant": False}, {"attention_backend": "triton"}),
+        {
+            "attention_backend": "auto",
+            "prefill_attention_backend": "cpu_paged",
+            "decode_attention_backend": "torch_native",
+        },
+    ),
+    "intel_amx (deprecated alias)": (
+        ["--attention-backend", "intel_amx"],
+        {},
+        {"prefill": "cpu_paged", "decode": "cpu_paged", "batch_invariant": False},
+        {"attention_backend": "intel_amx"},
+    ),
+    "triton (interpreter)": (
+        ["--attention-backend", "triton"],
+        {"TRITON_INTERPRET": "1"},
+        {"prefill": "triton", "decode": "triton", "batch_invariant": False},
+        {"attention_backend": "triton"},
+    ),
 }
 
 
@@ -61,7 +87,7 @@ def reference(model_dir: Path) -> list[list[int]]:
     for prompt in PROMPTS:
         ids = tokenizer.encode(prompt)
         generated = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None)
-        out.append(generated[0, len(ids):].tolist())
+        out.append(generated[0, len(ids) :].tolist())
     return out
 
 
@@ -76,8 +102,19 @@ def greedy(base_url: str, prompt: str) -> list[int]:
 @pytest.mark.parametrize("launch", list(LAUNCHES))
 def test_the_pair_serves_what_transformers_generates(launch: str, model_dir: Path, reference: list[list[int]]) -> None:
     flags, env, stamp, kernel = LAUNCHES[launch]
-    server = ServerProcess(model_dir, "--device", "cpu", "--dtype", "float32", "--max-total-tokens", "4096",
-                           "--chunked-prefill-size", "4", *flags, env=env)
+    server = ServerProcess(
+        model_dir,
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--max-total-tokens",
+        "4096",
+        "--chunked-prefill-size",
+        "4",
+        *flags,
+        env=env,
+    )
     try:
         server.wait_ready()
         with ThreadPoolExecutor(len(PROMPTS)) as pool:

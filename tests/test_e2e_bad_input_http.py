@@ -40,7 +40,16 @@ HOT = "http:PATCH /v1/runtime_config"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     model_dir = build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / MODEL)
-    flags = ("--context-length", str(CONTEXT), "--max-n", str(MAX_N), "--max-total-tokens", "8192", "--max-request-body-mb", "1")
+    flags = (
+        "--context-length",
+        str(CONTEXT),
+        "--max-n",
+        str(MAX_N),
+        "--max-total-tokens",
+        "8192",
+        "--max-request-body-mb",
+        "1",
+    )
     running = ServerProcess(model_dir, *flags, "--device", "cpu", "--dtype", "float32")
     try:
         running.wait_ready(timeout_s=300)
@@ -75,7 +84,11 @@ def snapshot(http: httpx.Client) -> Snapshot:
     info = http.get("/server_info").json()
     response = http.post("/v1/completions", json=GREEDY)
     assert response.status_code == 200, response.text
-    return Snapshot(info=info, greedy=[c["text"] for c in response.json()["choices"]], aborted=metric(http, "serve_requests_aborted_total"))
+    return Snapshot(
+        info=info,
+        greedy=[c["text"] for c in response.json()["choices"]],
+        aborted=metric(http, "serve_requests_aborted_total"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +127,11 @@ def user_parts(part: dict[str, Any]) -> dict[str, Any]:
 
 USER = {"role": "user", "content": "Hello"}
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
-CALLING = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]}
+CALLING = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}],
+}
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
 AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
 FILE = {"type": "file", "file": {"file_id": "file-1"}}
@@ -130,7 +147,9 @@ CASES: dict[str, Case] = {
     "seed below 64 bits": Case("POST", "/v1/completions", completion(seed=-(2**63) - 1), "seed"),
     "seed plus choice above 64 bits": Case("POST", "/v1/completions", completion(seed=2**63 - 1, n=2), "seed"),
     "stop token id above 64 bits": Case("POST", "/v1/completions", completion(stop_token_ids=[BIG]), "stop_token_ids"),
-    "stop token id outside the vocabulary": Case("POST", "/v1/completions", completion(stop_token_ids=[VOCAB]), "stop_token_ids"),
+    "stop token id outside the vocabulary": Case(
+        "POST", "/v1/completions", completion(stop_token_ids=[VOCAB]), "stop_token_ids"
+    ),
     "negative stop token id": Case("POST", "/v1/completions", completion(stop_token_ids=[-1]), "stop_token_ids"),
     "negative prompt id": Case("POST", "/v1/completions", completion(prompt=[5, -1]), "prompt"),
     "prompt id outside the vocabulary": Case("POST", "/v1/completions", completion(prompt=[5, VOCAB]), "prompt"),
@@ -138,7 +157,9 @@ CASES: dict[str, Case] = {
     "max_tokens zero": Case("POST", "/v1/completions", completion(max_tokens=0), "max_tokens"),
     "max_tokens above 64 bits": Case("POST", "/v1/completions", completion(max_tokens=BIG), "max_tokens"),
     "max_tokens beyond the context": Case("POST", "/v1/completions", completion(max_tokens=CONTEXT + 44), "max_tokens"),
-    "max_new_tokens beyond the context": Case("POST", "/v1/completions", {"prompt": "Hello", "max_new_tokens": CONTEXT}, "max_new_tokens"),
+    "max_new_tokens beyond the context": Case(
+        "POST", "/v1/completions", {"prompt": "Hello", "max_new_tokens": CONTEXT}, "max_new_tokens"
+    ),
     "two different lengths": Case("POST", "/v1/completions", completion(max_new_tokens=5), "max_new_tokens"),
     "n zero": Case("POST", "/v1/completions", completion(n=0), "n"),
     "n above max_n": Case("POST", "/v1/completions", completion(n=MAX_N + 1), "max_n"),
@@ -147,7 +168,9 @@ CASES: dict[str, Case] = {
     "temperature not a number": Case("POST", "/v1/completions", completion(temperature="hot"), "temperature"),
     "temperature above 2": Case("POST", "/v1/completions", completion(temperature=3), "temperature"),
     "temperature NaN": Case("POST", "/v1/completions", b'{"prompt": "Hello", "temperature": NaN}', "temperature"),
-    "repetition_penalty infinite": Case("POST", "/v1/completions", b'{"prompt": "Hello", "repetition_penalty": 1e999}', "repetition_penalty"),
+    "repetition_penalty infinite": Case(
+        "POST", "/v1/completions", b'{"prompt": "Hello", "repetition_penalty": 1e999}', "repetition_penalty"
+    ),
     "top_p zero": Case("POST", "/v1/completions", completion(top_p=0), "top_p"),
     "presence_penalty above 2": Case("POST", "/v1/completions", completion(presence_penalty=2.5), "presence_penalty"),
     "min_p negative": Case("POST", "/v1/completions", completion(min_p=-0.1), "min_p"),
@@ -162,17 +185,29 @@ CASES: dict[str, Case] = {
     "malformed JSON": Case("POST", "/v1/completions", b'{"prompt": "Hello", "max_tokens": ', "malformed JSON"),
     "body an array": Case("POST", "/v1/completions", [1, 2], "body"),
     "body a string": Case("POST", "/v1/completions", "Hello", "body"),
-    "wrong content type": Case("POST", "/v1/completions", b'{"prompt": "Hello"}', "Content-Type", headers={"content-type": "text/plain"}),
-    "body over the limit": Case("POST", "/v1/completions", completion(prompt="a" * LIMIT), "max_request_body_mb", status=413),
+    "wrong content type": Case(
+        "POST", "/v1/completions", b'{"prompt": "Hello"}', "Content-Type", headers={"content-type": "text/plain"}
+    ),
+    "body over the limit": Case(
+        "POST", "/v1/completions", completion(prompt="a" * LIMIT), "max_request_body_mb", status=413
+    ),
     # /v1/chat/completions
     "no messages": Case("POST", "/v1/chat/completions", chat(messages=[]), "messages"),
-    "unknown role": Case("POST", "/v1/chat/completions", chat(messages=[{"role": "robot", "content": "x"}]), "messages"),
-    "max_completion_tokens beyond the context": Case("POST", "/v1/chat/completions", chat(max_completion_tokens=CONTEXT), "max_completion_tokens"),
-    "max_completion_tokens zero": Case("POST", "/v1/chat/completions", chat(max_completion_tokens=0), "max_completion_tokens"),
+    "unknown role": Case(
+        "POST", "/v1/chat/completions", chat(messages=[{"role": "robot", "content": "x"}]), "messages"
+    ),
+    "max_completion_tokens beyond the context": Case(
+        "POST", "/v1/chat/completions", chat(max_completion_tokens=CONTEXT), "max_completion_tokens"
+    ),
+    "max_completion_tokens zero": Case(
+        "POST", "/v1/chat/completions", chat(max_completion_tokens=0), "max_completion_tokens"
+    ),
     "top_logprobs above 20": Case("POST", "/v1/chat/completions", chat(logprobs=True, top_logprobs=21), "top_logprobs"),
     "chat seed not a number": Case("POST", "/v1/chat/completions", chat(seed="abc"), "seed"),
     "chat top_k above 64 bits": Case("POST", "/v1/chat/completions", chat(top_k=BIG), "top_k"),
-    "conversation beyond the context": Case("POST", "/v1/chat/completions", chat(messages=[{"role": "user", "content": "glitters " * CONTEXT}]), "messages"),
+    "conversation beyond the context": Case(
+        "POST", "/v1/chat/completions", chat(messages=[{"role": "user", "content": "glitters " * CONTEXT}]), "messages"
+    ),
     "chat unknown model": Case("POST", "/v1/chat/completions", chat(model="gpt-5"), "model"),
     # /generate
     "neither text nor ids": Case("POST", "/generate", {"sampling_params": {"max_new_tokens": 4}}, "text"),
@@ -182,7 +217,9 @@ CASES: dict[str, Case] = {
     "generate top_k above 64 bits": Case("POST", "/generate", generate(temperature=1.0, top_k=2**63), "top_k"),
     "generate seed above 64 bits": Case("POST", "/generate", generate(seed=BIG), "seed"),
     "generate stop token id above 64 bits": Case("POST", "/generate", generate(stop_token_ids=[BIG]), "stop_token_ids"),
-    "generate max_new_tokens beyond the context": Case("POST", "/generate", generate(max_new_tokens=CONTEXT), "max_new_tokens"),
+    "generate max_new_tokens beyond the context": Case(
+        "POST", "/generate", generate(max_new_tokens=CONTEXT), "max_new_tokens"
+    ),
     "generate unknown field": Case("POST", "/generate", {"text": "Hi", "bogus": 1}, "unknown field", param="bogus"),
     "top_logprobs_num above 20": Case("POST", "/generate", {"text": "Hi", "top_logprobs_num": 21}, "top_logprobs_num"),
     # /tokenize and /detokenize
@@ -195,50 +232,154 @@ CASES: dict[str, Case] = {
     "detokenize no tokens": Case("POST", "/detokenize", {}, "tokens"),
     "detokenize a string": Case("POST", "/detokenize", {"tokens": "abc"}, "tokens"),
     # fields the server does not act on: refused when set, named by their path
-    "logit_bias set": Case("POST", "/v1/completions", completion(logit_bias={"5": 100}), "not supported here", param="logit_bias"),
+    "logit_bias set": Case(
+        "POST", "/v1/completions", completion(logit_bias={"5": 100}), "not supported here", param="logit_bias"
+    ),
     "best_of above n": Case("POST", "/v1/completions", completion(best_of=3), "equal to n (1)", param="best_of"),
     "echo the prompt": Case("POST", "/v1/completions", completion(echo=True), "not supported here", param="echo"),
     "suffix set": Case("POST", "/v1/completions", completion(suffix=" world"), "not supported here", param="suffix"),
-    "misspelt temperature": Case("POST", "/v1/completions", completion(temprature=0.2), "did you mean temperature", param="temprature"),
+    "misspelt temperature": Case(
+        "POST", "/v1/completions", completion(temprature=0.2), "did you mean temperature", param="temprature"
+    ),
     "tools set": Case("POST", "/v1/chat/completions", chat(tools=[TOOL]), "call tools", param="tools"),
-    "tool_choice required": Case("POST", "/v1/chat/completions", chat(tool_choice="required"), "not supported here", param="tool_choice"),
-    "functions set": Case("POST", "/v1/chat/completions", chat(functions=[TOOL["function"]]), "not supported here", param="functions"),
-    "function_call auto": Case("POST", "/v1/chat/completions", chat(function_call="auto"), "not supported here", param="function_call"),
-    "response_format json": Case("POST", "/v1/chat/completions", chat(response_format={"type": "json_object"}), "JSON", param="response_format"),
-    "audio answer": Case("POST", "/v1/chat/completions", chat(modalities=["text", "audio"], audio={"voice": "alloy"}), "not supported", param="modalities"),
-    "predicted output": Case("POST", "/v1/chat/completions", chat(prediction={"type": "content", "content": "Hi"}), "not supported", param="prediction"),
-    "web search": Case("POST", "/v1/chat/completions", chat(web_search_options={}), "search the web", param="web_search_options"),
-    "reasoning_effort set": Case("POST", "/v1/chat/completions", chat(reasoning_effort="high"), "not supported here", param="reasoning_effort"),
+    "tool_choice required": Case(
+        "POST", "/v1/chat/completions", chat(tool_choice="required"), "not supported here", param="tool_choice"
+    ),
+    "functions set": Case(
+        "POST", "/v1/chat/completions", chat(functions=[TOOL["function"]]), "not supported here", param="functions"
+    ),
+    "function_call auto": Case(
+        "POST", "/v1/chat/completions", chat(function_call="auto"), "not supported here", param="function_call"
+    ),
+    "response_format json": Case(
+        "POST", "/v1/chat/completions", chat(response_format={"type": "json_object"}), "JSON", param="response_format"
+    ),
+    "audio answer": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(modalities=["text", "audio"], audio={"voice": "alloy"}),
+        "not supported",
+        param="modalities",
+    ),
+    "predicted output": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(prediction={"type": "content", "content": "Hi"}),
+        "not supported",
+        param="prediction",
+    ),
+    "web search": Case(
+        "POST", "/v1/chat/completions", chat(web_search_options={}), "search the web", param="web_search_options"
+    ),
+    "reasoning_effort set": Case(
+        "POST", "/v1/chat/completions", chat(reasoning_effort="high"), "not supported here", param="reasoning_effort"
+    ),
     "store true": Case("POST", "/v1/chat/completions", chat(store=True), "not supported here", param="store"),
-    "service_tier priority": Case("POST", "/v1/chat/completions", chat(service_tier="priority"), "not supported here", param="service_tier"),
-    "misspelt max_tokens": Case("POST", "/v1/chat/completions", chat(max_token=4), "did you mean max_tokens", param="max_token"),
-    "top_logprobs without logprobs": Case("POST", "/v1/chat/completions", chat(top_logprobs=2), "logprobs: true", param="top_logprobs"),
-    "usage chunk without a stream": Case("POST", "/v1/completions", completion(stream_options={"include_usage": True}), "not streamed", param="stream_options"),
-    "assistant tool_calls": Case("POST", "/v1/chat/completions", chat(messages=[USER, CALLING, USER]), "tool calls", param="messages.1.tool_calls"),
-    "message name": Case("POST", "/v1/chat/completions", chat(messages=[{**USER, "name": "bob"}]), "name", param="messages.0.name"),
-    "tool message": Case("POST", "/v1/chat/completions", chat(messages=[USER, {"role": "tool", "tool_call_id": "c1", "content": "4"}]), "role 'tool'", param="messages.1.role"),
-    "image part": Case("POST", "/v1/chat/completions", chat(messages=[user_parts(IMAGE)]), "text-only model", param="messages.0.content.1.type"),
-    "audio part": Case("POST", "/v1/chat/completions", chat(messages=[user_parts(AUDIO)]), "text-only model", param="messages.0.content.1.type"),
-    "file part": Case("POST", "/v1/chat/completions", chat(messages=[user_parts(FILE)]), "text-only model", param="messages.0.content.1.type"),
-    "generate logit_bias": Case("POST", "/generate", generate(logit_bias={"5": 1}), "not supported here", param="sampling_params.logit_bias"),
-    "generate misspelt field": Case("POST", "/generate", generate(max_new_token=4), "did you mean max_new_tokens", param="sampling_params.max_new_token"),
-    "generate image_data": Case("POST", "/generate", {"text": "Hi", "image_data": "cat.png"}, "text-only model", param="image_data"),
-    "tokenize an image part": Case("POST", "/tokenize", {"messages": [user_parts(IMAGE)]}, "text-only model", param="messages.0.content.1.type"),
-    "tokenize unknown field": Case("POST", "/tokenize", {"prompt": "Hi", "add_bos": True}, "unknown field", param="add_bos"),
-    "detokenize unknown field": Case("POST", "/detokenize", {"tokens": [5], "skip_special_tokens": False}, "unknown field", param="skip_special_tokens"),
+    "service_tier priority": Case(
+        "POST", "/v1/chat/completions", chat(service_tier="priority"), "not supported here", param="service_tier"
+    ),
+    "misspelt max_tokens": Case(
+        "POST", "/v1/chat/completions", chat(max_token=4), "did you mean max_tokens", param="max_token"
+    ),
+    "top_logprobs without logprobs": Case(
+        "POST", "/v1/chat/completions", chat(top_logprobs=2), "logprobs: true", param="top_logprobs"
+    ),
+    "usage chunk without a stream": Case(
+        "POST",
+        "/v1/completions",
+        completion(stream_options={"include_usage": True}),
+        "not streamed",
+        param="stream_options",
+    ),
+    "assistant tool_calls": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(messages=[USER, CALLING, USER]),
+        "tool calls",
+        param="messages.1.tool_calls",
+    ),
+    "message name": Case(
+        "POST", "/v1/chat/completions", chat(messages=[{**USER, "name": "bob"}]), "name", param="messages.0.name"
+    ),
+    "tool message": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(messages=[USER, {"role": "tool", "tool_call_id": "c1", "content": "4"}]),
+        "role 'tool'",
+        param="messages.1.role",
+    ),
+    "image part": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(messages=[user_parts(IMAGE)]),
+        "text-only model",
+        param="messages.0.content.1.type",
+    ),
+    "audio part": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(messages=[user_parts(AUDIO)]),
+        "text-only model",
+        param="messages.0.content.1.type",
+    ),
+    "file part": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(messages=[user_parts(FILE)]),
+        "text-only model",
+        param="messages.0.content.1.type",
+    ),
+    "generate logit_bias": Case(
+        "POST", "/generate", generate(logit_bias={"5": 1}), "not supported here", param="sampling_params.logit_bias"
+    ),
+    "generate misspelt field": Case(
+        "POST",
+        "/generate",
+        generate(max_new_token=4),
+        "did you mean max_new_tokens",
+        param="sampling_params.max_new_token",
+    ),
+    "generate image_data": Case(
+        "POST", "/generate", {"text": "Hi", "image_data": "cat.png"}, "text-only model", param="image_data"
+    ),
+    "tokenize an image part": Case(
+        "POST", "/tokenize", {"messages": [user_parts(IMAGE)]}, "text-only model", param="messages.0.content.1.type"
+    ),
+    "tokenize unknown field": Case(
+        "POST", "/tokenize", {"prompt": "Hi", "add_bos": True}, "unknown field", param="add_bos"
+    ),
+    "detokenize unknown field": Case(
+        "POST",
+        "/detokenize",
+        {"tokens": [5], "skip_special_tokens": False},
+        "unknown field",
+        param="skip_special_tokens",
+    ),
     # PATCH /v1/runtime_config
-    "override above 64 bits": Case("PATCH", "/v1/runtime_config", {"max_running_requests": 10**30}, "max_running_requests"),
+    "override above 64 bits": Case(
+        "PATCH", "/v1/runtime_config", {"max_running_requests": 10**30}, "max_running_requests"
+    ),
     "override an array": Case("PATCH", "/v1/runtime_config", [1, 2], "body"),
     "override a string": Case("PATCH", "/v1/runtime_config", "max_n", "body"),
     "override null": Case("PATCH", "/v1/runtime_config", None, "body"),
-    "override nested garbage": Case("PATCH", "/v1/runtime_config", {"max_running_requests": {"a": [1, {"b": 2}]}}, "max_running_requests"),
+    "override nested garbage": Case(
+        "PATCH", "/v1/runtime_config", {"max_running_requests": {"a": [1, {"b": 2}]}}, "max_running_requests"
+    ),
     "override a cold leaf": Case("PATCH", "/v1/runtime_config", {"page_size": 16}, "page_size"),
-    "override a cold leaf beside a hot one": Case("PATCH", "/v1/runtime_config", {"max_n": 3, "page_size": 2}, "page_size"),
+    "override a cold leaf beside a hot one": Case(
+        "PATCH", "/v1/runtime_config", {"max_n": 3, "page_size": 2}, "page_size"
+    ),
     "override an unknown leaf": Case("PATCH", "/v1/runtime_config", {"max_runing_requests": 4}, "max_runing_requests"),
-    "override a hot leaf of an absent feature": Case("PATCH", "/v1/runtime_config", {"mm_max_items_per_request": 2}, "mm_max_items_per_request"),
-    "override a chunk over the pool": Case("PATCH", "/v1/runtime_config", {"chunked_prefill_size": 10**6}, "chunked_prefill_size"),
+    "override a hot leaf of an absent feature": Case(
+        "PATCH", "/v1/runtime_config", {"mm_max_items_per_request": 2}, "mm_max_items_per_request"
+    ),
+    "override a chunk over the pool": Case(
+        "PATCH", "/v1/runtime_config", {"chunked_prefill_size": 10**6}, "chunked_prefill_size"
+    ),
     "override a bad value": Case("PATCH", "/v1/runtime_config", {"max_n": 0}, "max_n"),
-    "override the body limit to zero": Case("PATCH", "/v1/runtime_config", {"max_request_body_mb": 0}, "max_request_body_mb"),
+    "override the body limit to zero": Case(
+        "PATCH", "/v1/runtime_config", {"max_request_body_mb": 0}, "max_request_body_mb"
+    ),
     "override nothing": Case("PATCH", "/v1/runtime_config", {}, "no leaves"),
     "override malformed JSON": Case("PATCH", "/v1/runtime_config", b'{"max_n": ', "malformed JSON"),
     # no such endpoint or method
@@ -276,7 +417,9 @@ def test_bad_input_is_a_4xx_naming_what_was_wrong(http: httpx.Client, before: Sn
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert case.names in error["message"] or error["param"] == case.names, error
-    assert case.param is None or (error["param"] == case.param and error["message"].startswith(f"{case.param}: ")), error
+    assert case.param is None or (error["param"] == case.param and error["message"].startswith(f"{case.param}: ")), (
+        error
+    )
 
 
 # The no-op values SDKs and clients send for fields the server does not act on.
@@ -299,14 +442,18 @@ def test_the_no_op_values_clients_send_are_served_as_without(http: httpx.Client,
     assert [c["text"] for c in noisy.json()["choices"]] == before.greedy
 
     def chat_text(body: dict[str, Any]) -> str:
-        response = http.post("/v1/chat/completions", json={"model": MODEL, "max_tokens": 6, "temperature": 0, "ignore_eos": True, **body})
+        response = http.post(
+            "/v1/chat/completions", json={"model": MODEL, "max_tokens": 6, "temperature": 0, "ignore_eos": True, **body}
+        )
         assert response.status_code == 200, response.text
         text: str = response.json()["choices"][0]["message"]["content"]
         return text
 
     conversation = [USER, {"role": "assistant", "content": "Hi"}, USER]
     quiet = [{**USER, "name": None}, {"role": "assistant", "content": "Hi", "tool_calls": [], "refusal": None}, USER]
-    assert chat_text({"messages": quiet, **NO_OPS, "add_generation_prompt": True}) == chat_text({"messages": conversation})
+    assert chat_text({"messages": quiet, **NO_OPS, "add_generation_prompt": True}) == chat_text(
+        {"messages": conversation}
+    )
 
     def generated(body: dict[str, Any]) -> list[int]:
         response = http.post("/generate", json=body)
@@ -316,7 +463,16 @@ def test_the_no_op_values_clients_send_are_served_as_without(http: httpx.Client,
 
     sampling = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
     plain = generated({"text": "Hello", "sampling_params": sampling})
-    assert generated({"text": "Hello", "image_data": None, "sampling_params": {**sampling, "logit_bias": {}, "min_new_tokens": 0}}) == plain
+    assert (
+        generated(
+            {
+                "text": "Hello",
+                "image_data": None,
+                "sampling_params": {**sampling, "logit_bias": {}, "min_new_tokens": 0},
+            }
+        )
+        == plain
+    )
 
     def tokens(messages: list[dict[str, Any]], **fields: Any) -> list[int]:
         response = http.post("/tokenize", json={"messages": messages, **fields})
@@ -387,7 +543,11 @@ def test_health_answers_while_a_prompt_under_the_limit_is_tokenized(server: Serv
     most of the request's time and so also over this bound."""
     text = ("All that glitters is not gold. " * 40_000)[: LIMIT - 200]
     answers: list[httpx.Response] = []
-    big = threading.Thread(target=lambda: answers.append(httpx.post(server.base_url + "/v1/completions", json={"prompt": text}, timeout=120)))
+    big = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(server.base_url + "/v1/completions", json={"prompt": text}, timeout=120)
+        )
+    )
     sent = time.monotonic()
     big.start()
     latencies: list[float] = []
@@ -419,15 +579,25 @@ def test_server_info_tells_the_live_config_after_a_patch(http: httpx.Client) -> 
         assert new_hash != launched["config"]["config_hash"]
         assert info["config"]["config_hash"] == new_hash
         assert info["config"]["derived"]["chunk_size"] == 64
-        assert info["config"]["derived"]["max_prefill_buffer_tokens"] == max(64, launched["bags"]["schedule"]["max_prefill_tokens"])
+        assert info["config"]["derived"]["max_prefill_buffer_tokens"] == max(
+            64, launched["bags"]["schedule"]["max_prefill_tokens"]
+        )
         assert info["provenance"]["chunked_prefill_size"] == f"override:{HOT}"
         processes = info["processes"]
-        assert {name: p["role"] for name, p in processes.items()} == {"main": "http", "scheduler": "scheduler", "detokenizer": "detokenizer"}
+        assert {name: p["role"] for name, p in processes.items()} == {
+            "main": "http",
+            "scheduler": "scheduler",
+            "detokenizer": "detokenizer",
+        }
         assert {p["config_hash"] for p in processes.values()} == {new_hash}
-        assert {name: p["pid"] for name, p in processes.items()} == {k: v for k, v in info["pids"].items() if k in processes}
+        assert {name: p["pid"] for name, p in processes.items()} == {
+            k: v for k, v in info["pids"].items() if k in processes
+        }
         pool = info["pool_and_queue"]
         assert pool["total_pages"] == 8192 and 0 < pool["free_pages"] <= pool["total_pages"]
         assert pool["running"] == 0 and pool["waiting"] == 0
     finally:
-        restored = http.patch("/v1/runtime_config", json={"chunked_prefill_size": launched["bags"]["schedule"]["chunked_prefill_size"]})
+        restored = http.patch(
+            "/v1/runtime_config", json={"chunked_prefill_size": launched["bags"]["schedule"]["chunked_prefill_size"]}
+        )
         assert restored.status_code == 200 and restored.json()["config_hash"] == launched["config"]["config_hash"]

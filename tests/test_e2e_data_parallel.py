@@ -32,7 +32,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(model_dir: Path) -> Iterator[ServerProcess]:
-    running = ServerProcess(model_dir, "--dp-size", "2", "--max-total-tokens", "8192", "--device", "cpu", "--dtype", "float32")
+    running = ServerProcess(
+        model_dir, "--dp-size", "2", "--max-total-tokens", "8192", "--device", "cpu", "--dtype", "float32"
+    )
     try:
         running.wait_ready()
         yield running
@@ -58,7 +60,9 @@ def settled(http: httpx.Client, name: str, want: float) -> list[float]:
     return first_satisfying(lambda: per_replica(http, name), lambda values: sum(values) == want)
 
 
-def test_64_concurrent_requests_are_answered_as_one_replica_answers(server: ServerProcess, http: httpx.Client, model_dir: Path) -> None:
+def test_64_concurrent_requests_are_answered_as_one_replica_answers(
+    server: ServerProcess, http: httpx.Client, model_dir: Path
+) -> None:
     """Reverse-verified: with the router answering replica 0 for every request, replica 1 finished
     none and the test failed on it."""
     import torch
@@ -66,15 +70,28 @@ def test_64_concurrent_requests_are_answered_as_one_replica_answers(server: Serv
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     generator = torch.Generator().manual_seed(11)
-    prompts = [torch.randint(3, 384, (int(n),), generator=generator).tolist() for n in torch.randint(4, 40, (64,), generator=generator)]
+    prompts = [
+        torch.randint(3, 384, (int(n),), generator=generator).tolist()
+        for n in torch.randint(4, 40, (64,), generator=generator)
+    ]
     with torch.inference_mode():
-        reference = [model.generate(torch.tensor([p]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None)[0, len(p) :].tolist()
-                     for p in prompts]
+        reference = [
+            model.generate(torch.tensor([p]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None)[
+                0, len(p) :
+            ].tolist()
+            for p in prompts
+        ]
     finished_before = per_replica(http, "serve_replica_requests_finished_total")
 
     async def all_at_once() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=300) as client:
-            bodies = [{"input_ids": p, "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}} for p in prompts]
+            bodies = [
+                {
+                    "input_ids": p,
+                    "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True},
+                }
+                for p in prompts
+            ]
             return list(await asyncio.gather(*(client.post("/generate", json=body) for body in bodies)))
 
     answers = asyncio.run(all_at_once())
@@ -91,11 +108,19 @@ def test_a_stop_string_aborts_the_request_at_its_own_replica(http: httpx.Client)
 
     Reverse-verified: with every such abort sent to replica 0, replica 1 ran its request to its
     length and counted no abort."""
-    found = http.post("/generate", json={"text": "Paris", "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}}).json()
+    found = http.post(
+        "/generate",
+        json={"text": "Paris", "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}},
+    ).json()
     stop = http.post("/detokenize", json={"tokens": found["output_ids"][2:4]}).json()["prompt"]
     assert stop, found
     # Two at once: the router sends the second to the replica the first did not load.
-    bodies = [{"text": "Paris", "sampling_params": {"max_new_tokens": 3000, "temperature": 0, "ignore_eos": True, "stop": [stop]}}] * 2
+    bodies = [
+        {
+            "text": "Paris",
+            "sampling_params": {"max_new_tokens": 3000, "temperature": 0, "ignore_eos": True, "stop": [stop]},
+        }
+    ] * 2
 
     async def together() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=http.base_url, timeout=300) as client:
@@ -103,7 +128,9 @@ def test_a_stop_string_aborts_the_request_at_its_own_replica(http: httpx.Client)
 
     aborted_before = per_replica(http, "serve_replica_requests_aborted_total")
     answers = asyncio.run(together())
-    assert all(a.status_code == 200 and a.json()["meta_info"]["completion_tokens"] < 10 for a in answers), [a.text for a in answers]
+    assert all(a.status_code == 200 and a.json()["meta_info"]["completion_tokens"] < 10 for a in answers), [
+        a.text for a in answers
+    ]
     aborted = settled(http, "serve_replica_requests_aborted_total", sum(aborted_before) + 2)
     assert [after - before for after, before in zip(aborted, aborted_before, strict=True)] == [1, 1]
 
@@ -117,4 +144,6 @@ def test_every_replica_acknowledges_an_override_with_one_hash(http: httpx.Client
     assert set(hashes) == {"main", "detokenizer", *REPLICAS} and set(hashes.values()) == {patched.json()["config_hash"]}
     info = http.get("/server_info").json()
     assert {p["config_hash"] for p in info["processes"].values()} == {patched.json()["config_hash"]}
-    assert [r["replica"] for r in info["replicas"]] == [0, 1] and all(r["pool_and_queue"] is not None for r in info["replicas"])
+    assert [r["replica"] for r in info["replicas"]] == [0, 1] and all(
+        r["pool_and_queue"] is not None for r in info["replicas"]
+    )

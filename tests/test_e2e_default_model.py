@@ -25,7 +25,11 @@ def server() -> Iterator[ServerProcess]:
 def test_default_model_answers_the_readme_question(server: ServerProcess) -> None:
     server.wait_announced(timeout_s=30)  # /health answers a moment before the line is printed
     assert "ready at http://127.0.0.1:" in server.log()
-    body = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 24, "temperature": 0}
+    body = {
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 24,
+        "temperature": 0,
+    }
     response = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=300)
     assert response.status_code == 200, response.text
     answer = response.json()

@@ -25,15 +25,32 @@ from serve.testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(1200)
 
-PREAMBLE = ("You are a careful assistant who answers in plain words. Keep each answer short, name the one fact asked "
-            "for, and do not add a greeting.\n\nQuestion: ")
-TOPICS = ["the tallest mountain", "the boiling point of water", "how bees make honey", "why the sky is blue",
-          "the speed of light", "what a prime number is", "the largest ocean", "how rain forms",
-          "the capital of Japan", "what photosynthesis does", "the first element", "how magnets work",
-          "why leaves change color", "the longest river", "what an atom is", "how a rainbow forms"]
+PREAMBLE = (
+    "You are a careful assistant who answers in plain words. Keep each answer short, name the one fact asked "
+    "for, and do not add a greeting.\n\nQuestion: "
+)
+TOPICS = [
+    "the tallest mountain",
+    "the boiling point of water",
+    "how bees make honey",
+    "why the sky is blue",
+    "the speed of light",
+    "what a prime number is",
+    "the largest ocean",
+    "how rain forms",
+    "the capital of Japan",
+    "what photosynthesis does",
+    "the first element",
+    "how magnets work",
+    "why leaves change color",
+    "the longest river",
+    "what an atom is",
+    "how a rainbow forms",
+]
 PROMPTS = [PREAMBLE + f"What do you know about {t}?" for t in TOPICS] + [
     f"Write one sentence about {t}." if i % 2 else f"{t.capitalize()}: explain it to a child in a few words, then stop."
-    for i, t in enumerate(TOPICS)]
+    for i, t in enumerate(TOPICS)
+]
 NEW_TOKENS = 20
 
 
@@ -87,13 +104,20 @@ def _differing(got: list[Answer], expected: list[Answer]) -> list[int]:
 def test_the_default_server_is_deterministic(alone_cold: tuple[ServerProcess, list[Answer], list[int]]) -> None:
     server, _, cached = alone_cold
     info = httpx.get(server.base_url + "/server_info", timeout=30).json()
-    assert info["model"]["runners"]["target"] == {"prefill": "cpu_paged", "decode": "cpu_paged", "is_draft_override": False,
-                                                  "batch_invariant": True, "linear_attn": None}
+    assert info["model"]["runners"]["target"] == {
+        "prefill": "cpu_paged",
+        "decode": "cpu_paged",
+        "is_draft_override": False,
+        "batch_invariant": True,
+        "linear_attn": None,
+    }
     assert info["bags"]["model"]["dtype"] in ("auto", "bfloat16")
     assert cached[0] == 0 and all(c > 0 for c in cached[1:16]), cached  # the preamble's family: cold, then partial hits
 
 
-def test_together_with_every_prompt_cached_equals_alone(alone_cold: tuple[ServerProcess, list[Answer], list[int]]) -> None:
+def test_together_with_every_prompt_cached_equals_alone(
+    alone_cold: tuple[ServerProcess, list[Answer], list[int]],
+) -> None:
     server, expected, _ = alone_cold
     together, cached = _all_together(server)
     assert all(c > 0 for c in cached), cached
@@ -108,8 +132,10 @@ def test_chunked_and_retracted_together_equals_alone(alone_cold: tuple[ServerPro
     try:
         server.wait_ready(timeout_s=420)
         together, _ = _all_together(server)
-        retractions = first_satisfying(lambda: metric_value(httpx.get(server.base_url + "/metrics", timeout=30).text,
-                                                            "serve_retractions_total"), lambda n: n > 0)
+        retractions = first_satisfying(
+            lambda: metric_value(httpx.get(server.base_url + "/metrics", timeout=30).text, "serve_retractions_total"),
+            lambda n: n > 0,
+        )
     finally:
         server.stop()
     assert retractions > 0

@@ -24,7 +24,17 @@ MODEL = "tiny-llama"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     model_dir = build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / MODEL)
     running = ServerProcess(
-        model_dir, "--api-key", KEY, "--context-length", str(CONTEXT), "--max-n", "4", "--max-total-tokens", "8192", "--device", "cpu"
+        model_dir,
+        "--api-key",
+        KEY,
+        "--context-length",
+        str(CONTEXT),
+        "--max-n",
+        "4",
+        "--max-total-tokens",
+        "8192",
+        "--device",
+        "cpu",
     )
     try:
         running.wait_ready()
@@ -54,7 +64,9 @@ def still_serves(http: httpx.Client) -> None:
 
 
 def test_malformed_json(http: httpx.Client) -> None:
-    response = http.post("/v1/completions", content=b'{"prompt": "Hello", "max_tokens": ', headers={"content-type": "application/json"})
+    response = http.post(
+        "/v1/completions", content=b'{"prompt": "Hello", "max_tokens": ', headers={"content-type": "application/json"}
+    )
     assert_error(response, 400, "malformed JSON")
     still_serves(http)
 
@@ -79,10 +91,14 @@ def test_wrong_types_and_ranges(http: httpx.Client, body: dict[str, Any], param:
 def test_max_tokens_beyond_the_context_names_both_counts(http: httpx.Client) -> None:
     prompt_tokens = http.post("/tokenize", json={"prompt": "Hello world"}).json()["count"]
     response = http.post("/v1/completions", json={"model": MODEL, "prompt": "Hello world", "max_tokens": CONTEXT})
-    error = assert_error(response, 400, f"{prompt_tokens} in the prompt", f"is {CONTEXT} tokens", f"at most {CONTEXT - prompt_tokens}")
+    error = assert_error(
+        response, 400, f"{prompt_tokens} in the prompt", f"is {CONTEXT} tokens", f"at most {CONTEXT - prompt_tokens}"
+    )
     assert error["code"] == "context_length_exceeded"
     long_chat = [{"role": "user", "content": "glitters " * CONTEXT}]
-    assert_error(http.post("/v1/chat/completions", json={"model": MODEL, "messages": long_chat}), 400, f"is {CONTEXT} tokens")
+    assert_error(
+        http.post("/v1/chat/completions", json={"model": MODEL, "messages": long_chat}), 400, f"is {CONTEXT} tokens"
+    )
     still_serves(http)
 
 
@@ -103,7 +119,9 @@ def test_empty_messages(http: httpx.Client) -> None:
 
 
 def test_n_above_max_n(http: httpx.Client) -> None:
-    error = assert_error(http.post("/v1/completions", json={"model": MODEL, "prompt": "Hi", "n": 5}), 400, "n=5", "max_n", "1 to 4")
+    error = assert_error(
+        http.post("/v1/completions", json={"model": MODEL, "prompt": "Hi", "n": 5}), 400, "n=5", "max_n", "1 to 4"
+    )
     assert error["param"] == "n"
     still_serves(http)
 
@@ -112,7 +130,12 @@ def test_api_key_required_except_health(server: ServerProcess) -> None:
     """Reverse-verified: with the auth middleware not installed, the keyless requests got 200."""
     with httpx.Client(base_url=server.base_url, timeout=30) as anonymous:
         assert anonymous.get("/health").status_code == 200
-        for method, path in (("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/server_info"), ("POST", "/v1/completions")):
+        for method, path in (
+            ("GET", "/v1/models"),
+            ("GET", "/metrics"),
+            ("GET", "/server_info"),
+            ("POST", "/v1/completions"),
+        ):
             assert_error(anonymous.request(method, path, json={"prompt": "Hi"}), 401, "API key")
         wrong = anonymous.get("/v1/models", headers={"Authorization": "Bearer nope"})
         assert_error(wrong, 401, "API key")

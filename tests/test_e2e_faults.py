@@ -22,7 +22,15 @@ def test_killed_scheduler_fails_requests_and_shuts_down(tmp_path: Path) -> None:
     until the client timeout and the server kept answering /health with 200. The exit bound too:
     waiting for the tokenizer worker's teardown and Python's own (torch unloading) took the server
     5.3-7.8 s to exit, and the test failed on it."""
-    server = ServerProcess(build_tiny_checkpoint(tmp_path / "tiny-llama"), "--max-total-tokens", "65536", "--device", "cpu", "--dtype", "float32")
+    server = ServerProcess(
+        build_tiny_checkpoint(tmp_path / "tiny-llama"),
+        "--max-total-tokens",
+        "65536",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+    )
     try:
         server.wait_ready()
         with httpx.Client(base_url=server.base_url, timeout=60) as http:

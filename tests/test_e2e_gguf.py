@@ -22,8 +22,14 @@ from runtime_runner.loading.default_model import bundled_gguf
 pytestmark = pytest.mark.timeout(600)
 
 NAME = "SmolLM2-135M-Instruct.Q4_1"
-PROMPTS = ["The capital of France is", "1, 2, 3, 4, 5,", "Once upon a time,", "def add(a, b):\n    ",
-           "The three primary colors are", "Water boils at"]
+PROMPTS = [
+    "The capital of France is",
+    "1, 2, 3, 4, 5,",
+    "Once upon a time,",
+    "def add(a, b):\n    ",
+    "The three primary colors are",
+    "Water boils at",
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +51,11 @@ def _complete(base_url: str, prompt: str) -> tuple[str, list[Any]]:
 
 
 def test_the_gguf_answers_the_readme_question_under_its_file_name(server: ServerProcess) -> None:
-    body = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 24, "temperature": 0}
+    body = {
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 24,
+        "temperature": 0,
+    }
     response = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=300)
     assert response.status_code == 200, response.text
     answer = response.json()

@@ -28,7 +28,9 @@ pytestmark = pytest.mark.timeout(900)
 
 NEW_TOKENS = 10
 _SHARED = [(3 * j) % 91 + 5 for j in range(48)]
-PROMPTS = [[(11 * i + j) % 80 + 3 for j in range(6 + 2 * i)] for i in range(6)] + [_SHARED + [200 + i, 201 + i] for i in range(6)]
+PROMPTS = [[(11 * i + j) % 80 + 3 for j in range(6 + 2 * i)] for i in range(6)] + [
+    _SHARED + [200 + i, 201 + i] for i in range(6)
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +57,22 @@ def hybrid_server(checkpoints: tuple[Path, Path, list[list[int]]]) -> Iterator[S
 @pytest.fixture(scope="module")
 def hybrid_draft_server(checkpoints: tuple[Path, Path, list[list[int]]]) -> Iterator[ServerProcess]:
     target, draft, _ = checkpoints
-    yield from _server(target, "--speculative-algorithm", "draft_model", "--speculative-draft-model-path", draft,
-                       "--speculative-num-steps", "3")
+    yield from _server(
+        target,
+        "--speculative-algorithm",
+        "draft_model",
+        "--speculative-draft-model-path",
+        draft,
+        "--speculative-num-steps",
+        "3",
+    )
 
 
 def _ids(base_url: str, prompt: list[int]) -> list[int]:
-    body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": NEW_TOKENS, "ignore_eos": True, "temperature": 0}}
+    body = {
+        "input_ids": prompt,
+        "sampling_params": {"max_new_tokens": NEW_TOKENS, "ignore_eos": True, "temperature": 0},
+    }
     response = httpx.post(base_url + "/generate", json=body, timeout=600)
     assert response.status_code == 200, response.text
     ids: list[int] = response.json()["output_ids"]
@@ -75,22 +87,30 @@ def _together(base_url: str) -> list[list[int]]:
 CPU_STAMP = {"decode": "cpu_fused", "prefill": "cpu_fused", "verify": "cpu_fused"}
 
 
-def test_a_hybrid_answers_as_transformers_does(checkpoints: tuple[Path, Path, list[list[int]]], hybrid_server: ServerProcess) -> None:
+def test_a_hybrid_answers_as_transformers_does(
+    checkpoints: tuple[Path, Path, list[list[int]]], hybrid_server: ServerProcess
+) -> None:
     base_url = hybrid_server.base_url
     assert _together(base_url) == checkpoints[2]
-    chat = httpx.post(base_url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8},
-                      timeout=600)
+    chat = httpx.post(
+        base_url + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8},
+        timeout=600,
+    )
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] is not None
     info = httpx.get(base_url + "/server_info").json()
     assert info["model"]["runners"]["target"]["linear_attn"] == CPU_STAMP
     assert metric_value(httpx.get(base_url + "/metrics").text, "serve_cache_hit_rate") == 0.0
 
 
-def test_a_bad_request_and_a_refused_override_change_nothing(checkpoints: tuple[Path, Path, list[list[int]]],
-                                                             hybrid_server: ServerProcess) -> None:
+def test_a_bad_request_and_a_refused_override_change_nothing(
+    checkpoints: tuple[Path, Path, list[list[int]]], hybrid_server: ServerProcess
+) -> None:
     base_url = hybrid_server.base_url
     before = httpx.get(base_url + "/server_info").json()["config_hashes"]
-    bad = httpx.post(base_url + "/generate", json={"input_ids": [10**6], "sampling_params": {"max_new_tokens": 2}}, timeout=60)
+    bad = httpx.post(
+        base_url + "/generate", json={"input_ids": [10**6], "sampling_params": {"max_new_tokens": 2}}, timeout=60
+    )
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "input_ids", bad.text
     refused = httpx.patch(base_url + "/v1/runtime_config", json={"linear_attn_decode_backend": "torch_native"})
     assert refused.status_code == 400 and "linear_attn_decode_backend" in refused.text
@@ -98,8 +118,9 @@ def test_a_bad_request_and_a_refused_override_change_nothing(checkpoints: tuple[
     assert _ids(base_url, PROMPTS[0]) == checkpoints[2][0]
 
 
-def test_a_hybrid_draft_holds_its_own_stamp_and_keeps_the_output(checkpoints: tuple[Path, Path, list[list[int]]],
-                                                                  hybrid_draft_server: ServerProcess) -> None:
+def test_a_hybrid_draft_holds_its_own_stamp_and_keeps_the_output(
+    checkpoints: tuple[Path, Path, list[list[int]]], hybrid_draft_server: ServerProcess
+) -> None:
     base_url = hybrid_draft_server.base_url
     assert [_ids(base_url, prompt) for prompt in PROMPTS[:4]] == checkpoints[2][:4]
     runners = httpx.get(base_url + "/server_info").json()["model"]["runners"]

@@ -32,25 +32,61 @@ def test_two_nodes_serve_one_group_and_node_1_ends_with_node_0(tmp_path: Path) -
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = build_tiny_checkpoint(tmp_path / "tiny-llama")
-    flags = ("--tp-size", "2", "--nnodes", "2", "--dist-init-addr", f"127.0.0.1:{free_port()}", "--max-total-tokens", "8192",
-             "--device", "cpu", "--dtype", "float32", "--cpu-threads", "1")
+    flags = (
+        "--tp-size",
+        "2",
+        "--nnodes",
+        "2",
+        "--dist-init-addr",
+        f"127.0.0.1:{free_port()}",
+        "--max-total-tokens",
+        "8192",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--cpu-threads",
+        "1",
+    )
     node0 = ServerProcess(model_dir, *flags, "--node-rank", "0")
     log = Path(tempfile.mkstemp(prefix="serve-node1-", suffix=".log")[1])
     with open(log, "wb") as out:
-        node1 = subprocess.Popen([sys.executable, "-m", "serve.main", "--model-path", str(model_dir), "--port", str(node0.port), *flags,
-                                  "--node-rank", "1"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                 env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        node1 = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "serve.main",
+                "--model-path",
+                str(model_dir),
+                "--port",
+                str(node0.port),
+                *flags,
+                "--node-rank",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        )
     try:
         node0.wait_ready()
         with httpx.Client(base_url=node0.base_url, timeout=120) as http:
             info = http.get("/server_info").json()
-            assert {p["config_hash"] for p in info["processes"].values()} == {info["config"]["config_hash"]}, info["processes"]
+            assert {p["config_hash"] for p in info["processes"].values()} == {info["config"]["config_hash"]}, info[
+                "processes"
+            ]
             assert set(info["processes"]) == {"main", "detokenizer", "scheduler.dp0.tp0", "scheduler.dp0.tp1"}
             tokenizer = AutoTokenizer.from_pretrained(model_dir)
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
             prompt_ids = tokenizer.encode("The quick brown fox")
-            reference = model.generate(torch.tensor([prompt_ids]), max_new_tokens=10, do_sample=False, eos_token_id=None)[0, len(prompt_ids) :]
-            body = {"input_ids": prompt_ids, "sampling_params": {"max_new_tokens": 10, "temperature": 0, "ignore_eos": True}}
+            reference = model.generate(
+                torch.tensor([prompt_ids]), max_new_tokens=10, do_sample=False, eos_token_id=None
+            )[0, len(prompt_ids) :]
+            body = {
+                "input_ids": prompt_ids,
+                "sampling_params": {"max_new_tokens": 10, "temperature": 0, "ignore_eos": True},
+            }
             assert http.post("/generate", json=body).json()["output_ids"] == reference.tolist()
         remote_rank = info["pids"]["scheduler.dp0.tp1"]
         assert node0.stop() == 0

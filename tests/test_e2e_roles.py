@@ -32,7 +32,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """`serve` started as an operator would, with no role-check mode in its environment."""
     with pytest.MonkeyPatch.context() as env:
         env.delenv(ROLE_CHECK_ENV, raising=False)
-        running = ServerProcess(build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / MODEL), "--max-total-tokens", "4096", "--device", "cpu")
+        running = ServerProcess(
+            build_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / MODEL),
+            "--max-total-tokens",
+            "4096",
+            "--device",
+            "cpu",
+        )
     try:
         running.wait_ready()
         yield running
@@ -48,18 +54,33 @@ def test_every_endpoint_serves_under_enforced_role_checks(server: ServerProcess)
             assert streamed.status_code == 200 and "[DONE]" in streamed.read().decode()
         chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}
         assert http.post("/v1/chat/completions", json=chat).status_code == 200
-        assert http.post("/generate", json={"text": "Hello", "sampling_params": {"max_new_tokens": 3, "temperature": 0}}).status_code == 200
+        assert (
+            http.post(
+                "/generate", json={"text": "Hello", "sampling_params": {"max_new_tokens": 3, "temperature": 0}}
+            ).status_code
+            == 200
+        )
         tokens = http.post("/tokenize", json={"prompt": "Hello"}).json()["tokens"]
         assert http.post("/detokenize", json={"tokens": tokens}).json()["prompt"] == "Hello"
-        assert http.patch("/v1/runtime_config", json={"max_running_requests": 8, "stream_interval": 2}).status_code == 200
+        assert (
+            http.patch("/v1/runtime_config", json={"max_running_requests": 8, "stream_interval": 2}).status_code == 200
+        )
         assert http.post("/v1/completions", json=completion).status_code == 200
         assert http.get("/v1/models").status_code == 200 and http.get("/v1/runtime_config").status_code == 200
         assert "serve_requests_finished_total" in http.get("/metrics").text
         info = http.get("/server_info").json()
         assert http.get("/health").status_code == 200
     processes = info["processes"]
-    assert {name: p["role"] for name, p in processes.items()} == {"main": "http", "scheduler": "scheduler", "detokenizer": "detokenizer"}
-    assert {name: p["role_check"] for name, p in processes.items()} == {"main": "enforce", "scheduler": "enforce", "detokenizer": "enforce"}
+    assert {name: p["role"] for name, p in processes.items()} == {
+        "main": "http",
+        "scheduler": "scheduler",
+        "detokenizer": "detokenizer",
+    }
+    assert {name: p["role_check"] for name, p in processes.items()} == {
+        "main": "enforce",
+        "scheduler": "enforce",
+        "detokenizer": "enforce",
+    }
     assert len({p["config_hash"] for p in processes.values()}) == 1
     log = server.log()
     assert "RoleViolationError" not in log and "read namespace" not in log, log

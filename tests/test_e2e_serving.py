@@ -71,7 +71,9 @@ def test_greedy_tokens_equal_transformers_generate(http: httpx.Client, model_dir
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     prompt_ids = tokenizer.encode("The quick brown fox")
-    reference = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False, eos_token_id=None)[0, len(prompt_ids) :]
+    reference = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False, eos_token_id=None)[
+        0, len(prompt_ids) :
+    ]
     body = {"input_ids": prompt_ids, "sampling_params": {"max_new_tokens": 12, "temperature": 0, "ignore_eos": True}}
     assert http.post("/generate", json=body).json()["output_ids"] == reference.tolist()
 
@@ -81,13 +83,18 @@ def test_completion_with_the_openai_client(client: openai.OpenAI, http: httpx.Cl
     choice = completion.choices[0]
     assert choice.finish_reason == "length"
     assert completion.usage is not None and completion.usage.completion_tokens == 8
-    assert completion.usage.prompt_tokens == len(http.post("/tokenize", json={"prompt": "Hello world"}).json()["tokens"])
+    assert completion.usage.prompt_tokens == len(
+        http.post("/tokenize", json={"prompt": "Hello world"}).json()["tokens"]
+    )
     ids = greedy_ids(http, "Hello world", 8)
     assert choice.text == http.post("/detokenize", json={"tokens": ids}).json()["prompt"]
 
 
 def test_chat_streamed_equals_whole(client: openai.OpenAI) -> None:
-    messages: Any = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the capital of France?"}]
+    messages: Any = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ]
     whole = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=20, **GREEDY)
     stream = client.chat.completions.create(
         model=MODEL, messages=messages, max_tokens=20, stream=True, stream_options={"include_usage": True}, **GREEDY
@@ -105,7 +112,9 @@ def test_chat_streamed_equals_whole(client: openai.OpenAI) -> None:
 
 
 def test_completion_stream_with_n_choices(client: openai.OpenAI) -> None:
-    stream = client.completions.create(model=MODEL, prompt="Numbers:", max_tokens=6, n=3, stream=True, temperature=1.0, seed=7)
+    stream = client.completions.create(
+        model=MODEL, prompt="Numbers:", max_tokens=6, n=3, stream=True, temperature=1.0, seed=7
+    )
     texts = {0: "", 1: "", 2: ""}
     finished = set()
     for chunk in stream:
@@ -127,14 +136,19 @@ def test_stop_string_truncates_and_reports(client: openai.OpenAI) -> None:
     whole = client.completions.create(model=MODEL, prompt="Paris is", max_tokens=24, stop=[stop], **GREEDY).choices[0]
     assert (whole.text, whole.finish_reason) == (expected, "stop")
     assert whole.model_extra is not None and whole.model_extra["matched_stop"] == stop
-    streamed = client.completions.create(model=MODEL, prompt="Paris is", max_tokens=24, stop=stop, stream=True, **GREEDY)
+    streamed = client.completions.create(
+        model=MODEL, prompt="Paris is", max_tokens=24, stop=stop, stream=True, **GREEDY
+    )
     assert "".join(c.choices[0].text for c in streamed if c.choices) == expected
 
 
 def test_stop_token_ids(http: httpx.Client) -> None:
     ids = greedy_ids(http, "All that glitters", 16)
     stop_id = ids[4]
-    body = {"text": "All that glitters", "sampling_params": {"max_new_tokens": 16, "temperature": 0, "stop_token_ids": [stop_id]}}
+    body = {
+        "text": "All that glitters",
+        "sampling_params": {"max_new_tokens": 16, "temperature": 0, "stop_token_ids": [stop_id]},
+    }
     answer = http.post("/generate", json=body).json()
     assert answer["output_ids"] == ids[: ids.index(stop_id) + 1]
     assert answer["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop_id}
@@ -155,7 +169,10 @@ def test_logprobs_completion_and_chat(client: openai.OpenAI) -> None:
     )
     content = chat.choices[0].logprobs.content if chat.choices[0].logprobs else None
     assert content is not None and len(content) == 4
-    assert all(len(entry.top_logprobs) == 2 and entry.logprob == pytest.approx(entry.top_logprobs[0].logprob, abs=1e-5) for entry in content)
+    assert all(
+        len(entry.top_logprobs) == 2 and entry.logprob == pytest.approx(entry.top_logprobs[0].logprob, abs=1e-5)
+        for entry in content
+    )
 
 
 def test_32_concurrent_requests_equal_one_at_a_time(server: ServerProcess, http: httpx.Client) -> None:
@@ -167,7 +184,8 @@ def test_32_concurrent_requests_equal_one_at_a_time(server: ServerProcess, http:
     async def all_at_once() -> list[list[int]]:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as ac:
             bodies = [
-                {"text": p, "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}} for p, n in zip(prompts, lengths, strict=True)
+                {"text": p, "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}}
+                for p, n in zip(prompts, lengths, strict=True)
             ]
             responses = await asyncio.gather(*(ac.post("/generate", json=b) for b in bodies))
         return [r.json()["output_ids"] for r in responses]
@@ -186,7 +204,10 @@ def test_runtime_override_under_load(server: ServerProcess, http: httpx.Client) 
 
     async def load_and_patch() -> dict[str, Any]:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as ac:
-            bodies = [{"text": p, "sampling_params": {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True}} for p in prompts]
+            bodies = [
+                {"text": p, "sampling_params": {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True}}
+                for p in prompts
+            ]
             running = [asyncio.create_task(ac.post("/generate", json=b)) for b in bodies]
             await asyncio.sleep(0.3)
             patched = await ac.patch("/v1/runtime_config", json={"max_running_requests": 3, "chunked_prefill_size": 8})
@@ -197,7 +218,9 @@ def test_runtime_override_under_load(server: ServerProcess, http: httpx.Client) 
         patched = asyncio.run(load_and_patch())
         assert patched["status"] == 200, patched
         info = http.get("/server_info").json()
-        assert set(info["config_hashes"].values()) == {patched["config_hash"]} and patched["config_hash"] != before["main"]
+        assert (
+            set(info["config_hashes"].values()) == {patched["config_hash"]} and patched["config_hash"] != before["main"]
+        )
         assert info["bags"]["schedule"]["max_running_requests"] == 3
         assert info["overrides"][-1]["source"] == "http:PATCH /v1/runtime_config"
         assert info["provenance"]["max_running_requests"] == "override:http:PATCH /v1/runtime_config"
@@ -237,15 +260,19 @@ def test_client_disconnect_aborts_and_frees_pages(server: ServerProcess, http: h
     keeps running to its 3000 tokens and the pool stays held."""
     aborted_before = metric(http, "serve_requests_aborted_total")
     body = {"model": MODEL, "prompt": "Hello", "max_tokens": 3000, "stream": True, "temperature": 0, "ignore_eos": True}
-    with httpx.Client(base_url=server.base_url, timeout=60) as c, c.stream("POST", "/v1/completions", json=body) as response:
+    with (
+        httpx.Client(base_url=server.base_url, timeout=60) as c,
+        c.stream("POST", "/v1/completions", json=body) as response,
+    ):
         lines = response.iter_lines()
         for _ in range(6):
             next(lines)
         first_satisfying(lambda: metric(http, "serve_num_running_requests"), lambda running: running == 1)
         assert metric(http, "serve_kv_usage_ratio") > 0
     names = ("serve_num_running_requests", "serve_kv_usage_ratio", "serve_requests_aborted_total")
-    settled = first_satisfying(lambda: tuple(metric(http, name) for name in names),
-                               lambda values: values == (0, 0, aborted_before + 1))
+    settled = first_satisfying(
+        lambda: tuple(metric(http, name) for name in names), lambda values: values == (0, 0, aborted_before + 1)
+    )
     assert settled == (0, 0, aborted_before + 1)
 
 
@@ -278,12 +305,19 @@ def test_tokenize_and_detokenize_round_trip(http: httpx.Client) -> None:
     assert tokens["count"] == len(tokens["tokens"]) and tokens["max_model_len"] == 4096
     assert http.post("/detokenize", json={"tokens": tokens["tokens"]}).json()["prompt"] == text
     chat = http.post("/tokenize", json={"messages": [{"role": "user", "content": "hi"}]}).json()
-    assert http.post("/detokenize", json={"tokens": chat["tokens"]}).json()["prompt"] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        http.post("/detokenize", json={"tokens": chat["tokens"]}).json()["prompt"]
+        == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_native_generate_streams_pieces(server: ServerProcess, http: httpx.Client) -> None:
     ids = greedy_ids(http, "A journey", 10)
-    body = {"text": "A journey", "stream": True, "sampling_params": {"max_new_tokens": 10, "temperature": 0, "ignore_eos": True}}
+    body = {
+        "text": "A journey",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 10, "temperature": 0, "ignore_eos": True},
+    }
     streamed: list[int] = []
     with http.stream("POST", "/generate", json=body) as response:
         for line in response.iter_lines():
@@ -292,8 +326,6 @@ def test_native_generate_streams_pieces(server: ServerProcess, http: httpx.Clien
 
                 streamed.extend(json.loads(line[6:])["output_ids"])
     assert streamed == ids
-
-
 
 
 def test_full_waiting_queue_refuses_with_503(server: ServerProcess, http: httpx.Client) -> None:
@@ -305,7 +337,9 @@ def test_full_waiting_queue_refuses_with_503(server: ServerProcess, http: httpx.
     limit, a fast runner drained the queue between arrivals and nothing was refused). Reverse-verified:
     passing no limit to the scheduler's admission check makes every request a 200 and fails."""
     running = http.get("/v1/runtime_config").json()["leaves"]["max_running_requests"]["value"]
-    assert http.patch("/v1/runtime_config", json={"max_queued_requests": 1, "max_running_requests": 1}).status_code == 200
+    assert (
+        http.patch("/v1/runtime_config", json={"max_queued_requests": 1, "max_running_requests": 1}).status_code == 200
+    )
 
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as ac:
@@ -329,11 +363,17 @@ def test_sampling_parameters_reach_the_sampler(client: openai.OpenAI, http: http
     """top_k=1 (or a min_p of 1) at temperature 1 is greedy; penalties change a repetitive greedy text."""
     greedy = greedy_ids(http, "Numbers: 0 1 2", 24)
     for extra in ({"top_k": 1}, {"min_p": 1.0}):
-        body = {"text": "Numbers: 0 1 2", "sampling_params": {"max_new_tokens": 24, "temperature": 1.0, "ignore_eos": True, **extra}}
+        body = {
+            "text": "Numbers: 0 1 2",
+            "sampling_params": {"max_new_tokens": 24, "temperature": 1.0, "ignore_eos": True, **extra},
+        }
         assert http.post("/generate", json=body).json()["output_ids"] == greedy, extra
     assert len(set(greedy)) < len(greedy)  # the tiny model repeats itself
     for penalty in ("frequency_penalty", "presence_penalty"):
-        body = {"text": "Numbers: 0 1 2", "sampling_params": {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True, penalty: 2.0}}
+        body = {
+            "text": "Numbers: 0 1 2",
+            "sampling_params": {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True, penalty: 2.0},
+        }
         penalized = http.post("/generate", json=body).json()["output_ids"]
         assert penalized != greedy and len(set(penalized)) > len(set(greedy)), penalty
 

@@ -34,9 +34,12 @@ pytestmark = pytest.mark.timeout(1200)
 
 README_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 CODE = "def area(width, height):\n    if width < 0 or height < 0:\n        raise ValueError('negative side')\n    return width * height\n"
-COPY = [f"Repeat this function exactly:\n\n{CODE}", f"Rename `width` to `w` in this function and print it:\n\n{CODE}",
-        "Quote back word for word: the quick brown fox jumps over the lazy dog, and the dog sleeps on.",
-        "Copy this list exactly: apples, pears, plums, cherries, grapes, lemons, limes."]
+COPY = [
+    f"Repeat this function exactly:\n\n{CODE}",
+    f"Rename `width` to `w` in this function and print it:\n\n{CODE}",
+    "Quote back word for word: the quick brown fox jumps over the lazy dog, and the dog sleeps on.",
+    "Copy this list exactly: apples, pears, plums, cherries, grapes, lemons, limes.",
+]
 CHAT = ["Name a large ocean.", "Why do cats purr?", "Give one tip for learning to cook.", "What is a prime number?"]
 PROMPTS = [p for p in COPY + CHAT for _ in range(4)]  # 32
 NEW_TOKENS = 24
@@ -86,7 +89,9 @@ def plain_default() -> Iterator[tuple[str, list[list[int]]]]:
         server.stop()
 
 
-def test_ngram_serves_the_default_model_exactly_as_without_speculation(plain_default: tuple[str, list[list[int]]]) -> None:
+def test_ngram_serves_the_default_model_exactly_as_without_speculation(
+    plain_default: tuple[str, list[list[int]]],
+) -> None:
     readme, alone = plain_default
     server = ServerProcess(None, "--max-total-tokens", "16384", "--speculative-algorithm", "ngram")
     try:
@@ -103,7 +108,11 @@ def test_ngram_serves_the_default_model_exactly_as_without_speculation(plain_def
         assert 'serve_spec_accept_length_bucket{le="1.0"}' in metrics
         info = httpx.get(server.base_url + "/server_info").json()
         speculative = info["speculative"]
-        assert speculative["algorithm"] == "ngram" and speculative["verify_steps"] > 0 and speculative["accept_length"] > 1.0
+        assert (
+            speculative["algorithm"] == "ngram"
+            and speculative["verify_steps"] > 0
+            and speculative["accept_length"] > 1.0
+        )
         assert set(info["model"]["runners"]) == {"target"}
     finally:
         server.stop()
@@ -116,8 +125,10 @@ def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return build_tiny_checkpoint(root / "target"), build_tiny_checkpoint(root / "draft", seed=1)
 
 
-TINY_PROMPTS = [f"copy {i}: alpha beta gamma delta alpha beta gamma delta alpha beta" if i % 3 else f"plain {i} words here"
-                for i in range(32)]
+TINY_PROMPTS = [
+    f"copy {i}: alpha beta gamma delta alpha beta gamma delta alpha beta" if i % 3 else f"plain {i} words here"
+    for i in range(32)
+]
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +144,19 @@ def tiny_plain(tiny_pair: tuple[Path, Path]) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def tiny_draft_server(tiny_pair: tuple[Path, Path]) -> Iterator[ServerProcess]:
     target, draft = tiny_pair
-    server = ServerProcess(target, "--max-total-tokens", "65536", "--speculative-algorithm", "draft_model", "--speculative-draft-model-path", str(draft),
-                           "--speculative-num-steps", "3", "--speculative-draft-attention-backend", "cpu_paged")
+    server = ServerProcess(
+        target,
+        "--max-total-tokens",
+        "65536",
+        "--speculative-algorithm",
+        "draft_model",
+        "--speculative-draft-model-path",
+        str(draft),
+        "--speculative-num-steps",
+        "3",
+        "--speculative-draft-attention-backend",
+        "cpu_paged",
+    )
     try:
         server.wait_ready()
         yield server
@@ -142,17 +164,25 @@ def tiny_draft_server(tiny_pair: tuple[Path, Path]) -> Iterator[ServerProcess]:
         server.stop()
 
 
-def test_a_draft_model_serves_the_tiny_model_exactly_as_without_speculation(tiny_plain: list[list[int]],
-                                                                            tiny_draft_server: ServerProcess) -> None:
+def test_a_draft_model_serves_the_tiny_model_exactly_as_without_speculation(
+    tiny_plain: list[list[int]], tiny_draft_server: ServerProcess
+) -> None:
     base_url = tiny_draft_server.base_url
     assert _together(base_url, TINY_PROMPTS) == tiny_plain
     assert [_ids(base_url, i, TINY_PROMPTS[i]) for i in range(3)] == tiny_plain[:3]
     # The 32 sent together decode in steps above the CPU's speculation batch limit, so the verifies
     # counted may all be the last three requests', whose stats can arrive after their answers.
-    info = first_satisfying(lambda: httpx.get(base_url + "/server_info").json(), lambda i: i["speculative"]["verify_steps"] > 0)
+    info = first_satisfying(
+        lambda: httpx.get(base_url + "/server_info").json(), lambda i: i["speculative"]["verify_steps"] > 0
+    )
     runners = info["model"]["runners"]
-    assert runners["draft"] == {"prefill": "cpu_paged", "decode": "cpu_paged", "is_draft_override": True, "batch_invariant": True,
-                                "linear_attn": None}
+    assert runners["draft"] == {
+        "prefill": "cpu_paged",
+        "decode": "cpu_paged",
+        "is_draft_override": True,
+        "batch_invariant": True,
+        "linear_attn": None,
+    }
     assert runners["target"]["is_draft_override"] is False
     assert info["speculative"]["algorithm"] == "draft_model" and info["speculative"]["verify_steps"] > 0
 
@@ -162,19 +192,26 @@ def _pool(base_url: str) -> dict[str, int]:
     return pool
 
 
-def test_an_abort_mid_verify_leaves_the_pool_clean_and_the_server_serving(tiny_plain: list[list[int]],
-                                                                         tiny_draft_server: ServerProcess) -> None:
+def test_an_abort_mid_verify_leaves_the_pool_clean_and_the_server_serving(
+    tiny_plain: list[list[int]], tiny_draft_server: ServerProcess
+) -> None:
     base_url = tiny_draft_server.base_url
     for _ in range(3):
-        body = {"text": TINY_PROMPTS[1], "sampling_params": {"max_new_tokens": 400, "ignore_eos": True, "temperature": 0},
-                "stream": True}
+        body = {
+            "text": TINY_PROMPTS[1],
+            "sampling_params": {"max_new_tokens": 400, "ignore_eos": True, "temperature": 0},
+            "stream": True,
+        }
         with httpx.stream("POST", base_url + "/generate", json=body, timeout=60) as response:
             for count, _line in enumerate(response.iter_lines()):
                 if count >= 6:
                     break  # the client goes away while its request is verifying
     # A loaded machine once left one running past 30 s.
-    pool = first_satisfying(lambda: _pool(base_url), lambda p: p["running"] == 0 and p["free_pages"] + p["cached_pages"] == p["total_pages"],
-                            timeout_s=90)
+    pool = first_satisfying(
+        lambda: _pool(base_url),
+        lambda p: p["running"] == 0 and p["free_pages"] + p["cached_pages"] == p["total_pages"],
+        timeout_s=90,
+    )
     assert pool["running"] == 0 and pool["waiting"] == 0
     assert pool["free_pages"] + pool["cached_pages"] == pool["total_pages"]
     assert _ids(base_url, 1, TINY_PROMPTS[1]) == tiny_plain[1]
@@ -197,8 +234,9 @@ def _settled_accept_length_counts(base_url: str) -> list[int]:
         time.sleep(0.5)
 
 
-def test_an_override_under_speculation_applies_and_a_refused_one_changes_nothing(tiny_plain: list[list[int]],
-                                                                                tiny_draft_server: ServerProcess) -> None:
+def test_an_override_under_speculation_applies_and_a_refused_one_changes_nothing(
+    tiny_plain: list[list[int]], tiny_draft_server: ServerProcess
+) -> None:
     base_url = tiny_draft_server.base_url
     before = httpx.get(base_url + "/server_info").json()
     refused = httpx.patch(base_url + "/v1/runtime_config", json={"speculative_eagle_topk": 2})
@@ -210,10 +248,15 @@ def test_an_override_under_speculation_applies_and_a_refused_one_changes_nothing
         counts_before = _settled_accept_length_counts(base_url)
         # One at a time: a batch above speculative_disable_by_batch_size (4 on a CPU) would not verify at all.
         assert [_ids(base_url, i, TINY_PROMPTS[i]) for i in range(3)] == tiny_plain[:3]
-        counts_after = first_satisfying(lambda: httpx.get(base_url + "/server_info").json()["speculative"]["accept_length_counts"],
-                                        lambda after: _grown(counts_before, after) != [])
+        counts_after = first_satisfying(
+            lambda: httpx.get(base_url + "/server_info").json()["speculative"]["accept_length_counts"],
+            lambda after: _grown(counts_before, after) != [],
+        )
         grew = _grown(counts_before, counts_after)
         assert grew and max(grew) <= 2  # a verify now carries one draft: it gives a request 1 or 2 tokens
     finally:
-        restored = httpx.patch(base_url + "/v1/runtime_config", json={"speculative_num_draft_tokens": SpecBag().speculative_num_draft_tokens})
+        restored = httpx.patch(
+            base_url + "/v1/runtime_config",
+            json={"speculative_num_draft_tokens": SpecBag().speculative_num_draft_tokens},
+        )
         assert restored.status_code == 200 and restored.json()["config_hash"] == before["config_hashes"]["main"]

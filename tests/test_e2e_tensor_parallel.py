@@ -35,7 +35,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(model_dir: Path) -> Iterator[ServerProcess]:
-    running = ServerProcess(model_dir, "--tp-size", "2", "--max-total-tokens", "8192", "--device", "cpu", "--dtype", "float32")
+    running = ServerProcess(
+        model_dir, "--tp-size", "2", "--max-total-tokens", "8192", "--device", "cpu", "--dtype", "float32"
+    )
     try:
         running.wait_ready()
         yield running
@@ -59,16 +61,30 @@ def test_greedy_tokens_equal_transformers_generate(http: httpx.Client, model_dir
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     for text in ("The quick brown fox", "Paris is the capital of"):
         prompt_ids = tokenizer.encode(text)
-        reference = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False, eos_token_id=None)[0, len(prompt_ids) :]
-        body = {"input_ids": prompt_ids, "sampling_params": {"max_new_tokens": 12, "temperature": 0, "ignore_eos": True}}
+        reference = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False, eos_token_id=None)[
+            0, len(prompt_ids) :
+        ]
+        body = {
+            "input_ids": prompt_ids,
+            "sampling_params": {"max_new_tokens": 12, "temperature": 0, "ignore_eos": True},
+        }
         assert http.post("/generate", json=body).json()["output_ids"] == reference.tolist(), text
 
 
 def test_the_openai_client_is_served(server: ServerProcess, http: httpx.Client) -> None:
     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
-    completion = client.completions.create(model=MODEL, prompt="Hello world", max_tokens=8, temperature=0.0, extra_body={"ignore_eos": True})
-    assert completion.choices[0].finish_reason == "length" and completion.usage is not None and completion.usage.completion_tokens == 8
-    ids = http.post("/generate", json={"text": "Hello world", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}).json()
+    completion = client.completions.create(
+        model=MODEL, prompt="Hello world", max_tokens=8, temperature=0.0, extra_body={"ignore_eos": True}
+    )
+    assert (
+        completion.choices[0].finish_reason == "length"
+        and completion.usage is not None
+        and completion.usage.completion_tokens == 8
+    )
+    ids = http.post(
+        "/generate",
+        json={"text": "Hello world", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}},
+    ).json()
     assert completion.choices[0].text == ids["text"]
     messages: list[dict[str, str]] = [{"role": "user", "content": "What is the capital of France?"}]
     stream = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=10, temperature=0.0, stream=True)  # type: ignore[arg-type]
@@ -81,8 +97,12 @@ def test_every_rank_acknowledges_an_override_with_one_hash(http: httpx.Client) -
     """Reverse-verified: with only the first rank acknowledging (the others' acks not gathered),
     the PATCH waited out the override timeout and answered a 500."""
     info = http.get("/server_info").json()
-    assert {name: p["role"] for name, p in info["processes"].items()} == {"main": "http", "detokenizer": "detokenizer",
-                                                                          RANKS[0]: "scheduler", RANKS[1]: "scheduler"}
+    assert {name: p["role"] for name, p in info["processes"].items()} == {
+        "main": "http",
+        "detokenizer": "detokenizer",
+        RANKS[0]: "scheduler",
+        RANKS[1]: "scheduler",
+    }
     patched = http.patch("/v1/runtime_config", json={"max_running_requests": 8})
     assert patched.status_code == 200, patched.text
     hashes = patched.json()["config_hashes"]

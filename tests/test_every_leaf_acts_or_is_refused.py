@@ -54,7 +54,7 @@ def test_every_leaf_is_read_or_refused(readers: dict[str, set[str]]) -> None:
     neither = [name for name in leaf_specs() if not readers[name] and absent_feature_of(name) is None]
     assert neither == [], f"accepted and read by nothing: {neither}; give each a reader or a row in ABSENT_FEATURES"
     both = {name for name in REFUSED if readers[name]}
-    assert both == set(READ_YET_REFUSED), f"refused, yet read by {({n: sorted(readers[n]) for n in both})}"
+    assert both == set(READ_YET_REFUSED), f"refused, yet read by { ({n: sorted(readers[n]) for n in both}) }"
 
 
 def test_the_walk_finds_reads_through_accessors_aliases_and_helpers(readers: dict[str, set[str]]) -> None:
@@ -89,8 +89,16 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from transformers import LlamaConfig
 
     path = tmp_path_factory.mktemp("config-only") / "tiny"
-    LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                max_position_embeddings=256, vocab_size=64, architectures=["LlamaForCausalLM"]).save_pretrained(path)
+    LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        vocab_size=64,
+        architectures=["LlamaForCausalLM"],
+    ).save_pretrained(path)
     return path
 
 
@@ -105,15 +113,23 @@ def test_a_refused_leaf_is_refused_at_resolution_naming_the_leaf(leaf: str, mode
 @pytest.fixture
 def published_with_launch_rules() -> Iterator[Callable[[], tuple[Bags, str]]]:
     config_bags.unpublish()
-    model = ServedModel(architecture="LlamaForCausalLM", max_positions=256, num_attention_heads=2, num_key_value_heads=1,
-                        intermediate_size=64, linear_attention=False)
+    model = ServedModel(
+        architecture="LlamaForCausalLM",
+        max_positions=256,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        linear_attention=False,
+    )
     config_bags.publish(Bags(), role="standalone", rules=launch_rules(model))
     yield lambda: (config_bags.published_bags(), config_bags.config_hash())
     config_bags.unpublish()
 
 
 @pytest.mark.parametrize("leaf", REFUSED)
-def test_a_refused_leaf_is_refused_on_override_and_nothing_changes(leaf: str, published_with_launch_rules: Callable[[], tuple[Bags, str]]) -> None:
+def test_a_refused_leaf_is_refused_on_override_and_nothing_changes(
+    leaf: str, published_with_launch_rules: Callable[[], tuple[Bags, str]]
+) -> None:
     before = published_with_launch_rules()
     value = off_default(leaf_spec(leaf))
     with pytest.raises(LeafValueError, match=rf"{leaf} = "):

@@ -37,9 +37,19 @@ from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
-TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
-                            bos_token_id=None, eos_token_id=None, pad_token_id=None)
+TINY: dict[str, Any] = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.1,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 # id -> (transformers class, config overrides, GGUF type of the matrices)
 CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "llama-q8_0": ("LlamaForCausalLM", {"attention_bias": True}, "Q8_0"),
@@ -77,8 +87,10 @@ def _model(architecture: str, overrides: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """Each case's (GGUF file, de-quantized reference directory)."""
-    return {case: write_tiny_gguf(_model(architecture, overrides), tmp_path_factory.mktemp(case), kind)
-            for case, (architecture, overrides, kind) in CASES.items()}
+    return {
+        case: write_tiny_gguf(_model(architecture, overrides), tmp_path_factory.mktemp(case), kind)
+        for case, (architecture, overrides, kind) in CASES.items()
+    }
 
 
 Outcome = tuple[torch.Tensor, list[list[int]]]
@@ -115,8 +127,9 @@ def test_the_gguf_serves_its_dequantized_weights_bitwise(case: str, served: dict
 
 
 @pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0"])
-def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(case: str, written: dict[str, tuple[Path, Path]],
-                                                                           runner_of: Build) -> None:
+def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(
+    case: str, written: dict[str, tuple[Path, Path]], runner_of: Build
+) -> None:
     """Reverse-verified: with linear_of packing a de-quantized copy (a PackedLinear) when batch
     invariance is off, the kind check failed (the logits still agreed: only the memory differed)."""
     gguf_file, reference = written[case]
@@ -132,23 +145,36 @@ def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(case:
 # One case per family (the Llama one interleaved and Q4_1, the Qwen2 one tied): transformers' load is
 # the slow part, and the other cases equal their reference bitwise, which is de-quantized apart.
 @pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0", "qwen3-q8_0"])
-def test_the_gguf_agrees_with_transformers_reading_the_same_file(case: str, written: dict[str, tuple[Path, Path]],
-                                                                 served: dict[str, tuple[Outcome, Outcome]]) -> None:
+def test_the_gguf_agrees_with_transformers_reading_the_same_file(
+    case: str, written: dict[str, tuple[Path, Path]], served: dict[str, tuple[Outcome, Outcome]]
+) -> None:
     from transformers import AutoModelForCausalLM
 
     gguf_file, _ = written[case]
-    model: Any = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32).eval()
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32
+    ).eval()
     with torch.inference_mode():
         expected = torch.stack([model(torch.tensor([prompt])).logits[0, -1] for prompt in PROMPTS])
-        tokens = [model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long), max_new_tokens=NEW_TOKENS,
-                                 do_sample=False, eos_token_id=None, pad_token_id=0)[0, len(p):].tolist() for p in PROMPTS]
+        tokens = [
+            model.generate(
+                torch.tensor([p]),
+                attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                max_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )[0, len(p) :].tolist()
+            for p in PROMPTS
+        ]
     logits, greedy = served[case][0]
     torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-4)
     assert greedy == tokens
 
 
-def test_a_quantized_matrix_is_held_once_and_a_tied_head_is_the_embedding(written: dict[str, tuple[Path, Path]],
-                                                                          runner_of: Build) -> None:
+def test_a_quantized_matrix_is_held_once_and_a_tied_head_is_the_embedding(
+    written: dict[str, tuple[Path, Path]], runner_of: Build
+) -> None:
     """Every quantized matrix lives only in its kernel's panels (the decoder's weights keep its
     description), and a tied model's embedding reads its LM head's panels.
 
@@ -156,8 +182,11 @@ def test_a_quantized_matrix_is_held_once_and_a_tied_head_is_the_embedding(writte
     weights; with the tied head left unshared (`tied_head` None) the embedding packed its own table."""
     runner = runner_of(written["qwen2-tied-q4_0"][0])
     model = runner.model
-    held = [model.weights.embed, model.weights.lm_head, *(m for layer in model.weights.layers
-                                                          for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down))]
+    held = [
+        model.weights.embed,
+        model.weights.lm_head,
+        *(m for layer in model.weights.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)),
+    ]
     assert all(isinstance(matrix, KernelOwned) and matrix.kind == "q4_0" for matrix in held)
     embedding = model._embedding
     assert isinstance(embedding, QuantizedEmbedding) and embedding.table is model.head_projection
@@ -170,7 +199,9 @@ def _with_tensor(source: Path, target: Path, name: str, values: np.ndarray, kind
     for field in reader.fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue
-        writer.add_key_value(field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None)
+        writer.add_key_value(
+            field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None
+        )
     for tensor in reader.tensors:
         writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
     writer.add_tensor(name, values, raw_dtype=kind)
@@ -184,42 +215,65 @@ def _with_tensor(source: Path, target: Path, name: str, values: np.ndarray, kind
 def test_a_tensor_of_a_type_not_served_is_refused_naming_it(tmp_path: Path, runner_of: Build) -> None:
     """Reverse-verified: without the type check in GgufFile the Q5_0 embedding was read as if it
     were dense, and the load failed with a RuntimeError naming no tensor ("Unknown device: 84")."""
-    gguf_file, _ = write_tiny_gguf(_model("LlamaForCausalLM", {}), tmp_path / "q5", "Q4_0", types={"model.embed_tokens.weight": "Q5_0"})
-    with pytest.raises(UnsupportedConfigError, match=r"model\.gguf: tensor token_embd\.weight is Q5_0, a type this build does not "
-                                                     r"serve; accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1"):
+    gguf_file, _ = write_tiny_gguf(
+        _model("LlamaForCausalLM", {}), tmp_path / "q5", "Q4_0", types={"model.embed_tokens.weight": "Q5_0"}
+    )
+    with pytest.raises(
+        UnsupportedConfigError,
+        match=r"model\.gguf: tensor token_embd\.weight is Q5_0, a type this build does not "
+        r"serve; accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1",
+    ):
         runner_of(gguf_file)
 
 
 def test_a_fused_group_of_two_kinds_is_refused_naming_them(tmp_path: Path, runner_of: Build) -> None:
     """q, k and v run as one matmul of one kind. Reverse-verified: without the kind check in
     cat_rows, QuantizedTensor.cat refused with a message naming no tensor."""
-    gguf_file, _ = write_tiny_gguf(_model("LlamaForCausalLM", {}), tmp_path / "mixed", "Q4_0",
-                                   types={"model.layers.0.self_attn.v_proj.weight": "Q8_0"})
-    with pytest.raises(CheckpointError, match=r"a fused projection group holds matrices of one kind; got "
-                                              r"model\.layers\.0\.self_attn\.q_proj\.weight q4_0, .*v_proj\.weight q8_0"):
+    gguf_file, _ = write_tiny_gguf(
+        _model("LlamaForCausalLM", {}),
+        tmp_path / "mixed",
+        "Q4_0",
+        types={"model.layers.0.self_attn.v_proj.weight": "Q8_0"},
+    )
+    with pytest.raises(
+        CheckpointError,
+        match=r"a fused projection group holds matrices of one kind; got "
+        r"model\.layers\.0\.self_attn\.q_proj\.weight q4_0, .*v_proj\.weight q8_0",
+    ):
         runner_of(gguf_file)
 
 
-def test_a_tensor_without_a_place_is_refused_naming_it(written: dict[str, tuple[Path, Path]], tmp_path: Path,
-                                                      runner_of: Build) -> None:
+def test_a_tensor_without_a_place_is_refused_naming_it(
+    written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
+) -> None:
     """llama.cpp writes Llama 3's rope scaling as a rope_freqs tensor, which this decoder would ignore.
 
     Reverse-verified: with GgufFile skipping a tensor it has no name for, the file loaded."""
-    gguf_file = _with_tensor(written["llama-q8_0"][0], tmp_path / "rope.gguf", "rope_freqs.weight", np.ones(8, dtype=np.float32),
-                             gguf.GGMLQuantizationType.F32)
-    with pytest.raises(UnsupportedConfigError, match=r"rope\.gguf: tensor rope_freqs\.weight has no place in this build's llama decoder"):
+    gguf_file = _with_tensor(
+        written["llama-q8_0"][0],
+        tmp_path / "rope.gguf",
+        "rope_freqs.weight",
+        np.ones(8, dtype=np.float32),
+        gguf.GGMLQuantizationType.F32,
+    )
+    with pytest.raises(
+        UnsupportedConfigError,
+        match=r"rope\.gguf: tensor rope_freqs\.weight has no place in this build's llama decoder",
+    ):
         runner_of(gguf_file)
 
 
-def test_a_directory_of_one_gguf_is_served_and_of_two_is_refused(written: dict[str, tuple[Path, Path]], tmp_path: Path,
-                                                                 runner_of: Build) -> None:
+def test_a_directory_of_one_gguf_is_served_and_of_two_is_refused(
+    written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
+) -> None:
     """Reverse-verified: without the count check in gguf_file_of the directory of two files served the first."""
     gguf_file, reference = written["llama-q8_0"]
     folder = tmp_path / "folder"
     folder.mkdir()
     shutil.copy(gguf_file, folder / "one.gguf")
-    assert torch.equal(_prefill_and_greedy(runner_of(folder))[0],
-                       _prefill_and_greedy(runner_of(reference))[0])
+    assert torch.equal(_prefill_and_greedy(runner_of(folder))[0], _prefill_and_greedy(runner_of(reference))[0])
     shutil.copy(gguf_file, folder / "two.gguf")
-    with pytest.raises(CheckpointError, match=r"holds 2 GGUF files \(one\.gguf, two\.gguf\); accepted: a model path naming one"):
+    with pytest.raises(
+        CheckpointError, match=r"holds 2 GGUF files \(one\.gguf, two\.gguf\); accepted: a model path naming one"
+    ):
         runner_of(folder)

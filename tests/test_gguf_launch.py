@@ -61,7 +61,9 @@ def test_a_gguf_resolves_its_tokenizer_name_and_context_from_the_file(model_cach
     the path's last part, the name kept its .gguf."""
     gguf = bundled_gguf()
     args = resolve(ServerArgs(model_path=str(gguf))).server_args
-    assert args.tokenizer_path == str(gguf_tokenizer_dir(gguf)) and Path(args.tokenizer_path).parent.parent == model_cache
+    assert (
+        args.tokenizer_path == str(gguf_tokenizer_dir(gguf)) and Path(args.tokenizer_path).parent.parent == model_cache
+    )
     assert args.provenance_of("tokenizer_path") == "resolved:tokenizer_path"
     assert args.served_model_name == "SmolLM2-135M-Instruct.Q4_1"
     assert args.context_length == 8192
@@ -85,41 +87,99 @@ def test_an_operators_tokenizer_is_kept_and_nothing_is_written(tmp_path: Path, d
 def _transformers_model(architecture: str, **config: Any) -> Any:
     transformers: Any = importlib.import_module("transformers")
     torch.manual_seed(0)
-    sizes = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=512)
-    return getattr(transformers, architecture)(getattr(transformers, architecture.replace("ForCausalLM", "Config"))(**sizes, **config))
+    sizes = dict(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
+    return getattr(transformers, architecture)(
+        getattr(transformers, architecture.replace("ForCausalLM", "Config"))(**sizes, **config)
+    )
 
 
 # (id, the model: "gguf" (the bundled file), "dense", "hybrid" or "q5_0", argv, what the one line must name)
 CASES: list[tuple[str, str, list[str], list[str]]] = [
-    ("int8 of a gguf", "gguf", ["--quantization", "int8"],
-     ["quantization = 'int8' quantizes a bf16/fp32 checkpoint at load", "is a GGUF checkpoint, quantized already",
-      "rule quantized_weights_run_here", "--quantization int8"]),
-    ("gguf compiled", "gguf", ["--enable-torch-compile", "--enable-deterministic-inference", "false"],
-     ["(GGUF): enable_torch_compile compiles the dense decode step, and quantized weights decode eagerly"]),
-    ("gguf in float16", "gguf", ["--dtype", "float16"],
-     ["(GGUF): the quantized kernels compute in float32 or bfloat16, and dtype = 'float16' computes in float16"]),
-    ("int8 in float16", "dense", ["--quantization", "int8", "--dtype", "float16"], ["quantization = 'int8': the quantized kernels"]),
-    ("int8 of a hybrid", "hybrid", ["--quantization", "int8"],
-     ["quantization = 'int8': Qwen3NextForCausalLM is not served with quantized weights; accepted: LlamaForCausalLM"]),
-    ("a type not served", "q5_0", [], ["tensor token_embd.weight is Q5_0, a type this build does not serve; accepted: F32, F16"]),
-    ("a gguf draft", "dense", ["--speculative-algorithm", "draft_model", "--speculative-draft-model-path", "GGUF"],
-     ["is a GGUF checkpoint, and a draft is read from a Hugging Face checkpoint directory only"]),
+    (
+        "int8 of a gguf",
+        "gguf",
+        ["--quantization", "int8"],
+        [
+            "quantization = 'int8' quantizes a bf16/fp32 checkpoint at load",
+            "is a GGUF checkpoint, quantized already",
+            "rule quantized_weights_run_here",
+            "--quantization int8",
+        ],
+    ),
+    (
+        "gguf compiled",
+        "gguf",
+        ["--enable-torch-compile", "--enable-deterministic-inference", "false"],
+        ["(GGUF): enable_torch_compile compiles the dense decode step, and quantized weights decode eagerly"],
+    ),
+    (
+        "gguf in float16",
+        "gguf",
+        ["--dtype", "float16"],
+        ["(GGUF): the quantized kernels compute in float32 or bfloat16, and dtype = 'float16' computes in float16"],
+    ),
+    (
+        "int8 in float16",
+        "dense",
+        ["--quantization", "int8", "--dtype", "float16"],
+        ["quantization = 'int8': the quantized kernels"],
+    ),
+    (
+        "int8 of a hybrid",
+        "hybrid",
+        ["--quantization", "int8"],
+        [
+            "quantization = 'int8': Qwen3NextForCausalLM is not served with quantized weights; accepted: LlamaForCausalLM"
+        ],
+    ),
+    (
+        "a type not served",
+        "q5_0",
+        [],
+        ["tensor token_embd.weight is Q5_0, a type this build does not serve; accepted: F32, F16"],
+    ),
+    (
+        "a gguf draft",
+        "dense",
+        ["--speculative-algorithm", "draft_model", "--speculative-draft-model-path", "GGUF"],
+        ["is a GGUF checkpoint, and a draft is read from a Hugging Face checkpoint directory only"],
+    ),
 ]
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, dense: Path) -> dict[str, Path]:
-    q5, _ = write_tiny_gguf(_transformers_model("LlamaForCausalLM"), tmp_path_factory.mktemp("q5"), "Q4_0",
-                            types={"model.embed_tokens.weight": "Q5_0"})
-    return {"gguf": bundled_gguf(), "dense": dense, "q5_0": q5,
-            "hybrid": build_tiny_hybrid_checkpoint(tmp_path_factory.mktemp("hybrid"), family="qwen3_next")}
+    q5, _ = write_tiny_gguf(
+        _transformers_model("LlamaForCausalLM"),
+        tmp_path_factory.mktemp("q5"),
+        "Q4_0",
+        types={"model.embed_tokens.weight": "Q5_0"},
+    )
+    return {
+        "gguf": bundled_gguf(),
+        "dense": dense,
+        "q5_0": q5,
+        "hybrid": build_tiny_hybrid_checkpoint(tmp_path_factory.mktemp("hybrid"), family="qwen3_next"),
+    }
 
 
 @pytest.mark.parametrize(("model", "argv", "needles"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_quantized_weights_where_they_cannot_run_exit_2_with_one_line(model: str, argv: list[str], needles: list[str],
-                                                                      models: dict[str, Path], model_cache: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_quantized_weights_where_they_cannot_run_exit_2_with_one_line(
+    model: str,
+    argv: list[str],
+    needles: list[str],
+    models: dict[str, Path],
+    model_cache: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Reverse-verified: with QUANTIZED_WEIGHTS_RUN_HERE answering nothing, the five cases it
     states resolved and printed their config; with the draft handler reading a GGUF draft as a
     directory, its line said only that the path holds no config.json."""
@@ -138,7 +198,11 @@ def test_dump_config_and_explain_show_the_leaf(dense: Path, capsys: pytest.Captu
     assert json.dumps(dumped).count('"quantization"') >= 1
     assert main(["--model-path", str(dense), "--quantization", "int8", "--explain", "quantization"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("quantization = 'int8'\n") and "provenance: cli" in text and "Quantize a bf16/fp32 checkpoint" in text
+    assert (
+        text.startswith("quantization = 'int8'\n")
+        and "provenance: cli" in text
+        and "Quantize a bf16/fp32 checkpoint" in text
+    )
 
 
 @pytest.mark.parametrize("leaves", [{"quantization": "int8"}, {"dtype": "float16"}], ids=["int8", "float16"])

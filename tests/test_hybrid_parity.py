@@ -34,12 +34,18 @@ pytestmark = pytest.mark.timeout(900)
 NEW_TOKENS = 12
 _SHARED = tuple((5 * j) % 97 + 3 for j in range(40))
 # Eight prompts of their own (some repeat a span, which ngram drafts from), eight sharing a 40-token prefix.
-PROMPTS = ([tuple((7 * i + j) % 60 + 3 for j in range(9)) * 3 for i in range(4)] + [tuple(range(40 + i, 52 + 3 * i)) for i in range(4)]
-           + [_SHARED + tuple(range(100 + i, 104 + 2 * i)) for i in range(8)])
+PROMPTS = (
+    [tuple((7 * i + j) % 60 + 3 for j in range(9)) * 3 for i in range(4)]
+    + [tuple(range(40 + i, 52 + 3 * i)) for i in range(4)]
+    + [_SHARED + tuple(range(100 + i, 104 + 2 * i)) for i in range(8)]
+)
 CHECKPOINTS: dict[str, dict[str, object]] = {
     "qwen3_next-moe": {"family": "qwen3_next"},
-    "qwen3_next-dense": {"family": "qwen3_next", "moe": False,
-                         "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention", "linear_attention"]},
+    "qwen3_next-dense": {
+        "family": "qwen3_next",
+        "moe": False,
+        "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention", "linear_attention"],
+    },
     "qwen3_next-mixed-mlp": {"family": "qwen3_next", "mlp_only_layers": (1, 4), "seed": 3},
     "qwen3_5": {"family": "qwen3_5", "seed": 1},
 }
@@ -61,13 +67,25 @@ def hybrid(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Pa
 
 @pytest.fixture
 def hybrid_scheduler(unpublished: None) -> Iterator[Callable[..., tuple[Scheduler, ModelRunners]]]:
-    def build(model_dir: Path, *, page_size: int = 1, chunk: int = 8192, spec: SpecBag | None = None,
-              linear_attn_backend: str = "torch_native") -> tuple[Scheduler, ModelRunners]:
+    def build(
+        model_dir: Path,
+        *,
+        page_size: int = 1,
+        chunk: int = 8192,
+        spec: SpecBag | None = None,
+        linear_attn_backend: str = "torch_native",
+    ) -> tuple[Scheduler, ModelRunners]:
         config_bags.unpublish()
-        config_bags.publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="float32"), memory=MemoryBag(max_total_tokens=16384),
-                                 schedule=ScheduleBag(page_size=page_size, max_prefill_tokens=8192, chunked_prefill_size=chunk),
-                                 spec=spec or SpecBag(), exec=ExecBag(kernel=KernelBag(linear_attn_backend=linear_attn_backend))),
-                            role="standalone")
+        config_bags.publish(
+            Bags(
+                model=ModelBag(model_path=str(model_dir), dtype="float32"),
+                memory=MemoryBag(max_total_tokens=16384),
+                schedule=ScheduleBag(page_size=page_size, max_prefill_tokens=8192, chunked_prefill_size=chunk),
+                spec=spec or SpecBag(),
+                exec=ExecBag(kernel=KernelBag(linear_attn_backend=linear_attn_backend)),
+            ),
+            role="standalone",
+        )
         return build_scheduler()
 
     yield build
@@ -83,7 +101,12 @@ def _serve(scheduler: Scheduler, prompts: list[tuple[int, ...]], *, together: bo
         for i, prompt in enumerate(batch):
             rid = f"r{offset + i}"
             tokens[rid] = []
-            request = Request(rid=rid, prompt_ids=prompt, sampling=SamplingParams(), stop=StopConditions(max_new_tokens=NEW_TOKENS, ignore_eos=True))
+            request = Request(
+                rid=rid,
+                prompt_ids=prompt,
+                sampling=SamplingParams(),
+                stop=StopConditions(max_new_tokens=NEW_TOKENS, ignore_eos=True),
+            )
             assert scheduler.add_request(request) is None
         while scheduler.has_work():
             for event in scheduler.step():
@@ -103,24 +126,33 @@ def _serve(scheduler: Scheduler, prompts: list[tuple[int, ...]], *, together: bo
 
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("name", sorted(CHECKPOINTS))
-def test_batched_and_chunked_greedy_output_equals_transformers(name: str, page_size: int, hybrid: Callable[[str], tuple[Path, list[list[int]]]],
-                                                               hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_batched_and_chunked_greedy_output_equals_transformers(
+    name: str,
+    page_size: int,
+    hybrid: Callable[[str], tuple[Path, list[list[int]]]],
+    hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]],
+) -> None:
     folder, reference = hybrid(name)
     scheduler, runners = hybrid_scheduler(folder, page_size=page_size, chunk=16)
     assert runners.target.state_slots > 0 and runners.target.linear_attn_backends.decode == "torch_native"
     assert _serve(scheduler, PROMPTS) == reference
 
 
-def test_requests_one_at_a_time_equal_transformers(hybrid: Callable[[str], tuple[Path, list[list[int]]]],
-                                                   hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_requests_one_at_a_time_equal_transformers(
+    hybrid: Callable[[str], tuple[Path, list[list[int]]]],
+    hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]],
+) -> None:
     folder, reference = hybrid("qwen3_next-moe")
     scheduler, _ = hybrid_scheduler(folder, page_size=16)
     assert _serve(scheduler, PROMPTS[::3], together=False) == reference[::3]
 
 
 @pytest.mark.parametrize("name", sorted(CHECKPOINTS))
-def test_ngram_speculation_keeps_the_greedy_output(name: str, hybrid: Callable[[str], tuple[Path, list[list[int]]]],
-                                                   hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_ngram_speculation_keeps_the_greedy_output(
+    name: str,
+    hybrid: Callable[[str], tuple[Path, list[list[int]]]],
+    hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]],
+) -> None:
     folder, reference = hybrid(name)
     scheduler, _ = hybrid_scheduler(folder, spec=SpecBag(speculative_algorithm="ngram"))
     assert _serve(scheduler, PROMPTS[:8], together=False) == reference[:8]
@@ -128,28 +160,38 @@ def test_ngram_speculation_keeps_the_greedy_output(name: str, hybrid: Callable[[
     assert scheduler.metrics().spec_verify_steps > 0
 
 
-def test_a_hybrid_draft_model_keeps_the_greedy_output(hybrid: Callable[[str], tuple[Path, list[list[int]]]],
-                                                      hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_a_hybrid_draft_model_keeps_the_greedy_output(
+    hybrid: Callable[[str], tuple[Path, list[list[int]]]],
+    hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]],
+) -> None:
     """The draft (Qwen3.5 over the same vocabulary) keeps its own states per proposal step and
     rolls back to the accepted one at its next catch-up."""
     folder, reference = hybrid("qwen3_next-moe")
     draft, _ = hybrid("qwen3_5")
-    scheduler, runners = hybrid_scheduler(folder, spec=SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path=str(draft),
-                                                               speculative_num_steps=3))
+    scheduler, runners = hybrid_scheduler(
+        folder,
+        spec=SpecBag(
+            speculative_algorithm="draft_model", speculative_draft_model_path=str(draft), speculative_num_steps=3
+        ),
+    )
     assert runners.draft is not None and runners.draft.state_slots == runners.target.state_slots
     assert _serve(scheduler, PROMPTS[:6], together=False) == reference[:6]
     assert _serve(scheduler, PROMPTS) == reference
 
 
 @pytest.mark.parametrize("backend", ["cpu_fused", "triton"])
-def test_every_linear_attention_backend_serves_the_same_output(backend: str, hybrid: Callable[[str], tuple[Path, list[list[int]]]],
-                                                               hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_every_linear_attention_backend_serves_the_same_output(
+    backend: str,
+    hybrid: Callable[[str], tuple[Path, list[list[int]]]],
+    hybrid_scheduler: Callable[..., tuple[Scheduler, ModelRunners]],
+) -> None:
     """cpu_fused (the CPU default) and triton (in its interpreter here, so on four prompts: two of
     their own, two sharing the long prefix) through chunked prefill, decode and ngram verify: the
     tokens torch_native and transformers give."""
     folder, reference = hybrid("qwen3_next-moe")
     chosen = list(range(len(PROMPTS))) if backend == "cpu_fused" else [0, 1, 8, 9]
-    scheduler, runners = hybrid_scheduler(folder, page_size=16, chunk=16, spec=SpecBag(speculative_algorithm="ngram"),
-                                          linear_attn_backend=backend)
+    scheduler, runners = hybrid_scheduler(
+        folder, page_size=16, chunk=16, spec=SpecBag(speculative_algorithm="ngram"), linear_attn_backend=backend
+    )
     assert tuple(runners.target.linear_attn_backends) == (backend, backend, backend)
     assert _serve(scheduler, [PROMPTS[i] for i in chosen]) == [reference[i] for i in chosen]

@@ -30,7 +30,11 @@ def _lint(config: Path, pythonpath: Path | None = None) -> subprocess.CompletedP
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     return subprocess.run(
-        [str(LINT_IMPORTS), "--config", str(config), "--no-cache"], capture_output=True, text=True, env=env, cwd=config.parent
+        [str(LINT_IMPORTS), "--config", str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
     )
 
 
@@ -53,13 +57,33 @@ def tree_copy(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("module", "statement", "broken"),
     [
-        ("runtime_scheduler/forbidden.py", "import runtime_runner\n", "runtime packages are independent of each other BROKEN"),
-        ("attn_backends/forbidden.py", "from spec_workers import __name__ as _n\n", "runtime packages are independent of each other BROKEN"),
+        (
+            "runtime_scheduler/forbidden.py",
+            "import runtime_runner\n",
+            "runtime packages are independent of each other BROKEN",
+        ),
+        (
+            "attn_backends/forbidden.py",
+            "from spec_workers import __name__ as _n\n",
+            "runtime packages are independent of each other BROKEN",
+        ),
         ("runtime_runner/forbidden.py", "import serve\n", "runtime packages never import the composition root BROKEN"),
-        ("config_bags/forbidden.py", "import torch\n", "config_bags stands alone: no other package of this repo, no torch BROKEN"),
-        ("config_bags/forbidden.py", "import runtime_scheduler\n", "config_bags stands alone: no other package of this repo, no torch BROKEN"),
+        (
+            "config_bags/forbidden.py",
+            "import torch\n",
+            "config_bags stands alone: no other package of this repo, no torch BROKEN",
+        ),
+        (
+            "config_bags/forbidden.py",
+            "import runtime_scheduler\n",
+            "config_bags stands alone: no other package of this repo, no torch BROKEN",
+        ),
         ("native_build/forbidden.py", "import torch\n", "native_build stands alone: the standard library only BROKEN"),
-        ("native_build/forbidden.py", "import config_bags\n", "native_build stands alone: the standard library only BROKEN"),
+        (
+            "native_build/forbidden.py",
+            "import config_bags\n",
+            "native_build stands alone: the standard library only BROKEN",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(tree_copy: Path, module: str, statement: str, broken: str) -> None:

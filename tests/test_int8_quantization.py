@@ -34,9 +34,19 @@ from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
-TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
-                            bos_token_id=None, eos_token_id=None, pad_token_id=None)
+TINY: dict[str, Any] = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.1,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "llama": ("LlamaForCausalLM", {"mlp_bias": True}),
     "qwen2-tied": ("Qwen2ForCausalLM", {"tie_word_embeddings": True}),
@@ -65,20 +75,28 @@ def _int8_reference(model_dir: Path, target: Path) -> Path:
     """`model_dir` with every matrix replaced by its int8 quantization, de-quantized (fp32)."""
     shutil.copytree(model_dir, target)
     tensors = load_file(model_dir / "model.safetensors")
-    save_file({name: int8_per_channel_of(t).dequantize() if t.dim() == 2 else t for name, t in tensors.items()},
-              target / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {name: int8_per_channel_of(t).dequantize() if t.dim() == 2 else t for name, t in tensors.items()},
+        target / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     return target
 
 
 @pytest.fixture(scope="module")
-def outcomes(tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Outcome]]:
+def outcomes(
+    tiny_checkpoint: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, Outcome]]:
     """Each case's outcome quantized to int8, on its de-quantized int8 reference, and unquantized."""
     found = {}
     for case, (architecture, overrides) in CASES.items():
         model_dir = tiny_checkpoint(architecture, **{**TINY, **overrides})
         reference = _int8_reference(model_dir, tmp_path_factory.mktemp(case) / "int8-dequantized")
-        found[case] = {"int8": _outcome(_runner(model_dir, quantization="int8")), "reference": _outcome(_runner(reference)),
-                       "dense": _outcome(_runner(model_dir))}
+        found[case] = {
+            "int8": _outcome(_runner(model_dir, quantization="int8")),
+            "reference": _outcome(_runner(reference)),
+            "dense": _outcome(_runner(model_dir)),
+        }
     unpublish()
     return found
 
@@ -92,7 +110,9 @@ def test_int8_serves_its_dequantized_matrices_bitwise(case: str, outcomes: dict[
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_int8_stays_within_its_tolerance_of_the_unquantized_model(case: str, outcomes: dict[str, dict[str, Outcome]]) -> None:
+def test_int8_stays_within_its_tolerance_of_the_unquantized_model(
+    case: str, outcomes: dict[str, dict[str, Outcome]]
+) -> None:
     """Reverse-verified: with Int8Weights rounding to 4 bits (scale 1/7 of each row's largest) the
     logits differed by up to 1.1 and both cases failed; one scale per matrix rather than per row
     stays within it on these near-uniform random weights (the default model's test catches that)."""
@@ -109,34 +129,54 @@ def test_int8_holds_each_matrix_once_in_its_kernel(tiny_checkpoint: Callable[...
     QuantizedTensors next to the kernels' panels."""
     runner = _runner(tiny_checkpoint("Qwen2ForCausalLM", **{**TINY, "tie_word_embeddings": True}), quantization="int8")
     weights = runner.model.weights
-    held = [weights.embed, weights.lm_head, *(m for layer in weights.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down))]
+    held = [
+        weights.embed,
+        weights.lm_head,
+        *(m for layer in weights.layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)),
+    ]
     assert all(isinstance(matrix, KernelOwned) and matrix.kind == "int8" for matrix in held)
     embedding = runner.model._embedding
     assert isinstance(embedding, QuantizedEmbedding) and embedding.table is runner.model.head_projection
 
 
 REFUSALS: dict[str, tuple[dict[str, Any], str]] = {
-    "float16": ({"dtype": "float16"}, "the quantized kernels compute in float32 or bfloat16, and dtype = 'float16' computes in float16"),
+    "float16": (
+        {"dtype": "float16"},
+        "the quantized kernels compute in float32 or bfloat16, and dtype = 'float16' computes in float16",
+    ),
     "compiled": ({"compiled": True}, "quantization = 'int8': enable_torch_compile compiles the dense decode step"),
-    "hybrid": ({"hybrid": True}, "Qwen3NextForCausalLM is not served with quantized weights; accepted: LlamaForCausalLM, "
-                                 "Qwen2ForCausalLM, Qwen3ForCausalLM"),
+    "hybrid": (
+        {"hybrid": True},
+        "Qwen3NextForCausalLM is not served with quantized weights; accepted: LlamaForCausalLM, "
+        "Qwen2ForCausalLM, Qwen3ForCausalLM",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
-def test_a_runner_refuses_int8_where_its_kernels_cannot_run(case: str, tiny_checkpoint: Callable[..., Path], tmp_path: Path,
-                                                            unpublished: None) -> None:
+def test_a_runner_refuses_int8_where_its_kernels_cannot_run(
+    case: str, tiny_checkpoint: Callable[..., Path], tmp_path: Path, unpublished: None
+) -> None:
     """The refusals a runner built without serve makes itself (serve's rule states the same).
 
     Reverse-verified: with load_target not asking quantized_weights_refusal_of, the float16 runner
     failed in QuantizedLinear with a ValueError naming no leaf, the compiled one built, and the
     hybrid loaded dense, ignoring the leaf."""
     given, message = REFUSALS[case]
-    model_dir = build_tiny_hybrid_checkpoint(tmp_path / "hybrid", family="qwen3_next") if given.get("hybrid") \
+    model_dir = (
+        build_tiny_hybrid_checkpoint(tmp_path / "hybrid", family="qwen3_next")
+        if given.get("hybrid")
         else tiny_checkpoint("LlamaForCausalLM", **TINY)
+    )
     exec = ExecBag(graph=GraphBag(enable_torch_compile=bool(given.get("compiled"))))
-    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=given.get("dtype", "auto"), quantization="int8"), memory=POOL,
-                 exec=exec), role="standalone")
+    publish(
+        Bags(
+            model=ModelBag(model_path=str(model_dir), dtype=given.get("dtype", "auto"), quantization="int8"),
+            memory=POOL,
+            exec=exec,
+        ),
+        role="standalone",
+    )
     with pytest.raises(UnsupportedConfigError, match=message):
         ModelRunner(build_attention_pair, linear_attn_factory=LinearAttnBackendFactory())
 
@@ -149,5 +189,7 @@ def test_the_refusal_names_a_device_without_the_kernels(tiny_checkpoint: Callabl
     llama = tiny_checkpoint("LlamaForCausalLM", **TINY)
     model = ModelBag(model_path=str(llama), quantization="int8")
     reason = quantized_weights_refusal_of(model, ExecBag(), "cuda", None, lambda: read_arch_config(llama))
-    assert reason == "quantization = 'int8': the quantized kernels run on a CPU only, not on cuda; accepted: device = cpu"
+    assert (
+        reason == "quantization = 'int8': the quantized kernels run on a CPU only, not on cuda; accepted: device = cpu"
+    )
     assert quantized_weights_refusal_of(model, ExecBag(), "cpu", None, lambda: read_arch_config(llama)) is None

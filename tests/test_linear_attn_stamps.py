@@ -35,8 +35,13 @@ def two_hybrids(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     target = build_tiny_hybrid_checkpoint(tmp_path / "target", family="qwen3_next")
     draft = build_tiny_hybrid_checkpoint(tmp_path / "draft", family="qwen3_5", seed=2)
     config_bags.unpublish()
-    config_bags.publish(Bags(model=ModelBag(model_path=str(target), dtype="float32"),
-                             spec=SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path=str(draft))), role="standalone")
+    config_bags.publish(
+        Bags(
+            model=ModelBag(model_path=str(target), dtype="float32"),
+            spec=SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path=str(draft)),
+        ),
+        role="standalone",
+    )
     yield target, draft
     config_bags.unpublish()
 
@@ -56,6 +61,9 @@ def test_a_draft_built_after_its_target_leaves_the_targets_choice_alone(two_hybr
     assert draft.linear_attn_backends == DRAFT_CHOICE and _kernels_run(draft) == tuple(DRAFT_CHOICE)
     assert target.linear_attn_backends == TARGET_CHOICE and _kernels_run(target) == tuple(TARGET_CHOICE)
     kernel = config_bags.get_exec().kernel
-    assert (kernel.linear_attn_backend, kernel.linear_attn_prefill_backend, kernel.linear_attn_decode_backend) == (None, None, None)
+    assert (kernel.linear_attn_backend, kernel.linear_attn_prefill_backend, kernel.linear_attn_decode_backend) == (
+        None,
+        None,
+        None,
+    )
     assert config_bags.config_hash() == hash_before
-

@@ -22,20 +22,39 @@ from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleB
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
-TINY: dict[str, Any] = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.2,
-                            bos_token_id=None, eos_token_id=None, pad_token_id=None)
-ARCHITECTURES = {"llama": ("LlamaForCausalLM", {}), "qwen2": ("Qwen2ForCausalLM", {}), "qwen3": ("Qwen3ForCausalLM", {"head_dim": 16})}
+TINY: dict[str, Any] = dict(
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.2,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
+ARCHITECTURES = {
+    "llama": ("LlamaForCausalLM", {}),
+    "qwen2": ("Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3ForCausalLM", {"head_dim": 16}),
+}
 PROMPTS = [[(7 * i + 3 * j) % 250 + 1 for j in range(length)] for i, length in enumerate((3, 11, 26, 40))]
 NEW_TOKENS = 5
 
 
 def _runner(model_dir: Path, dtype: str, *, deterministic: bool = True, kv_dtype: str = "auto") -> ModelRunner:
     unpublish()
-    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype),
-                 schedule=ScheduleBag(page_size=4, chunked_prefill_size=-1, max_prefill_tokens=512),
-                 memory=MemoryBag(max_total_tokens=512, kv_cache_dtype=kv_dtype),
-                 exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic))), role="standalone")
+    publish(
+        Bags(
+            model=ModelBag(model_path=str(model_dir), dtype=dtype),
+            schedule=ScheduleBag(page_size=4, chunked_prefill_size=-1, max_prefill_tokens=512),
+            memory=MemoryBag(max_total_tokens=512, kv_cache_dtype=kv_dtype),
+            exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic)),
+        ),
+        role="standalone",
+    )
     return ModelRunner(build_attention_pair)
 
 
@@ -54,8 +73,9 @@ def _logits_of(runner: ModelRunner) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize(("dtype", "kv_dtype"), [("bfloat16", "auto"), ("float32", "auto"), ("float32", "bfloat16")])
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_the_native_step_computes_the_op_by_op_forward_bitwise(name: str, dtype: str, kv_dtype: str,
-                                                                tiny_checkpoint: Callable[..., Path], unpublished: None) -> None:
+def test_the_native_step_computes_the_op_by_op_forward_bitwise(
+    name: str, dtype: str, kv_dtype: str, tiny_checkpoint: Callable[..., Path], unpublished: None
+) -> None:
     architecture, overrides = ARCHITECTURES[name]
     model_dir = tiny_checkpoint(architecture, **{**TINY, **overrides})
     op_by_op = _runner(model_dir, dtype, kv_dtype=kv_dtype)
@@ -71,11 +91,14 @@ def test_the_native_step_computes_the_op_by_op_forward_bitwise(name: str, dtype:
         assert torch.equal(a, b), f"{name} {dtype}: step {step}'s logits differ"
     for layer in range(len(native.pool.k)):
         assert torch.equal(op_by_op.pool.k[layer], native.pool.k[layer]), f"{name} {dtype}: layer {layer}'s keys differ"
-        assert torch.equal(op_by_op.pool.v[layer], native.pool.v[layer]), f"{name} {dtype}: layer {layer}'s values differ"
+        assert torch.equal(op_by_op.pool.v[layer], native.pool.v[layer]), (
+            f"{name} {dtype}: layer {layer}'s values differ"
+        )
 
 
-def test_a_runner_whose_projections_have_no_c_entry_runs_op_by_op(tiny_checkpoint: Callable[..., Path],
-                                                                   unpublished: None) -> None:
+def test_a_runner_whose_projections_have_no_c_entry_runs_op_by_op(
+    tiny_checkpoint: Callable[..., Path], unpublished: None
+) -> None:
     """oneDNN's packed linear (deterministic inference off) has no C entry: no native step."""
     model_dir = tiny_checkpoint("LlamaForCausalLM", **TINY)
     assert _runner(model_dir, "float32", deterministic=False).native_step is None

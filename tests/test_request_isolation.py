@@ -74,7 +74,9 @@ def served(scheduler: Scheduler, requests: Iterable[Request], transcript: Transc
 
 def scheduler_over(runner: ModelRunner) -> Scheduler:
     """A fresh scheduler (empty cache) over `runner`, as serve builds it."""
-    return Scheduler(runner, model_max_length=runner.arch.max_position_embeddings, max_total_tokens=runner.pool.num_slots)
+    return Scheduler(
+        runner, model_max_length=runner.arch.max_position_embeddings, max_total_tokens=runner.pool.num_slots
+    )
 
 
 @pytest.fixture
@@ -83,7 +85,9 @@ def checkpoint(tiny_checkpoint: Callable[..., Path]) -> Path:
     return tiny_checkpoint("LlamaForCausalLM", initializer_range=0.5)
 
 
-def test_a_request_whose_sampling_fails_fails_alone(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> None:
+def test_a_request_whose_sampling_fails_fails_alone(
+    checkpoint: Path, standalone_runner: Callable[..., ModelRunner]
+) -> None:
     """A Request built directly with top_k = 2**63 (bypassing the HTTP bounds) overflows the real
     sampler's top-k tensor, batched with two of four other requests that share its prefix pages.
     It fails with the cause; the others get exactly the tokens of a run without it; the audit is
@@ -125,7 +129,10 @@ class FailingForward:
 
 
 def _publish(checkpoint: Path) -> None:
-    publish(Bags(model=ModelBag(model_path=str(checkpoint), dtype="float32"), schedule=SCHEDULE, memory=MEMORY), role="standalone")
+    publish(
+        Bags(model=ModelBag(model_path=str(checkpoint), dtype="float32"), schedule=SCHEDULE, memory=MEMORY),
+        role="standalone",
+    )
 
 
 def test_a_forward_that_raises_fails_exactly_its_step_s_requests(checkpoint: Path, unpublished: None) -> None:
@@ -215,10 +222,16 @@ def trapped(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> 
     """A runner whose attention backends raise the trap's error (set after warm-up)."""
     trap = Trap()
 
-    def factory(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False,
-                     batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
-        stamp, backend = build_attention_pair(prefill, decode, device_type=device_type, is_draft_override=is_draft_override,
-                                              batch_invariant=batch_invariant)
+    def factory(
+        prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False, batch_invariant: bool = False
+    ) -> tuple[AttentionStamp, AttentionBackend]:
+        stamp, backend = build_attention_pair(
+            prefill,
+            decode,
+            device_type=device_type,
+            is_draft_override=is_draft_override,
+            batch_invariant=batch_invariant,
+        )
         return stamp, TrappedBackend(backend, trap)
 
     return standalone_runner(checkpoint, factory=factory, schedule=SCHEDULE, memory=MEMORY), trap
@@ -252,7 +265,9 @@ def test_a_device_fault_inside_the_runner_propagates_out_of_step(trapped: tuple[
     assert (scheduler.metrics().num_running, scheduler.metrics().num_failed) == (2, 0)
 
 
-def test_an_ordinary_error_inside_the_runner_fails_the_step_and_serving_goes_on(trapped: tuple[ModelRunner, Trap]) -> None:
+def test_an_ordinary_error_inside_the_runner_fails_the_step_and_serving_goes_on(
+    trapped: tuple[ModelRunner, Trap],
+) -> None:
     """A bug-like RuntimeError from inside the forward is no device fault: the step's requests
     fail, and the next requests are served as on a fresh scheduler. Reverse-verified: with
     is_device_fault answering True for every RuntimeError, a DeviceFaultError escaped step()."""

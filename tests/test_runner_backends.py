@@ -30,9 +30,17 @@ def checkpoint(tiny_checkpoint: Callable[..., Path]) -> Path:
 @pytest.fixture
 def runner(checkpoint: Path, standalone_runner: Callable[..., ModelRunner]) -> Runner:
     """A runner over a 256-slot pool whose pair is built by `factory` under `kernel` (and `graph`)."""
-    def build(kernel: KernelBag, factory: AttentionPairFactory = build_attention_pair, graph: GraphBag | None = None) -> ModelRunner:
-        return standalone_runner(checkpoint, factory=factory, memory=MemoryBag(max_total_tokens=256),
-                                 exec=ExecBag(kernel=kernel, graph=graph or GraphBag()))
+
+    def build(
+        kernel: KernelBag, factory: AttentionPairFactory = build_attention_pair, graph: GraphBag | None = None
+    ) -> ModelRunner:
+        return standalone_runner(
+            checkpoint,
+            factory=factory,
+            memory=MemoryBag(max_total_tokens=256),
+            exec=ExecBag(kernel=kernel, graph=graph or GraphBag()),
+        )
+
     return build
 
 
@@ -47,16 +55,23 @@ def test_runner_stamps_each_halfs_effective_kernel(runner: Runner) -> None:
     assert fast.attention_stamp == AttentionStamp("torch_native", "cpu_paged", False) and not fast.batch_invariant
     split = runner(KernelBag(decode_attention_backend="torch_native"))
     assert split.attention_stamp == AttentionStamp("torch_native", "torch_native", False) and not split.batch_invariant
-    assert runner(KernelBag(prefill_attention_backend="cpu_paged")).attention_stamp == AttentionStamp("cpu_paged", "cpu_paged", False)
+    assert runner(KernelBag(prefill_attention_backend="cpu_paged")).attention_stamp == AttentionStamp(
+        "cpu_paged", "cpu_paged", False
+    )
 
 
 def test_deterministic_inference_refuses_what_is_not_batch_invariant(runner: Runner) -> None:
     """An operator's True with a half that is not batch-invariant, or with the compiled decode
     step, is refused naming both; unset, the leaf resolves off instead."""
-    with pytest.raises(AttentionBackendUnavailableError, match="torch_native for the prefill half cannot serve deterministic "
-                       "inference: torch_native is not batch-invariant"):
+    with pytest.raises(
+        AttentionBackendUnavailableError,
+        match="torch_native for the prefill half cannot serve deterministic "
+        "inference: torch_native is not batch-invariant",
+    ):
         runner(KernelBag(enable_deterministic_inference=True, prefill_attention_backend="torch_native"))
-    with pytest.raises(UnsupportedConfigError, match="enable_torch_compile = True compiles it into a graph that rounds otherwise"):
+    with pytest.raises(
+        UnsupportedConfigError, match="enable_torch_compile = True compiles it into a graph that rounds otherwise"
+    ):
         runner(KernelBag(enable_deterministic_inference=True), graph=GraphBag(enable_torch_compile=True))
 
 
@@ -68,8 +83,9 @@ def test_stamp_is_what_the_factory_answers_and_never_recorded(runner: Runner) ->
     failed this test."""
     asked: list[tuple[str, str]] = []
 
-    def falling_back(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False,
-                     batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+    def falling_back(
+        prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False, batch_invariant: bool = False
+    ) -> tuple[AttentionStamp, AttentionBackend]:
         asked.append((prefill, decode))
         return build_attention_pair("torch_native", "torch_native", device_type=device_type)
 
@@ -83,16 +99,31 @@ def test_stamp_is_what_the_factory_answers_and_never_recorded(runner: Runner) ->
 
 def test_a_kernel_that_cannot_run_here_is_refused_in_one_line(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    with pytest.raises(AttentionBackendUnavailableError, match="triton for the decode half cannot run here: triton runs on a CPU only under TRITON_INTERPRET=1"):
+    with pytest.raises(
+        AttentionBackendUnavailableError,
+        match="triton for the decode half cannot run here: triton runs on a CPU only under TRITON_INTERPRET=1",
+    ):
         runner(KernelBag(decode_attention_backend="triton"))
-    with pytest.raises(AttentionBackendUnavailableError, match="flashinfer for the prefill half cannot run here: flashinfer runs on CUDA devices only"):
+    with pytest.raises(
+        AttentionBackendUnavailableError,
+        match="flashinfer for the prefill half cannot run here: flashinfer runs on CUDA devices only",
+    ):
         runner(KernelBag(attention_backend="flashinfer"))
 
 
-@pytest.mark.parametrize(("mode", "refusal"), [
-    ("idle", "forward mode 'idle' is not served by this build.*accepted: extend, decode, mixed, target_verify, draft_extend"),
-    ("draft_extend", "forward mode 'draft_extend' is not a target runner's; a target verifies, a draft runner extends its drafts"),
-])
+@pytest.mark.parametrize(
+    ("mode", "refusal"),
+    [
+        (
+            "idle",
+            "forward mode 'idle' is not served by this build.*accepted: extend, decode, mixed, target_verify, draft_extend",
+        ),
+        (
+            "draft_extend",
+            "forward mode 'draft_extend' is not a target runner's; a target verifies, a draft runner extends its drafts",
+        ),
+    ],
+)
 def test_forward_modes_a_target_runner_does_not_run_are_refused(runner: Runner, mode: str, refusal: str) -> None:
     """The modes exist in the vocabulary: idle is a data-parallel rank's empty step, which this
     build does not run; draft_extend is a draft runner's. A target runner refuses their batches,

@@ -21,10 +21,24 @@ from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import Running, StandaloneDriver
 
-TINY: dict[str, Any] = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.2,
-                            bos_token_id=None, eos_token_id=None, pad_token_id=None)
-ARCHITECTURES = {"llama": ("LlamaForCausalLM", {}), "qwen2": ("Qwen2ForCausalLM", {}), "qwen3": ("Qwen3ForCausalLM", {"head_dim": 16})}
+TINY: dict[str, Any] = dict(
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.2,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
+ARCHITECTURES = {
+    "llama": ("LlamaForCausalLM", {}),
+    "qwen2": ("Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3ForCausalLM", {"head_dim": 16}),
+}
 PROMPT_LENGTHS = (3, 11, 26, 40, 300)
 NEW_TOKENS = 6
 
@@ -60,11 +74,18 @@ def _retracted(driver: StandaloneDriver, prompt: list[int], after: int) -> Logit
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_a_sequence_computes_the_same_bits_alone_batched_chunked_and_retracted(
-        arch: str, tiny_checkpoint: Callable[..., Path], unpublished: None) -> None:
+    arch: str, tiny_checkpoint: Callable[..., Path], unpublished: None
+) -> None:
     architecture, overrides = ARCHITECTURES[arch]
     model_dir = tiny_checkpoint(architecture, **{**TINY, **overrides})
-    publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"), schedule=ScheduleBag(page_size=16, max_prefill_tokens=4096),
-                 memory=MemoryBag(max_total_tokens=4096)), role="standalone")
+    publish(
+        Bags(
+            model=ModelBag(model_path=str(model_dir), dtype="bfloat16"),
+            schedule=ScheduleBag(page_size=16, max_prefill_tokens=4096),
+            memory=MemoryBag(max_total_tokens=4096),
+        ),
+        role="standalone",
+    )
     runner = ModelRunner(build_attention_pair)
     assert runner.batch_invariant and runner.model.dtype == torch.bfloat16
     gen = torch.Generator().manual_seed(3)

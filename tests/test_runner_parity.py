@@ -29,14 +29,35 @@ from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
 Runner = Callable[[Path, int], ModelRunner]
-TINY: dict[str, Any] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1,
-            bos_token_id=None, eos_token_id=None, pad_token_id=None)
+TINY: dict[str, Any] = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.1,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 CHECKPOINTS: dict[str, tuple[str, dict[str, Any], str | None]] = {
     "llama": ("LlamaForCausalLM", {"mlp_bias": True}, None),
-    "llama-sharded-llama3-rope": ("LlamaForCausalLM", {"rope_parameters": {
-        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 16, "rope_theta": 500000.0}}, "30KB"),
+    "llama-sharded-llama3-rope": (
+        "LlamaForCausalLM",
+        {
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "rope_theta": 500000.0,
+            }
+        },
+        "30KB",
+    ),
     "qwen2-tied": ("Qwen2ForCausalLM", {"tie_word_embeddings": True}, None),
     "qwen3": ("Qwen3ForCausalLM", {"head_dim": 16}, None),
 }
@@ -62,9 +83,15 @@ def reference(request: pytest.FixtureRequest, tiny_checkpoint: Callable[..., Pat
     with torch.inference_mode():
         for prompt in prompts:
             ids = torch.tensor([prompt])
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
-                                 eos_token_id=None, pad_token_id=0)
-            tokens.append(out[0, len(prompt):].tolist())
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
+            tokens.append(out[0, len(prompt) :].tolist())
             logits.append(model(ids).logits[0, -1])
     return {"dir": target, "prompts": prompts, "tokens": tokens, "logits": torch.stack(logits)}
 
@@ -72,13 +99,16 @@ def reference(request: pytest.FixtureRequest, tiny_checkpoint: Callable[..., Pat
 @pytest.fixture
 def runner(standalone_runner: Callable[..., ModelRunner]) -> Runner:
     """A runner over a checkpoint with pages of the size given, in a 2048-slot pool."""
-    return lambda model_dir, page_size: standalone_runner(model_dir, schedule=ScheduleBag(page_size=page_size),
-                                                          memory=MemoryBag(max_total_tokens=2048))
+    return lambda model_dir, page_size: standalone_runner(
+        model_dir, schedule=ScheduleBag(page_size=page_size), memory=MemoryBag(max_total_tokens=2048)
+    )
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("chunk", [None, 7])
-def test_greedy_tokens_equal_transformers(reference: dict[str, Any], runner: Runner, page_size: int, chunk: int | None) -> None:
+def test_greedy_tokens_equal_transformers(
+    reference: dict[str, Any], runner: Runner, page_size: int, chunk: int | None
+) -> None:
     """Reverse-verified: dropping prefix_len from the causal mask in torch_native fails every chunked case."""
     driver = StandaloneDriver(runner(reference["dir"], page_size))
     assert driver.generate(reference["prompts"], NEW_TOKENS, chunk=chunk) == reference["tokens"]
@@ -96,7 +126,9 @@ def test_prefill_logits_match_transformers(reference: dict[str, Any], runner: Ru
         for i, token in enumerate(out.next_token_ids):
             if token != -1 and i not in last:
                 last[i] = out.logits[i]
-    torch.testing.assert_close(torch.stack([last[i] for i in range(len(PROMPT_LENGTHS))]), reference["logits"], **TOLERANCE)
+    torch.testing.assert_close(
+        torch.stack([last[i] for i in range(len(PROMPT_LENGTHS))]), reference["logits"], **TOLERANCE
+    )
 
 
 def test_mixed_prefill_and_decode_batches(reference: dict[str, Any], runner: Runner) -> None:
@@ -137,16 +169,28 @@ def test_smollm2_greedy_continuation_equals_transformers(smollm2: Path, runner: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
-    chat = tokenizer.apply_chat_template([{"role": "user", "content": "Name three colors."}], add_generation_prompt=True, tokenize=False)
-    prompts = [tokenizer("The capital of France is")["input_ids"], tokenizer(chat, add_special_tokens=False)["input_ids"]]
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Name three colors."}], add_generation_prompt=True, tokenize=False
+    )
+    prompts = [
+        tokenizer("The capital of France is")["input_ids"],
+        tokenizer(chat, add_special_tokens=False)["input_ids"],
+    ]
     model: Any = AutoModelForCausalLM.from_pretrained(smollm2, dtype=torch.float32)
     model.eval()
     expected = []
     with torch.inference_mode():
         for prompt in prompts:
             ids = torch.tensor([prompt])
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
-            expected.append(out[0, len(prompt):].tolist())
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=16,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
+            expected.append(out[0, len(prompt) :].tolist())
     driver = StandaloneDriver(runner(smollm2, 16))
     assert driver.generate(prompts, 16) == expected
     assert "Paris" in tokenizer.decode(expected[0])

@@ -16,8 +16,13 @@ from runtime_runner.standalone import Sampling, StandaloneDriver
 
 @pytest.fixture
 def driver(tiny_checkpoint: Callable[..., Path], standalone_runner: Callable[..., ModelRunner]) -> StandaloneDriver:
-    return StandaloneDriver(standalone_runner(tiny_checkpoint("Qwen2ForCausalLM", vocab_size=80), schedule=ScheduleBag(page_size=4),
-                                              memory=MemoryBag(max_total_tokens=512)))
+    return StandaloneDriver(
+        standalone_runner(
+            tiny_checkpoint("Qwen2ForCausalLM", vocab_size=80),
+            schedule=ScheduleBag(page_size=4),
+            memory=MemoryBag(max_total_tokens=512),
+        )
+    )
 
 
 def test_same_seed_same_tokens_alone_or_batched(driver: StandaloneDriver) -> None:
@@ -25,7 +30,10 @@ def test_same_seed_same_tokens_alone_or_batched(driver: StandaloneDriver) -> Non
     run differ from the lone one."""
     seeded = Sampling(temperature=1.5, top_p=0.95, seed=42)
     alone = driver.generate([[3, 1, 4, 1, 5]], 12, sampling=seeded)[0]
-    companions = [driver.add([2, 7, 1], Sampling(temperature=1.0)), driver.add([9, 9, 9, 9, 9, 9, 9], Sampling(temperature=1.0))]
+    companions = [
+        driver.add([2, 7, 1], Sampling(temperature=1.0)),
+        driver.add([9, 9, 9, 9, 9, 9, 9], Sampling(temperature=1.0)),
+    ]
     again = driver.generate([[3, 1, 4, 1, 5]], 12, sampling=seeded)[0]
     for seq in companions:
         driver.finish(seq)

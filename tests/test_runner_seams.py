@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PROBE = '''
+PROBE = """
 from attn_backends import AttentionMetadataView, build_attention_pair
 from runtime_runner.attention_seam import AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import ForwardBatchView
@@ -21,7 +21,7 @@ def wire(metadata: AttentionMetadata, batch: Batch) -> None:
     factory: AttentionPairFactory = build_attention_pair
     view: AttentionMetadataView = metadata
     forwarded: ForwardBatchView = batch
-'''
+"""
 
 
 def test_factory_and_metadata_fit_the_declared_protocols(tmp_path: Path) -> None:
@@ -29,5 +29,10 @@ def test_factory_and_metadata_fit_the_declared_protocols(tmp_path: Path) -> None
     makes mypy reject the probe."""
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(probe)], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout

@@ -14,7 +14,8 @@ from runtime_runner.runner import ModelRunner
 
 
 def test_building_a_cpu_runner_loads_the_attention_kernel_and_the_fused_ops(
-    tiny_checkpoint: Callable[..., Path], standalone_runner: Callable[..., ModelRunner],
+    tiny_checkpoint: Callable[..., Path],
+    standalone_runner: Callable[..., ModelRunner],
 ) -> None:
     """Reverse-verified: removing the runner's warm-up step leaves the kernel unloaded and fails."""
     model_dir = tiny_checkpoint("LlamaForCausalLM")

@@ -28,22 +28,35 @@ from serve.scheduler_process.runners import ModelRunners
 
 pytestmark = pytest.mark.timeout(900)
 
-PROMPTS = [tuple((7 * i + j) % 60 + 3 for j in range(10)) * 3 for i in range(8)] + [tuple(range(40 + i, 52 + i)) for i in range(8)]
+PROMPTS = [tuple((7 * i + j) % 60 + 3 for j in range(10)) * 3 for i in range(8)] + [
+    tuple(range(40 + i, 52 + i)) for i in range(8)
+]
 SAMPLINGS = [
     SamplingParams(),
     SamplingParams(temperature=0.8, top_p=0.9, top_k=20, seed=11),
-    SamplingParams(temperature=1.0, min_p=0.05, seed=12, repetition_penalty=1.1, frequency_penalty=0.3, presence_penalty=0.2),
+    SamplingParams(
+        temperature=1.0, min_p=0.05, seed=12, repetition_penalty=1.1, frequency_penalty=0.3, presence_penalty=0.2
+    ),
     SamplingParams(temperature=0.6, seed=13, logprobs=True, top_logprobs=2),
 ]
 
 
 @pytest.fixture
 def spec_scheduler(unpublished: None) -> Iterator[Callable[..., tuple[Scheduler, ModelRunners]]]:
-    def build(model_dir: Path, spec: SpecBag | None = None, exec: ExecBag | None = None) -> tuple[Scheduler, ModelRunners]:
+    def build(
+        model_dir: Path, spec: SpecBag | None = None, exec: ExecBag | None = None
+    ) -> tuple[Scheduler, ModelRunners]:
         config_bags.unpublish()
-        config_bags.publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="float32"), memory=MemoryBag(max_total_tokens=16384),
-                                 schedule=ScheduleBag(max_prefill_tokens=8192, chunked_prefill_size=8192), spec=spec or SpecBag(),
-                                 exec=exec or ExecBag()), role="standalone")
+        config_bags.publish(
+            Bags(
+                model=ModelBag(model_path=str(model_dir), dtype="float32"),
+                memory=MemoryBag(max_total_tokens=16384),
+                schedule=ScheduleBag(max_prefill_tokens=8192, chunked_prefill_size=8192),
+                spec=spec or SpecBag(),
+                exec=exec or ExecBag(),
+            ),
+            role="standalone",
+        )
         return build_scheduler()
 
     yield build
@@ -70,15 +83,25 @@ def _serve(scheduler: Scheduler, requests: list[Request]) -> dict[str, Answer]:
 
 
 def _requests(new_tokens: int) -> list[Request]:
-    return [Request(rid=f"r{i}", prompt_ids=PROMPTS[i % len(PROMPTS)], sampling=SAMPLINGS[i % len(SAMPLINGS)],
-                    stop=StopConditions(max_new_tokens=new_tokens, ignore_eos=True)) for i in range(32)]
+    return [
+        Request(
+            rid=f"r{i}",
+            prompt_ids=PROMPTS[i % len(PROMPTS)],
+            sampling=SAMPLINGS[i % len(SAMPLINGS)],
+            stop=StopConditions(max_new_tokens=new_tokens, ignore_eos=True),
+        )
+        for i in range(32)
+    ]
 
 
 @pytest.mark.parametrize("algorithm", ["ngram", "draft_model"])
 @pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "Qwen3ForCausalLM"])
 def test_greedy_and_seeded_requests_get_the_tokens_they_get_without_speculation(
-        algorithm: str, architecture: str, tiny_checkpoint: Callable[..., Path],
-        spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+    algorithm: str,
+    architecture: str,
+    tiny_checkpoint: Callable[..., Path],
+    spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]],
+) -> None:
     target = tiny_checkpoint(architecture)
     requests = _requests(24)
     plain, _ = spec_scheduler(target)
@@ -96,8 +119,15 @@ def _histogram(scheduler: Scheduler, prompt: tuple[int, ...], count: int, new_to
     """How often each sequence of `new_tokens` tokens came out, over `count` requests of `prompt`."""
     seen: Counter[tuple[int, ...]] = Counter()
     for wave in range(0, count, 100):  # a wave prefills in one step, then decodes (and verifies) alone
-        requests = [Request(rid=f"h{i}", prompt_ids=prompt, sampling=SamplingParams(temperature=1.0, top_k=2),
-                            stop=StopConditions(max_new_tokens=new_tokens, ignore_eos=True)) for i in range(wave, wave + 100)]
+        requests = [
+            Request(
+                rid=f"h{i}",
+                prompt_ids=prompt,
+                sampling=SamplingParams(temperature=1.0, top_k=2),
+                stop=StopConditions(max_new_tokens=new_tokens, ignore_eos=True),
+            )
+            for i in range(wave, wave + 100)
+        ]
         seen.update(tokens for tokens, _ in _serve(scheduler, requests).values())
     return seen
 
@@ -108,8 +138,9 @@ def _total_variation(a: Counter[tuple[int, ...]], b: Counter[tuple[int, ...]]) -
 
 
 @pytest.mark.parametrize("algorithm", ["ngram", "draft_model"])
-def test_unseeded_sampling_follows_the_targets_distribution(algorithm: str, tiny_checkpoint: Callable[..., Path],
-                                                           spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_unseeded_sampling_follows_the_targets_distribution(
+    algorithm: str, tiny_checkpoint: Callable[..., Path], spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]
+) -> None:
     """800 requests of one prompt, 3 tokens each drawn at temperature 1 from each step's top 2:
     the total-variation distance between the histograms of the 8 possible sequences with and
     without speculation stays under 0.1 (sampling noise at this size is about 0.03), and
@@ -118,22 +149,29 @@ def test_unseeded_sampling_follows_the_targets_distribution(algorithm: str, tiny
     target = tiny_checkpoint("LlamaForCausalLM")
     plain, _ = spec_scheduler(target)
     seed = PROMPTS[0]
-    greedy = _serve(plain, [Request(rid="g", prompt_ids=seed, stop=StopConditions(max_new_tokens=8, ignore_eos=True))])["g"][0]
+    greedy = _serve(plain, [Request(rid="g", prompt_ids=seed, stop=StopConditions(max_new_tokens=8, ignore_eos=True))])[
+        "g"
+    ][0]
     prompt = seed + greedy + seed
     reference = _histogram(plain, prompt, 800, 3)
     draft = {} if algorithm == "ngram" else {"speculative_draft_model_path": str(target)}
-    speculative, _ = spec_scheduler(target, SpecBag(speculative_algorithm=algorithm, speculative_adaptive_min_accept_rate=0.0,
-                                                    **draft))  # type: ignore[arg-type]
+    speculative, _ = spec_scheduler(
+        target, SpecBag(speculative_algorithm=algorithm, speculative_adaptive_min_accept_rate=0.0, **draft)
+    )  # type: ignore[arg-type]
     observed = _histogram(speculative, prompt, 800, 3)
     assert _total_variation(reference, observed) < 0.1, (reference, observed)
     assert speculative.metrics().spec_accepted_tokens > 50
 
 
-def test_the_draft_runner_stamps_and_dispatches_to_its_own_backend(tiny_checkpoint: Callable[..., Path],
-                                                                   spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_the_draft_runner_stamps_and_dispatches_to_its_own_backend(
+    tiny_checkpoint: Callable[..., Path], spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]
+) -> None:
     target = tiny_checkpoint("LlamaForCausalLM")
-    spec = SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path=str(target),
-                   speculative_draft_attention_backend="torch_native")
+    spec = SpecBag(
+        speculative_algorithm="draft_model",
+        speculative_draft_model_path=str(target),
+        speculative_draft_attention_backend="torch_native",
+    )
     scheduler, runners = spec_scheduler(target, spec, ExecBag(kernel=KernelBag(enable_deterministic_inference=False)))
     assert runners.draft is not None
     assert tuple(runners.draft.attention_stamp) == ("torch_native", "torch_native", True)
@@ -146,8 +184,9 @@ def test_the_draft_runner_stamps_and_dispatches_to_its_own_backend(tiny_checkpoi
     assert all(len(tokens) == 8 for tokens, _ in answers.values())
 
 
-def test_a_draft_that_is_its_target_has_every_draft_accepted(tiny_checkpoint: Callable[..., Path],
-                                                            spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]) -> None:
+def test_a_draft_that_is_its_target_has_every_draft_accepted(
+    tiny_checkpoint: Callable[..., Path], spec_scheduler: Callable[..., tuple[Scheduler, ModelRunners]]
+) -> None:
     """The draft's KV bookkeeping, measured: a draft that is its target proposes exactly the
     target's greedy tokens only while its cache holds the right keys at every position (the prompt
     caught up, each accepted draft's input, the one position after a fully accepted verify, the
@@ -156,10 +195,16 @@ def test_a_draft_that_is_its_target_has_every_draft_accepted(tiny_checkpoint: Ca
     Reverse-verified: with `DraftModelWorker.verify` counting the last draft's position as held
     (`last + accepted + 1`), 41 of its 135 drafts were rejected."""
     target = tiny_checkpoint("LlamaForCausalLM")
-    spec = SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path=str(target), speculative_disable_by_batch_size=6)
+    spec = SpecBag(
+        speculative_algorithm="draft_model",
+        speculative_draft_model_path=str(target),
+        speculative_disable_by_batch_size=6,
+    )
     scheduler, _ = spec_scheduler(target, spec)
-    requests = [Request(rid=f"s{i}", prompt_ids=PROMPTS[i], stop=StopConditions(max_new_tokens=10 + 8 * i, ignore_eos=True))
-                for i in range(10)]  # ten at once decode unverified until four have finished
+    requests = [
+        Request(rid=f"s{i}", prompt_ids=PROMPTS[i], stop=StopConditions(max_new_tokens=10 + 8 * i, ignore_eos=True))
+        for i in range(10)
+    ]  # ten at once decode unverified until four have finished
     answers = _serve(scheduler, requests)
     assert all(len(tokens) == 10 + 8 * i for i, (tokens, _) in enumerate(answers.values()))
     metrics = scheduler.metrics()

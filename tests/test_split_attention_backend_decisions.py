@@ -52,8 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Code that reads the base field `attention_backend`, and why it may.
 BASE_FIELD_READERS = {
-    "packages/config-bags/src/config_bags/derived.py":
-        "attention_leaf_of is the fallback itself (split field, else base); every half's reader goes through it",
+    "packages/config-bags/src/config_bags/derived.py": "attention_leaf_of is the fallback itself (split field, else base); every half's reader goes through it",
     "packages/config-bags/src/config_bags/invariants.py": "the page-size rule lists the leaves it reads",
     "packages/serve/src/serve/launch_rules.py": "the launch rules list the leaves they read",
 }
@@ -77,7 +76,9 @@ def test_the_compiled_decode_rule_asks_the_decode_half(interpreted: None) -> Non
     the decode-only triton launch."""
     refused = broken_rule(split_only(decode_attention_backend="triton", compile=True), (COMPILED_DECODE_TRACEABLE,))
     assert refused is not None and "got decode_attention_backend = triton" in refused[1]
-    assert broken_rule(split_only(prefill_attention_backend="triton", compile=True), (COMPILED_DECODE_TRACEABLE,)) is None
+    assert (
+        broken_rule(split_only(prefill_attention_backend="triton", compile=True), (COMPILED_DECODE_TRACEABLE,)) is None
+    )
 
 
 def test_the_runners_compiled_decode_gate_asks_the_stamps_decode_half(interpreted: None) -> None:
@@ -96,12 +97,17 @@ def test_the_runners_compiled_decode_gate_asks_the_stamps_decode_half(interprete
 def test_the_host_rule_asks_each_half_and_names_its_leaf(half: str) -> None:
     """Reverse-verified: checking only the base field accepted both flashinfer launches on this CPU."""
     refused = broken_rule(split_only(**{f"{half}_attention_backend": "flashinfer"}), (ATTENTION_BACKENDS_RUN_HERE,))
-    assert refused is not None and refused[1].startswith(f"{half}_attention_backend = flashinfer: flashinfer runs on CUDA devices only")
+    assert refused is not None and refused[1].startswith(
+        f"{half}_attention_backend = flashinfer: flashinfer runs on CUDA devices only"
+    )
 
 
 def test_the_page_size_rule_asks_every_half_that_runs() -> None:
     refused = broken_rule(split_only(decode_attention_backend="triton", page_size=3), INVARIANTS)
-    assert refused is not None and "decode_attention_backend = triton requires page_size to be a power of two" in refused[1]
+    assert (
+        refused is not None
+        and "decode_attention_backend = triton requires page_size to be a power of two" in refused[1]
+    )
     assert broken_rule(split_only(decode_attention_backend="torch_native", page_size=3), INVARIANTS) is None
 
 
@@ -148,6 +154,8 @@ def test_no_other_code_reads_the_base_field() -> None:
     failed here, naming runner.py; and a reader removed from the code but left in the map fails too."""
     reads = _base_field_reads()
     unexpected = {path: lines for path, lines in reads.items() if path not in BASE_FIELD_READERS}
-    assert not unexpected, f"these read the base field attention_backend; ask attention_backends() or the stamp for a half: {unexpected}"
+    assert not unexpected, (
+        f"these read the base field attention_backend; ask attention_backends() or the stamp for a half: {unexpected}"
+    )
     stale = set(BASE_FIELD_READERS) - set(reads)
     assert not stale, f"listed as base-field readers but no longer read it (drop them from the map): {stale}"

@@ -29,16 +29,23 @@ def _installed(python: Path) -> set[str]:
 # (what is pip-installed, the distributions that then appear, whose tests run)
 ALONE = [
     (("packages/config-bags",), {"config-bags", "msgspec"}, "packages/config-bags/tests"),
-    (("packages/config-bags", "packages/runtime-scheduler"), {"config-bags", "msgspec", "runtime-scheduler"},
-     "packages/runtime-scheduler/tests"),
-    (("packages/config-bags", "packages/spec-workers"), {"config-bags", "msgspec", "spec-workers"},
-     "packages/spec-workers/tests"),
+    (
+        ("packages/config-bags", "packages/runtime-scheduler"),
+        {"config-bags", "msgspec", "runtime-scheduler"},
+        "packages/runtime-scheduler/tests",
+    ),
+    (
+        ("packages/config-bags", "packages/spec-workers"),
+        {"config-bags", "msgspec", "spec-workers"},
+        "packages/spec-workers/tests",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("installs", "brings", "tests"), ALONE, ids=[case[2].split("/")[1] for case in ALONE])
-def test_package_installs_alone_and_passes_its_tests(tmp_path: Path, installs: tuple[str, ...], brings: set[str],
-                                                     tests: str) -> None:
+def test_package_installs_alone_and_passes_its_tests(
+    tmp_path: Path, installs: tuple[str, ...], brings: set[str], tests: str
+) -> None:
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -53,7 +60,9 @@ def test_package_installs_alone_and_passes_its_tests(tmp_path: Path, installs: t
     shutil.copy((ROOT / tests).parent / "README.md", tmp_path / "README.md")
     done = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(copied)],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert " passed" in done.stdout

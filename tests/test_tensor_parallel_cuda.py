@@ -18,11 +18,23 @@ from serve.testing.tensor_parallel_ranks import GreedyRun, RunnerCase, greedy_ru
 
 pytestmark = [
     pytest.mark.timeout(600),
-    pytest.mark.skipif(not torch.cuda.is_available() or not torch.distributed.is_nccl_available(), reason="needs CUDA and NCCL"),
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or not torch.distributed.is_nccl_available(), reason="needs CUDA and NCCL"
+    ),
 ]
 
-WIDE: dict[str, Any] = dict(vocab_size=67, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-                            max_position_embeddings=256, initializer_range=0.5, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+WIDE: dict[str, Any] = dict(
+    vocab_size=67,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    initializer_range=0.5,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 PROMPTS = ((51, 50, 6, 48, 35, 9, 44), (7, 9, 23, 53))
 STEPS = 6
 TOLERANCE = 1e-4
@@ -30,7 +42,9 @@ TOLERANCE = 1e-4
 
 def assert_same(split: GreedyRun, whole: GreedyRun) -> None:
     assert split.tokens == whole.tokens
-    difference = max(float((torch.tensor(a) - torch.tensor(b)).abs().max()) for a, b in zip(split.logits, whole.logits, strict=True))
+    difference = max(
+        float((torch.tensor(a) - torch.tensor(b)).abs().max()) for a, b in zip(split.logits, whole.logits, strict=True)
+    )
     assert difference <= TOLERANCE, f"logits differ by {difference}"
 
 

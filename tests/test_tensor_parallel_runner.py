@@ -26,8 +26,17 @@ from serve.testing.tensor_parallel_ranks import GreedyRun, RunnerCase, greedy_ru
 
 pytestmark = pytest.mark.timeout(600)
 
-WIDE: dict[str, Any] = dict(vocab_size=67, hidden_size=64, intermediate_size=128, num_attention_heads=4, max_position_embeddings=256,
-                            initializer_range=0.5, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+WIDE: dict[str, Any] = dict(
+    vocab_size=67,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    max_position_embeddings=256,
+    initializer_range=0.5,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 # Drawn at random, kept for their top-1 margins (at least 0.2 at every step of both models).
 PROMPTS = ((51, 50, 6, 48, 35, 9, 44), (7, 9, 23, 53))
 STEPS = 6
@@ -38,7 +47,10 @@ TOLERANCE = 1e-4
 def cases(tiny_checkpoint: Callable[..., Path]) -> list[RunnerCase]:
     llama = tiny_checkpoint("LlamaForCausalLM", **WIDE, num_key_value_heads=2, attention_bias=True, mlp_bias=True)
     qwen3 = tiny_checkpoint("Qwen3ForCausalLM", **WIDE, num_key_value_heads=1, head_dim=16, tie_word_embeddings=True)
-    return [RunnerCase(model_path=str(llama), deterministic=True), RunnerCase(model_path=str(qwen3), deterministic=False)]
+    return [
+        RunnerCase(model_path=str(llama), deterministic=True),
+        RunnerCase(model_path=str(qwen3), deterministic=False),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +63,9 @@ def two_ranks(cases: list[RunnerCase]) -> list[list[GreedyRun]]:
     return run_ranks(cases, PROMPTS, STEPS, tp_size=2)
 
 
-def test_two_ranks_greedy_equals_one_process_and_logits_agree(cases: list[RunnerCase], one_process: list[GreedyRun],
-                                                              two_ranks: list[list[GreedyRun]]) -> None:
+def test_two_ranks_greedy_equals_one_process_and_logits_agree(
+    cases: list[RunnerCase], one_process: list[GreedyRun], two_ranks: list[list[GreedyRun]]
+) -> None:
     """Reverse-verified: with RowParallel's sum left out (each rank's partial product used as the
     whole), the logits differed by about 20 and the tokens differed; with the LM head's gathered
     columns in the wrong order (ranks reversed), likewise."""
@@ -61,10 +74,15 @@ def test_two_ranks_greedy_equals_one_process_and_logits_agree(cases: list[Runner
         for step, logits in enumerate(reference.logits):
             top = torch.tensor(logits).topk(2, dim=-1).values
             margin = float((top[:, 0] - top[:, 1]).min())
-            assert margin > 2 * TOLERANCE, f"{case.model_path} step {step}: top-1 margin {margin} is too thin to compare greedy tokens"
+            assert margin > 2 * TOLERANCE, (
+                f"{case.model_path} step {step}: top-1 margin {margin} is too thin to compare greedy tokens"
+            )
         split = two_ranks[0][index]
         assert split.tokens == reference.tokens, case
-        difference = max(float((torch.tensor(a) - torch.tensor(b)).abs().max()) for a, b in zip(split.logits, reference.logits, strict=True))
+        difference = max(
+            float((torch.tensor(a) - torch.tensor(b)).abs().max())
+            for a, b in zip(split.logits, reference.logits, strict=True)
+        )
         assert difference <= TOLERANCE, f"{case.model_path}: logits differ by {difference}"
 
 

@@ -35,7 +35,19 @@ from dataclasses import dataclass
 
 import torch
 from attn_backends import AttentionBackend, build_attention_backend, build_attention_pair, refusal_on
-from config_bags import KERNEL_NAMES, Bags, DeviceBag, ExecBag, ForwardMode, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import (
+    KERNEL_NAMES,
+    Bags,
+    DeviceBag,
+    ExecBag,
+    ForwardMode,
+    KernelBag,
+    MemoryBag,
+    ModelBag,
+    ScheduleBag,
+    publish,
+    unpublish,
+)
 
 from runtime_runner.attention_seam import AttentionMetadata
 from runtime_runner.loading.default_model import ensure_default_model
@@ -44,8 +56,11 @@ from runtime_runner.standalone import StandaloneDriver
 from runtime_scheduler.page_allocator import PageAllocator
 
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64
-WHOLE_STEP_PAIRS = {"auto (default)": KernelBag(), "auto, not deterministic": KernelBag(enable_deterministic_inference=False),
-                    "torch_native both": KernelBag(attention_backend="torch_native")}
+WHOLE_STEP_PAIRS = {
+    "auto (default)": KernelBag(),
+    "auto, not deterministic": KernelBag(enable_deterministic_inference=False),
+    "torch_native both": KernelBag(attention_backend="torch_native"),
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +72,16 @@ class Workload:
     queries: list[torch.Tensor]
 
 
-def _paged(prefix: list[int], extend: list[int], decoded: list[int], page_size: int, layers: int, seed: int,
-           mode: ForwardMode, dtype: torch.dtype) -> Workload:
+def _paged(
+    prefix: list[int],
+    extend: list[int],
+    decoded: list[int],
+    page_size: int,
+    layers: int,
+    seed: int,
+    mode: ForwardMode,
+    dtype: torch.dtype,
+) -> Workload:
     """Prompts allocated first, then the tokens decoded since page by page, interleaved between requests."""
     lengths = [p + e for p, e in zip(prefix, extend, strict=True)]
     pages_needed = sum(-(-n // page_size) for n in lengths)
@@ -73,14 +96,31 @@ def _paged(prefix: list[int], extend: list[int], decoded: list[int], page_size: 
                 held[r] += 1
     width = max(map(len, tables))
     table = torch.tensor([t + [0] * (width - len(t)) for t in tables])
-    metadata = AttentionMetadata(mode, page_size, table, torch.tensor(prefix), torch.tensor(extend), torch.tensor(lengths),
-                                 sum(extend), max(extend), max(lengths))
+    metadata = AttentionMetadata(
+        mode,
+        page_size,
+        table,
+        torch.tensor(prefix),
+        torch.tensor(extend),
+        torch.tensor(lengths),
+        sum(extend),
+        max(extend),
+        max(lengths),
+    )
     gen = torch.Generator().manual_seed(seed)
     slots = allocator.num_pages * page_size
-    pools = [(torch.randn(KV_HEADS, slots, HEAD_DIM, generator=gen).to(dtype), torch.randn(KV_HEADS, slots, HEAD_DIM, generator=gen).to(dtype))
-             for _ in range(layers)]
+    pools = [
+        (
+            torch.randn(KV_HEADS, slots, HEAD_DIM, generator=gen).to(dtype),
+            torch.randn(KV_HEADS, slots, HEAD_DIM, generator=gen).to(dtype),
+        )
+        for _ in range(layers)
+    ]
     # The runner's q is a view into the fused qkv projection: heads of a wider row, not contiguous.
-    queries = [torch.randn(sum(extend), HEADS + 2 * KV_HEADS, HEAD_DIM, generator=gen).to(dtype)[:, :HEADS] for _ in range(layers)]
+    queries = [
+        torch.randn(sum(extend), HEADS + 2 * KV_HEADS, HEAD_DIM, generator=gen).to(dtype)[:, :HEADS]
+        for _ in range(layers)
+    ]
     return Workload(metadata, pools, queries)
 
 
@@ -113,15 +153,22 @@ def kernels_here(device_type: str) -> list[str]:
 def run(half: str, page_size: int, args: argparse.Namespace) -> None:
     """Measure every kernel that runs here alternately, for one half at one page size, and print the figures."""
     device = torch.device(args.device)
-    work = (decode_workload(args.requests, page_size, args.layers, args.seed, torch.bfloat16) if half == "decode"
-            else extend_workload(page_size, args.layers, args.seed, torch.bfloat16))
-    work = Workload(_on(work.metadata, device), [(k.to(device), v.to(device)) for k, v in work.pools],
-                    [q.to(device) for q in work.queries])
+    work = (
+        decode_workload(args.requests, page_size, args.layers, args.seed, torch.bfloat16)
+        if half == "decode"
+        else extend_workload(page_size, args.layers, args.seed, torch.bfloat16)
+    )
+    work = Workload(
+        _on(work.metadata, device),
+        [(k.to(device), v.to(device)) for k, v in work.pools],
+        [q.to(device) for q in work.queries],
+    )
     meta, layers, scale = work.metadata, range(args.layers), 1 / math.sqrt(HEAD_DIM)
     backends: dict[str, AttentionBackend] = {}
     for kernel in kernels_here(device.type):
-        backends[kernel] = build_attention_backend(kernel, half="decode" if half == "decode" else "prefill", device_type=device.type,
-                                                  batch_invariant=False)[1]
+        backends[kernel] = build_attention_backend(
+            kernel, half="decode" if half == "decode" else "prefill", device_type=device.type, batch_invariant=False
+        )[1]
 
     def step_of(backend: AttentionBackend) -> Callable[[], None]:
         def step() -> None:
@@ -130,6 +177,7 @@ def run(half: str, page_size: int, args: argparse.Namespace) -> None:
                 backend.attend(work.queries[i], *work.pools[i], scale=scale)
             if device.type == "cuda":
                 torch.cuda.synchronize()
+
         return step
 
     outputs = {}
@@ -145,17 +193,29 @@ def run(half: str, page_size: int, args: argparse.Namespace) -> None:
             best[name] = min(best[name], best_us(step, args.steps) / args.layers)
             plan_us[name] = min(plan_us[name], best_us(functools.partial(backend.plan, meta), 20))
     lengths = meta.seq_lens.tolist()
-    print(f"{half} page_size {page_size}: {len(lengths)} requests, {meta.num_tokens} new tokens, {sum(lengths)} keys (longest {max(lengths)})")
+    print(
+        f"{half} page_size {page_size}: {len(lengths)} requests, {meta.num_tokens} new tokens, {sum(lengths)} keys (longest {max(lengths)})"
+    )
     for name, us in best.items():
         diff = max(float((a - b).abs().max()) for a, b in zip(outputs[name], outputs["torch_native"], strict=True))
-        print(f"  {name:12s} {us:9.1f} us per layer call   torch_native / this = {best['torch_native'] / us:5.2f}x   "
-              f"plan() {plan_us[name]:7.1f} us   max |this - torch_native| {diff:.4f}")
+        print(
+            f"  {name:12s} {us:9.1f} us per layer call   torch_native / this = {best['torch_native'] / us:5.2f}x   "
+            f"plan() {plan_us[name]:7.1f} us   max |this - torch_native| {diff:.4f}"
+        )
 
 
 def _on(meta: AttentionMetadata, device: torch.device) -> AttentionMetadata:
-    return AttentionMetadata(meta.forward_mode, meta.page_size, meta.page_table.to(device), meta.prefix_lens.to(device),
-                             meta.extend_lens.to(device), meta.seq_lens.to(device), meta.num_tokens, meta.max_extend_len,
-                             meta.max_seq_len)
+    return AttentionMetadata(
+        meta.forward_mode,
+        meta.page_size,
+        meta.page_table.to(device),
+        meta.prefix_lens.to(device),
+        meta.extend_lens.to(device),
+        meta.seq_lens.to(device),
+        meta.num_tokens,
+        meta.max_extend_len,
+        meta.max_seq_len,
+    )
 
 
 def whole_step(page_size: int, args: argparse.Namespace) -> None:
@@ -168,11 +228,16 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     for name, kernel in WHOLE_STEP_PAIRS.items():
         unpublish()
         # The driver runs whole batches itself; the scheduler's budgets only have to fit the pool.
-        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"),
-                     schedule=ScheduleBag(page_size=page_size, chunked_prefill_size=-1, max_prefill_tokens=pool),
-                     memory=MemoryBag(max_total_tokens=pool), device=DeviceBag(device=args.device, cpu_threads=args.threads),
-                     exec=ExecBag(kernel=kernel)),
-                role="standalone")
+        publish(
+            Bags(
+                model=ModelBag(model_path=str(model_dir), dtype="bfloat16"),
+                schedule=ScheduleBag(page_size=page_size, chunked_prefill_size=-1, max_prefill_tokens=pool),
+                memory=MemoryBag(max_total_tokens=pool),
+                device=DeviceBag(device=args.device, cpu_threads=args.threads),
+                exec=ExecBag(kernel=kernel),
+            ),
+            role="standalone",
+        )
         driver = StandaloneDriver(ModelRunner(build_attention_pair))
         for prompt in prompts:
             driver.add(prompt)
@@ -186,9 +251,13 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
             best[name] = min(best[name], best_us(driver.step, args.steps) / 1000)
     unpublish()
     first = next(iter(best))
-    print(f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, bf16")
+    print(
+        f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, bf16"
+    )
     for name, ms in best.items():
-        print(f"  {name:24s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   this / {first} = {ms / best[first]:5.2f}x time")
+        print(
+            f"  {name:24s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   this / {first} = {ms / best[first]:5.2f}x time"
+        )
 
 
 def main() -> None:
@@ -202,12 +271,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="alternating runs per kernel; the best is reported")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--whole-step", action="store_true", help="time whole decode steps of the default model instead")
+    parser.add_argument(
+        "--whole-step", action="store_true", help="time whole decode steps of the default model instead"
+    )
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    print(f"attention, {HEADS} heads / {KV_HEADS} KV heads / head_dim {HEAD_DIM}, bf16, on {args.device}, "
-          f"{torch.get_num_threads()} threads; kernels here: {', '.join(kernels_here(args.device))}")
+    print(
+        f"attention, {HEADS} heads / {KV_HEADS} KV heads / head_dim {HEAD_DIM}, bf16, on {args.device}, "
+        f"{torch.get_num_threads()} threads; kernels here: {', '.join(kernels_here(args.device))}"
+    )
     with torch.inference_mode():
         for page_size in args.page_sizes:
             if args.whole_step:

@@ -26,14 +26,24 @@ from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 
-TEXTS = ["The capital of France is", "Once upon a time, in a small village,", "def fibonacci(n):", "Water boils at",
-         "The three primary colors are", "List the planets of the solar system:", "In 1492,", "Photosynthesis is the process"]
+TEXTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "Water boils at",
+    "The three primary colors are",
+    "List the planets of the solar system:",
+    "In 1492,",
+    "Photosynthesis is the process",
+]
 QUESTIONS = ["What is the capital of France?", "Name three colors.", "Write a haiku about rain.", "What is 2+2?"]
 
 
 def agreeing_prefix(got: list[int], expected: list[int]) -> int:
     """Tokens equal before the first difference."""
-    return next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), min(len(got), len(expected)))
+    return next(
+        (i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), min(len(got), len(expected))
+    )
 
 
 def main() -> None:
@@ -46,35 +56,62 @@ def main() -> None:
 
     model_dir = ensure_default_model()
     tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
-    chats = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
-             for q in QUESTIONS]
-    prompts = [tokenizer(t)["input_ids"] for t in TEXTS] + [tokenizer(c, add_special_tokens=False)["input_ids"] for c in chats]
+    chats = [
+        tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
+        for q in QUESTIONS
+    ]
+    prompts = [tokenizer(t)["input_ids"] for t in TEXTS] + [
+        tokenizer(c, add_special_tokens=False)["input_ids"] for c in chats
+    ]
     reference: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.reference_dtype))
     reference.eval()
     expected = []
     with torch.inference_mode():
         for prompt in prompts:
             ids = torch.tensor([prompt])
-            out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.new_tokens, do_sample=False,
-                                     eos_token_id=None, pad_token_id=0)
-            expected.append(out[0, len(prompt):].tolist())
-    print(f"default model, runner in bf16 against transformers in {args.reference_dtype}, {args.new_tokens} greedy tokens, "
-          f"{len(prompts)} prompts")
-    print("| deterministic | prompts run | tokens agreeing before the first difference, per prompt | prompts agreeing throughout |")
+            out = reference.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=args.new_tokens,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
+            expected.append(out[0, len(prompt) :].tolist())
+    print(
+        f"default model, runner in bf16 against transformers in {args.reference_dtype}, {args.new_tokens} greedy tokens, "
+        f"{len(prompts)} prompts"
+    )
+    print(
+        "| deterministic | prompts run | tokens agreeing before the first difference, per prompt | prompts agreeing throughout |"
+    )
     print("|---|---|---|---|")
     for deterministic in (True, False):
         unpublish()
-        publish(Bags(model=ModelBag(model_path=str(model_dir), dtype="bfloat16"),
-                     schedule=ScheduleBag(page_size=16, max_prefill_tokens=8192), memory=MemoryBag(max_total_tokens=8192),
-                     exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic))), role="standalone")
+        publish(
+            Bags(
+                model=ModelBag(model_path=str(model_dir), dtype="bfloat16"),
+                schedule=ScheduleBag(page_size=16, max_prefill_tokens=8192),
+                memory=MemoryBag(max_total_tokens=8192),
+                exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic)),
+            ),
+            role="standalone",
+        )
         runner = ModelRunner(build_attention_pair)
         for batched in (False, True):
             driver = StandaloneDriver(runner)
-            got = driver.generate(prompts, args.new_tokens) if batched else [driver.generate([p], args.new_tokens)[0] for p in prompts]
+            got = (
+                driver.generate(prompts, args.new_tokens)
+                if batched
+                else [driver.generate([p], args.new_tokens)[0] for p in prompts]
+            )
             agreeing = [agreeing_prefix(g, e) for g, e in zip(got, expected, strict=True)]
             whole = sum(a == args.new_tokens for a in agreeing)
-            print(f"| {'on' if deterministic else 'off'} | {'all in one batch' if batched else 'one at a time'} "
-                  f"| {' '.join(map(str, agreeing))} | {whole}/{len(prompts)} |", flush=True)
+            print(
+                f"| {'on' if deterministic else 'off'} | {'all in one batch' if batched else 'one at a time'} "
+                f"| {' '.join(map(str, agreeing))} | {whole}/{len(prompts)} |",
+                flush=True,
+            )
     unpublish()
 
 

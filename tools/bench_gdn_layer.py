@@ -49,9 +49,15 @@ from transformers.models.qwen3_next import modeling_qwen3_next as reference
 from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
 
 BACKENDS_OF_DEVICE: dict[str, tuple[LinearAttnBackendName, ...]] = {
-    "cpu": ("torch_native", "cpu_fused"), "cuda": ("torch_native", "triton")}
-TORCH_FALLBACKS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "causal_conv1d_fn",
-                   "causal_conv1d_update")
+    "cpu": ("torch_native", "cpu_fused"),
+    "cuda": ("torch_native", "triton"),
+}
+TORCH_FALLBACKS = (
+    "torch_chunk_gated_delta_rule",
+    "torch_recurrent_gated_delta_rule",
+    "causal_conv1d_fn",
+    "causal_conv1d_update",
+)
 PREFILLED = 8  # tokens each decode request has prefilled before the timed step
 MIN_TIMED_S = 0.05  # calls per timing are repeated until one timing lasts about this long
 
@@ -76,9 +82,20 @@ class Layer:
     @staticmethod
     def of(module: Any) -> Layer:
         """The weights of transformers' Qwen3NextGatedDeltaNet `module`."""
-        return Layer(module.in_proj_qkvz.weight, module.in_proj_ba.weight, module.conv1d.weight.squeeze(1), module.A_log,
-                     module.dt_bias, module.norm.weight, module.norm.variance_epsilon, module.out_proj.weight,
-                     module.num_k_heads, module.num_v_heads, module.head_k_dim, module.head_v_dim)
+        return Layer(
+            module.in_proj_qkvz.weight,
+            module.in_proj_ba.weight,
+            module.conv1d.weight.squeeze(1),
+            module.A_log,
+            module.dt_bias,
+            module.norm.weight,
+            module.norm.variance_epsilon,
+            module.out_proj.weight,
+            module.num_k_heads,
+            module.num_v_heads,
+            module.head_k_dim,
+            module.head_v_dim,
+        )
 
 
 @dataclass(frozen=True)
@@ -115,7 +132,9 @@ class Pools:
 def projected(w: Layer, x: torch.Tensor) -> Projected:
     """in_proj_qkvz and in_proj_ba of x [T, hidden], carved per key-head group (docs/hybrid-models-reference.md)."""
     tokens, per_group = x.shape[0], w.value_heads // w.key_heads
-    q, k, v, z = torch.split((x @ w.qkvz.T).view(tokens, w.key_heads, -1), [w.dk, w.dk, per_group * w.dv, per_group * w.dv], -1)
+    q, k, v, z = torch.split(
+        (x @ w.qkvz.T).view(tokens, w.key_heads, -1), [w.dk, w.dk, per_group * w.dv, per_group * w.dv], -1
+    )
     b, a = torch.split((x @ w.ba.T).view(tokens, w.key_heads, -1), [per_group, per_group], -1)
     mixed = torch.cat([t.reshape(tokens, -1) for t in (q, k, v)], dim=-1)
     return Projected(mixed, z.reshape(tokens, w.value_heads, w.dv), b.reshape(tokens, -1), a.reshape(tokens, -1))
@@ -138,7 +157,9 @@ def gated_norm_out(w: Layer, o: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return gated.reshape(o.shape[0], -1) @ w.out.T
 
 
-def our_prefill(kernels: LinearAttnKernels, w: Layer, x: torch.Tensor, cu_seqlens: torch.Tensor, pools: Pools) -> torch.Tensor:
+def our_prefill(
+    kernels: LinearAttnKernels, w: Layer, x: torch.Tensor, cu_seqlens: torch.Tensor, pools: Pools
+) -> torch.Tensor:
     """The whole layer over a varlen batch of fresh prompts x [T, hidden], states into the pools."""
     p = projected(w, x)
     conv_out = kernels.causal_conv_prefill(p.mixed, w.conv, None, cu_seqlens, pools.conv, pools.slots, pools.fresh)
@@ -162,8 +183,10 @@ def assert_torch_fallbacks() -> None:
     for name in TORCH_FALLBACKS:
         bound = inspect.getclosurevars(getattr(reference, name)).nonlocals
         if bound.get("torch_function") is None or bound.get("implementation") is not bound.get("torch_function"):
-            raise RuntimeError(f"transformers' {name} is bound to {bound.get('implementation')!r}, not its torch fallback; "
-                               "run without flash-linear-attention, causal-conv1d and hub kernels")
+            raise RuntimeError(
+                f"transformers' {name} is bound to {bound.get('implementation')!r}, not its torch fallback; "
+                "run without flash-linear-attention, causal-conv1d and hub kernels"
+            )
 
 
 def seconds_per_call(call: Callable[[], object], calls: int, device: torch.device) -> float:
@@ -191,9 +214,12 @@ def best_us(calls: dict[str, Callable[[], object]], repeats: int, device: torch.
 
 def fresh_pools(w: Layer, requests: int, width: int, device: torch.device) -> Pools:
     channels = 2 * w.key_heads * w.dk + w.value_heads * w.dv
-    return Pools(torch.zeros(requests, w.value_heads, w.dk, w.dv, device=device),
-                 torch.zeros(requests, channels, width - 1, device=device), torch.arange(requests, device=device),
-                 torch.zeros(requests, dtype=torch.bool, device=device))
+    return Pools(
+        torch.zeros(requests, w.value_heads, w.dk, w.dv, device=device),
+        torch.zeros(requests, channels, width - 1, device=device),
+        torch.arange(requests, device=device),
+        torch.zeros(requests, dtype=torch.bool, device=device),
+    )
 
 
 def row(case: str, name: str, kernels_us: float, layer_us: float, hf: tuple[float, float], diff: float | None) -> str:
@@ -201,8 +227,14 @@ def row(case: str, name: str, kernels_us: float, layer_us: float, hf: tuple[floa
     return f"| {case} | {name} | {kernels_us:,.0f} | {layer_us:,.0f} | {ratios} | {'' if diff is None else f'{diff:.1e}'} |"
 
 
-def bench_prefill(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, LinearAttnKernels], length: int,
-                  args: argparse.Namespace, device: torch.device) -> list[str]:
+def bench_prefill(
+    module: Any,
+    config: Qwen3NextConfig,
+    kernel_sets: dict[str, LinearAttnKernels],
+    length: int,
+    args: argparse.Namespace,
+    device: torch.device,
+) -> list[str]:
     """Table rows for one prompt of `length` tokens."""
     w, width = Layer.of(module), config.linear_conv_kernel_dim
     gen = torch.Generator().manual_seed(args.seed + length)
@@ -211,17 +243,25 @@ def bench_prefill(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, L
     p = projected(w, x)
     pools = {name: fresh_pools(w, 1, width, device) for name in kernel_sets}
     # Kernel operands, each set's own conv output feeding its own rule.
-    rules = {name: rule_operands(w, kernels.causal_conv_prefill(p.mixed, w.conv, None, cu_seqlens, pools[name].conv,
-                                                                pools[name].slots, pools[name].fresh), p)
-             for name, kernels in kernel_sets.items()}
+    rules = {
+        name: rule_operands(
+            w,
+            kernels.causal_conv_prefill(
+                p.mixed, w.conv, None, cu_seqlens, pools[name].conv, pools[name].slots, pools[name].fresh
+            ),
+            p,
+        )
+        for name, kernels in kernel_sets.items()
+    }
     r = next(iter(rules.values()))
     hf_conv_in = p.mixed.T[None].contiguous()
     hf_rule = [t[None].contiguous() for t in (r.q, r.k, r.v, r.g, r.beta)]
 
     def hf_kernels() -> object:
         reference.causal_conv1d_fn(hf_conv_in, w.conv, None, activation="silu")
-        return reference.torch_chunk_gated_delta_rule(*hf_rule, initial_state=None, output_final_state=True,
-                                                      use_qk_l2norm_in_kernel=True)
+        return reference.torch_chunk_gated_delta_rule(
+            *hf_rule, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True
+        )
 
     def hf_layer() -> torch.Tensor:
         out: torch.Tensor = module(x[None], cache_params=DynamicCache(config=config))
@@ -230,7 +270,10 @@ def bench_prefill(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, L
     def kernels_of(kernels: LinearAttnKernels, pool: Pools, r: Rule) -> Callable[[], object]:
         def call() -> object:
             kernels.causal_conv_prefill(p.mixed, w.conv, None, cu_seqlens, pool.conv, pool.slots, pool.fresh)
-            return kernels.gated_delta_prefill(r.q, r.k, r.v, r.g, r.beta, cu_seqlens, pool.state, pool.slots, pool.fresh)
+            return kernels.gated_delta_prefill(
+                r.q, r.k, r.v, r.g, r.beta, cu_seqlens, pool.state, pool.slots, pool.fresh
+            )
+
         return call
 
     def layer_of(kernels: LinearAttnKernels, pool: Pools) -> Callable[[], object]:
@@ -241,17 +284,26 @@ def bench_prefill(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, L
         calls[f"{name} kernels"] = kernels_of(kernels, pools[name], rules[name])
         calls[f"{name} layer"] = layer_of(kernels, pools[name])
     expected = hf_layer()[0]
-    diffs = {name: float((our_prefill(kernels, w, x, cu_seqlens, pools[name]) - expected).abs().max())
-             for name, kernels in kernel_sets.items()}
+    diffs = {
+        name: float((our_prefill(kernels, w, x, cu_seqlens, pools[name]) - expected).abs().max())
+        for name, kernels in kernel_sets.items()
+    }
     best = best_us(calls, args.repeats, device)
     hf = (best["hf kernels"], best["hf layer"])
     case = f"prefill {length} tokens"
     return [row(case, "transformers", *hf, hf, None)] + [
-        row(case, name, best[f"{name} kernels"], best[f"{name} layer"], hf, diffs[name]) for name in kernel_sets]
+        row(case, name, best[f"{name} kernels"], best[f"{name} layer"], hf, diffs[name]) for name in kernel_sets
+    ]
 
 
-def bench_decode(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, LinearAttnKernels], batch: int,
-                 args: argparse.Namespace, device: torch.device) -> list[str]:
+def bench_decode(
+    module: Any,
+    config: Qwen3NextConfig,
+    kernel_sets: dict[str, LinearAttnKernels],
+    batch: int,
+    args: argparse.Namespace,
+    device: torch.device,
+) -> list[str]:
     """Table rows for one decode step of `batch` requests, each with PREFILLED tokens behind it."""
     w, width = Layer.of(module), config.linear_conv_kernel_dim
     gen = torch.Generator().manual_seed(args.seed + 1000 + batch)
@@ -264,8 +316,10 @@ def bench_decode(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, Li
     for name, kernels in kernel_sets.items():
         our_prefill(kernels, w, prompts.reshape(-1, config.hidden_size), cu_seqlens, pools[name])
     expected = module(x[:, None], cache_params=cache)[:, 0]  # the first step, from equal states
-    diffs = {name: float((our_decode(kernels, w, x, pools[name]) - expected).abs().max())
-             for name, kernels in kernel_sets.items()}
+    diffs = {
+        name: float((our_decode(kernels, w, x, pools[name]) - expected).abs().max())
+        for name, kernels in kernel_sets.items()
+    }
     p = projected(w, x)
     r = rule_operands(w, torch.nn.functional.silu(p.mixed), p)  # kernel operands: any values of the right shapes
     layer_cache: Any = cache.layers[0]  # a LinearAttentionLayer: its conv and recurrent states
@@ -275,8 +329,9 @@ def bench_decode(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, Li
 
     def hf_kernels() -> object:
         reference.causal_conv1d_update(hf_conv_in, hf_conv_state, w.conv, None, "silu")
-        return reference.torch_recurrent_gated_delta_rule(*hf_rule, initial_state=hf_state, output_final_state=True,
-                                                          use_qk_l2norm_in_kernel=True)
+        return reference.torch_recurrent_gated_delta_rule(
+            *hf_rule, initial_state=hf_state, output_final_state=True, use_qk_l2norm_in_kernel=True
+        )
 
     def hf_layer() -> object:
         return module(x[:, None], cache_params=cache)
@@ -285,6 +340,7 @@ def bench_decode(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, Li
         def call() -> object:
             kernels.causal_conv_decode(p.mixed, w.conv, None, pool.conv, pool.slots)
             return kernels.gated_delta_decode(r.q, r.k, r.v, r.g, r.beta, pool.state, pool.slots)
+
         return call
 
     def layer_of(kernels: LinearAttnKernels, pool: Pools) -> Callable[[], object]:
@@ -298,7 +354,8 @@ def bench_decode(module: Any, config: Qwen3NextConfig, kernel_sets: dict[str, Li
     hf = (best["hf kernels"], best["hf layer"])
     case = f"decode batch {batch}"
     return [row(case, "transformers", *hf, hf, None)] + [
-        row(case, name, best[f"{name} kernels"], best[f"{name} layer"], hf, diffs[name]) for name in kernel_sets]
+        row(case, name, best[f"{name} kernels"], best[f"{name} layer"], hf, diffs[name]) for name in kernel_sets
+    ]
 
 
 def kernels_here(device: torch.device) -> dict[str, LinearAttnKernels]:
@@ -314,7 +371,9 @@ def kernels_here(device: torch.device) -> dict[str, LinearAttnKernels]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64, 256, 1024], help="prefill prompt lengths (batch 1)")
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=[16, 64, 256, 1024], help="prefill prompt lengths (batch 1)"
+    )
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32], help="decode batch sizes")
     parser.add_argument("--hidden", type=int, default=2048)
     parser.add_argument("--key-heads", type=int, default=16)
@@ -332,16 +391,24 @@ def main() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     assert_torch_fallbacks()
     device = torch.device(args.device)
-    config = Qwen3NextConfig(hidden_size=args.hidden, linear_num_key_heads=args.key_heads,
-                             linear_num_value_heads=args.value_heads, linear_key_head_dim=args.head_dim,
-                             linear_value_head_dim=args.head_dim, linear_conv_kernel_dim=args.conv, num_hidden_layers=1,
-                             layer_types=["linear_attention"])
+    config = Qwen3NextConfig(
+        hidden_size=args.hidden,
+        linear_num_key_heads=args.key_heads,
+        linear_num_value_heads=args.value_heads,
+        linear_key_head_dim=args.head_dim,
+        linear_value_head_dim=args.head_dim,
+        linear_conv_kernel_dim=args.conv,
+        num_hidden_layers=1,
+        layer_types=["linear_attention"],
+    )
     torch.manual_seed(args.seed)
     module = reference.Qwen3NextGatedDeltaNet(config, layer_idx=0).to(device).eval()
     kernel_sets = kernels_here(device)
-    print(f"Gated-DeltaNet layer, hidden {args.hidden}, {args.key_heads} key / {args.value_heads} value heads of "
-          f"{args.head_dim}, conv {args.conv}, fp32, on {args.device}, {torch.get_num_threads()} threads, best of "
-          f"{args.repeats}; microseconds per call; vs hf = transformers' time / this time\n")
+    print(
+        f"Gated-DeltaNet layer, hidden {args.hidden}, {args.key_heads} key / {args.value_heads} value heads of "
+        f"{args.head_dim}, conv {args.conv}, fp32, on {args.device}, {torch.get_num_threads()} threads, best of "
+        f"{args.repeats}; microseconds per call; vs hf = transformers' time / this time\n"
+    )
     print("| case | kernels of | kernels us | layer us | kernels vs hf | layer vs hf | layer max abs diff |")
     print("|---|---|---|---|---|---|---|")
     with torch.inference_mode():

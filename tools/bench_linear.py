@@ -42,8 +42,13 @@ from runtime_runner.kernels.quantized_linear import QuantizedLinear
 from runtime_runner.kernels.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, QuantKind, int8_per_channel_of
 
 HIDDEN = 576
-SHAPES = {"qkv": (960, HIDDEN), "o": (HIDDEN, HIDDEN), "gate_up": (3072, HIDDEN), "down": (HIDDEN, 1536),
-          "lm_head": (49152, HIDDEN)}
+SHAPES = {
+    "qkv": (960, HIDDEN),
+    "o": (HIDDEN, HIDDEN),
+    "gate_up": (3072, HIDDEN),
+    "down": (HIDDEN, 1536),
+    "lm_head": (49152, HIDDEN),
+}
 MIN_TIMED_S = 0.02  # calls per timing are repeated until one timing lasts about this long
 KINDS: tuple[QuantKind, ...] = ("q8_0", "q4_0", "q4_1", "int8")
 
@@ -76,16 +81,21 @@ def bench(name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int) -> 
     weight = (torch.randn(out_features, in_features, generator=gen) / math.sqrt(in_features)).to(dtype)
     x = torch.randn(rows, in_features, generator=gen).to(dtype)
     invariant, packed = InvariantLinear.of(weight), PackedLinear.of(weight)
-    paths: dict[str, Callable[[], torch.Tensor]] = {"invariant": lambda: invariant(x), "F.linear": lambda: F.linear(x, weight)}
+    paths: dict[str, Callable[[], torch.Tensor]] = {
+        "invariant": lambda: invariant(x),
+        "F.linear": lambda: F.linear(x, weight),
+    }
     if packed.packed is not None:
         paths["packed"] = lambda: packed(x)
     best = best_ms(paths, repeats)
     diff = float((invariant(x).float() - F.linear(x, weight).float()).abs().max())
     packed_ms = f"{best['packed']:.3f}" if "packed" in best else "n/a"
     packed_ratio = f"{best['packed'] / best['invariant']:.2f}x" if "packed" in best else "n/a"
-    return (f"| {name} | {out_features}x{in_features} | {rows} | {str(dtype).removeprefix('torch.')} | "
-            f"{best['invariant']:.3f} | {best['F.linear']:.3f} | {packed_ms} | "
-            f"{best['F.linear'] / best['invariant']:.2f}x | {packed_ratio} | {diff:.2g} |")
+    return (
+        f"| {name} | {out_features}x{in_features} | {rows} | {str(dtype).removeprefix('torch.')} | "
+        f"{best['invariant']:.3f} | {best['F.linear']:.3f} | {packed_ms} | "
+        f"{best['F.linear'] / best['invariant']:.2f}x | {packed_ratio} | {diff:.2g} |"
+    )
 
 
 def quantized(kind: QuantKind, weight: torch.Tensor) -> QuantizedTensor:
@@ -115,27 +125,40 @@ def bench_quantized(name: str, kinds: Sequence[QuantKind], rows: int, repeats: i
         weight_bytes = linear.packed.numel() + (0 if linear.scales is None else linear.scales.numel() * 4)
         rates = (weight_bytes / best[kind] / 1e6, invariant.panels.numel() * 2 / best["invariant"] / 1e6)
         rate_cells = " | ".join(f"{rate:.1f}" if rows == 1 else "" for rate in rates)
-        lines.append(f"| {name} | {out_features}x{in_features} | {rows} | {kind} | {best[kind]:.3f} | "
-                     f"{best['invariant']:.3f} | {best['invariant'] / best[kind]:.2f}x | {rate_cells} | {same} |")
+        lines.append(
+            f"| {name} | {out_features}x{in_features} | {rows} | {kind} | {best[kind]:.3f} | "
+            f"{best['invariant']:.3f} | {best['invariant'] / best[kind]:.2f}x | {rate_cells} | {same} |"
+        )
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32, 512], help="M, rows per call")
-    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float32", "float16"])
+    parser.add_argument(
+        "--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float32", "float16"]
+    )
     parser.add_argument("--layers", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--kinds", nargs="*", default=list(KINDS), choices=KINDS,
-                        help="quantized kinds of the second table (none: no second table)")
+    parser.add_argument(
+        "--kinds",
+        nargs="*",
+        default=list(KINDS),
+        choices=KINDS,
+        help="quantized kinds of the second table (none: no second table)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="alternating timings per path; the best is reported")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    print(f"linear layers of the default model on a CPU, {torch.get_num_threads()} threads, best of {args.repeats}; "
-          "ms per call, speed-up = their time / invariant's time\n")
-    print("| layer | N x K | M | dtype | invariant ms | F.linear ms | packed ms | vs F.linear | vs packed | max abs diff |")
+    print(
+        f"linear layers of the default model on a CPU, {torch.get_num_threads()} threads, best of {args.repeats}; "
+        "ms per call, speed-up = their time / invariant's time\n"
+    )
+    print(
+        "| layer | N x K | M | dtype | invariant ms | F.linear ms | packed ms | vs F.linear | vs packed | max abs diff |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     with torch.inference_mode():
         for dtype in (getattr(torch, d) for d in args.dtypes):
@@ -144,10 +167,14 @@ def main() -> None:
                     print(bench(name, dtype, rows, args.repeats, args.seed), flush=True)
     if not args.kinds:
         return
-    print("\nweights kept quantized, bf16 activations: QuantizedLinear against the bf16 invariant kernel; "
-          "speed-up = invariant's time / quantized time; GB/s = weight bytes read per second (M = 1)\n")
-    print("| layer | N x K | M | kind | quantized ms | invariant bf16 ms | speed-up | quantized GB/s | invariant GB/s "
-          "| bits = fp32 invariant of de-quantized |")
+    print(
+        "\nweights kept quantized, bf16 activations: QuantizedLinear against the bf16 invariant kernel; "
+        "speed-up = invariant's time / quantized time; GB/s = weight bytes read per second (M = 1)\n"
+    )
+    print(
+        "| layer | N x K | M | kind | quantized ms | invariant bf16 ms | speed-up | quantized GB/s | invariant GB/s "
+        "| bits = fp32 invariant of de-quantized |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     with torch.inference_mode():
         for rows in args.rows:

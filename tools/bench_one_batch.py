@@ -27,7 +27,18 @@ from pathlib import Path
 
 import torch
 from attn_backends import build_attention_pair
-from config_bags import Bags, DeviceBag, ExecBag, GraphBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import (
+    Bags,
+    DeviceBag,
+    ExecBag,
+    GraphBag,
+    KernelBag,
+    MemoryBag,
+    ModelBag,
+    ScheduleBag,
+    publish,
+    unpublish,
+)
 
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
@@ -52,7 +63,7 @@ class Rates:
 def prompts_of(tokenizer: object, batch: int, length: int) -> list[list[int]]:
     """`batch` prompts of exactly `length` tokens, each a different window of the text."""
     ids: list[int] = tokenizer(TEXT * 8)["input_ids"]  # type: ignore[operator]
-    return [ids[i * 3: i * 3 + length] for i in range(batch)]
+    return [ids[i * 3 : i * 3 + length] for i in range(batch)]
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -93,8 +104,15 @@ def transformers_rates(model: object, prompts: list[list[int]], new_tokens: int)
     stamps = Stamps()
     with torch.inference_mode():
         prefill = timed(lambda: model(ids, attention_mask=mask))  # type: ignore[operator]
-        model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens + 1, min_new_tokens=new_tokens + 1,  # type: ignore[attr-defined]
-                       do_sample=False, pad_token_id=0, stopping_criteria=StoppingCriteriaList([stamps]))
+        model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=new_tokens + 1,
+            min_new_tokens=new_tokens + 1,  # type: ignore[attr-defined]
+            do_sample=False,
+            pad_token_id=0,
+            stopping_criteria=StoppingCriteriaList([stamps]),
+        )
     decode = stamps.times[-1] - stamps.times[0]
     return Rates(prefill=ids.numel() / prefill, decode=len(prompts) * (len(stamps.times) - 1) / decode)
 
@@ -112,13 +130,23 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per engine, alternating; the best is reported")
-    parser.add_argument("--torch-compile", action="store_true", help="run the runner with exec.graph.enable_torch_compile "
-                        "(its one-request decode step compiled; compiling is not timed)")
-    parser.add_argument("--deterministic", choices=["on", "off", "both"], default="both",
-                        help="exec.kernel.enable_deterministic_inference of the runner (both: one runner each, same run)")
+    parser.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="run the runner with exec.graph.enable_torch_compile "
+        "(its one-request decode step compiled; compiling is not timed)",
+    )
+    parser.add_argument(
+        "--deterministic",
+        choices=["on", "off", "both"],
+        default="both",
+        help="exec.kernel.enable_deterministic_inference of the runner (both: one runner each, same run)",
+    )
     args = parser.parse_args()
     if args.torch_compile and args.deterministic != "off":
-        parser.error("--torch-compile compiles the decode step, which deterministic inference refuses; add --deterministic off")
+        parser.error(
+            "--torch-compile compiles the decode step, which deterministic inference refuses; add --deterministic off"
+        )
     settings = {"on": [True], "off": [False], "both": [True, False]}[args.deterministic]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -127,8 +155,12 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"model {model_dir.name}, prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, {torch.get_num_threads()} threads")
-    print("| dtype | batch | deterministic | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |")
+    print(
+        f"model {model_dir.name}, prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, {torch.get_num_threads()} threads"
+    )
+    print(
+        "| dtype | batch | deterministic | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |"
+    )
     print("|---|---|---|---|---|")
     rates: dict[tuple[str, int, bool], tuple[Rates, Rates]] = {}
     floors: dict[str, float] = {}
@@ -138,16 +170,26 @@ def main() -> None:
         for deterministic in settings:
             unpublish()
             # The driver runs whole batches itself; the scheduler's budgets only have to fit the pool.
-            publish(Bags(model=ModelBag(model_path=str(model_dir), dtype=dtype),
-                         schedule=ScheduleBag(page_size=16, chunked_prefill_size=-1, max_prefill_tokens=pool),
-                         memory=MemoryBag(max_total_tokens=pool),
-                         device=DeviceBag(device="cpu", cpu_threads=args.threads),
-                         exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=deterministic),
-                                      graph=GraphBag(enable_torch_compile=args.torch_compile))), role="standalone")
+            publish(
+                Bags(
+                    model=ModelBag(model_path=str(model_dir), dtype=dtype),
+                    schedule=ScheduleBag(page_size=16, chunked_prefill_size=-1, max_prefill_tokens=pool),
+                    memory=MemoryBag(max_total_tokens=pool),
+                    device=DeviceBag(device="cpu", cpu_threads=args.threads),
+                    exec=ExecBag(
+                        kernel=KernelBag(enable_deterministic_inference=deterministic),
+                        graph=GraphBag(enable_torch_compile=args.torch_compile),
+                    ),
+                ),
+                role="standalone",
+            )
             built = time.perf_counter()
             runners[deterministic] = ModelRunner(build_attention_pair)
-            print(f"{dtype}: runner (deterministic {'on' if deterministic else 'off'}) built in {time.perf_counter() - built:.1f} s "
-                  f"(torch.compile {'on' if args.torch_compile else 'off'}, attention {runners[deterministic].attention_stamp})", flush=True)
+            print(
+                f"{dtype}: runner (deterministic {'on' if deterministic else 'off'}) built in {time.perf_counter() - built:.1f} s "
+                f"(torch.compile {'on' if args.torch_compile else 'off'}, attention {runners[deterministic].attention_stamp})",
+                flush=True,
+            )
         reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()  # type: ignore[no-untyped-call]
         warm = prompts_of(tokenizer, 2, 16)
         for runner in runners.values():
@@ -165,9 +207,12 @@ def main() -> None:
             for deterministic, runs in ours_runs.items():
                 ours = best(runs)
                 rates[(dtype, batch, deterministic)] = (ours, theirs)
-                print(f"| {dtype} | {batch} | {'on' if deterministic else 'off'} "
-                      f"| {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
-                      f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |", flush=True)
+                print(
+                    f"| {dtype} | {batch} | {'on' if deterministic else 'off'} "
+                    f"| {ours.prefill:.0f} / {theirs.prefill:.0f} = {ours.prefill / theirs.prefill:.2f}x "
+                    f"| {ours.decode:.1f} / {theirs.decode:.1f} = {ours.decode / theirs.decode:.2f}x |",
+                    flush=True,
+                )
         floors[dtype] = weight_read_floor(next(iter(runners.values())).model)
         del runners, reference
     unpublish()
@@ -176,17 +221,26 @@ def main() -> None:
             setting = f"deterministic {'on' if deterministic else 'off'}"
             if (dtype, 1, deterministic) in rates and (dtype, 32, deterministic) in rates:
                 one_hf, big = rates[(dtype, 1, deterministic)][1].decode, rates[(dtype, 32, deterministic)][0].decode
-                print(f"{dtype}, {setting}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' batch-1 rate "
-                      f"({one_hf:.1f} tok/s)")
+                print(
+                    f"{dtype}, {setting}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' batch-1 rate "
+                    f"({one_hf:.1f} tok/s)"
+                )
             if (dtype, 1, deterministic) in rates:
-                ours_one, theirs_one = rates[(dtype, 1, deterministic)][0].decode, rates[(dtype, 1, deterministic)][1].decode
-                print(f"{dtype}, {setting}: batch-1 weight-read floor {floors[dtype]:.1f} tok/s; runner at "
-                      f"{ours_one / floors[dtype]:.0%} of it, transformers at {theirs_one / floors[dtype]:.0%}")
+                ours_one, theirs_one = (
+                    rates[(dtype, 1, deterministic)][0].decode,
+                    rates[(dtype, 1, deterministic)][1].decode,
+                )
+                print(
+                    f"{dtype}, {setting}: batch-1 weight-read floor {floors[dtype]:.1f} tok/s; runner at "
+                    f"{ours_one / floors[dtype]:.0%} of it, transformers at {theirs_one / floors[dtype]:.0%}"
+                )
         if len(settings) == 2:
             for batch in args.batch_sizes:
                 on, off = rates[(dtype, batch, True)][0], rates[(dtype, batch, False)][0]
-                print(f"{dtype}, batch {batch}: deterministic on / off = prefill {on.prefill / off.prefill:.2f}x, "
-                      f"decode {on.decode / off.decode:.2f}x")
+                print(
+                    f"{dtype}, batch {batch}: deterministic on / off = prefill {on.prefill / off.prefill:.2f}x, "
+                    f"decode {on.decode / off.decode:.2f}x"
+                )
 
 
 if __name__ == "__main__":

@@ -93,14 +93,31 @@ class Figures:
     decode_tok_s: float
 
 
-def figures_of(engine: str, concurrency: int, round_: int, sent: list[float], first: list[float], last: list[float],
-               tokens: list[int], wall: float) -> Figures:
+def figures_of(
+    engine: str,
+    concurrency: int,
+    round_: int,
+    sent: list[float],
+    first: list[float],
+    last: list[float],
+    tokens: list[int],
+    wall: float,
+) -> Figures:
     """The level's figures from each request's send, first- and last-token times and token count."""
     ttft = percentiles([f - s for s, f in zip(sent, first, strict=True)])
     decode_time = sum(b - a for a, b in zip(first, last, strict=True))
-    return Figures(engine=engine, concurrency=concurrency, round=round_, requests=len(tokens), output_tokens=sum(tokens), wall_s=wall,
-                   output_tok_s=sum(tokens) / wall, ttft_p50_s=ttft["p50"], ttft_p90_s=ttft["p90"],
-                   decode_tok_s=sum(n - 1 for n in tokens) / decode_time if decode_time > 0 else float("nan"))
+    return Figures(
+        engine=engine,
+        concurrency=concurrency,
+        round=round_,
+        requests=len(tokens),
+        output_tokens=sum(tokens),
+        wall_s=wall,
+        output_tok_s=sum(tokens) / wall,
+        ttft_p50_s=ttft["p50"],
+        ttft_p90_s=ttft["p90"],
+        decode_tok_s=sum(n - 1 for n in tokens) / decode_time if decode_time > 0 else float("nan"),
+    )
 
 
 def jobs_for(settings: Settings, count: int, output_len: int, *key: object) -> list[Job]:
@@ -118,7 +135,9 @@ class Engine(Protocol):
 
     def __enter__(self) -> Engine: ...
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None: ...
 
     def measure(self, jobs: list[Job], concurrency: int, round_: int) -> Figures: ...
 
@@ -142,8 +161,10 @@ class HttpEngine:
         timings, wall = asyncio.run(run_server(self.base_url, self.model, jobs, concurrency, float("inf"), 0))
         for job, timing in zip(jobs, timings, strict=True):
             if timing.tokens != job.output_len or not timing.token_times:
-                raise RuntimeError(f"{self.name}: a request asked for {job.output_len} tokens (ignore_eos) and got "
-                                   f"{timing.tokens} in {len(timing.token_times)} chunks")
+                raise RuntimeError(
+                    f"{self.name}: a request asked for {job.output_len} tokens (ignore_eos) and got "
+                    f"{timing.tokens} in {len(timing.token_times)} chunks"
+                )
         return _figures_of_timings(self.name, concurrency, round_, timings, wall)
 
     def warm_up(self, jobs: list[Job]) -> None:
@@ -152,8 +173,16 @@ class HttpEngine:
 
 
 def _figures_of_timings(engine: str, concurrency: int, round_: int, timings: list[Timing], wall: float) -> Figures:
-    return figures_of(engine, concurrency, round_, [t.sent for t in timings], [t.token_times[0] for t in timings],
-                      [t.token_times[-1] for t in timings], [t.tokens for t in timings], wall)
+    return figures_of(
+        engine,
+        concurrency,
+        round_,
+        [t.sent for t in timings],
+        [t.token_times[0] for t in timings],
+        [t.token_times[-1] for t in timings],
+        [t.tokens for t in timings],
+        wall,
+    )
 
 
 class OursEngine(HttpEngine):
@@ -179,7 +208,9 @@ class OursEngine(HttpEngine):
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self._stop()
 
     def _stop(self) -> None:
@@ -210,7 +241,9 @@ class LlamaEngine(HttpEngine):
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self.server is not None:
             self.server.stop()
 
@@ -254,7 +287,9 @@ class TransformersEngine:
         self._generate(warm)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.model = None  # frees its memory before the next engine runs
 
     def _generate(self, batch: list[Job]) -> tuple[float, list[float]]:
@@ -270,8 +305,15 @@ class TransformersEngine:
         clock = StepClock()
         start = time.perf_counter()
         with torch.inference_mode():
-            self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest, do_sample=False,
-                                pad_token_id=pad, stopping_criteria=StoppingCriteriaList([clock]))
+            self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=longest,
+                min_new_tokens=longest,
+                do_sample=False,
+                pad_token_id=pad,
+                stopping_criteria=StoppingCriteriaList([clock]),
+            )
         if len(clock.stamps) != longest:  # min_new_tokens should make every step count
             raise RuntimeError(f"transformers: generate ran {len(clock.stamps)} steps for {longest} tokens")
         return start, clock.stamps
@@ -298,7 +340,9 @@ class TransformersEngine:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def build_engines(names: list[str], ours: dict[str, list[str]], settings: Settings, threads_given: bool) -> list[Engine]:
+def build_engines(
+    names: list[str], ours: dict[str, list[str]], settings: Settings, threads_given: bool
+) -> list[Engine]:
     """The engines named, in that order, with what each needs built or converted first."""
     from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
 
@@ -316,7 +360,9 @@ def build_engines(names: list[str], ours: dict[str, list[str]], settings: Settin
             engines.append(TransformersEngine(model_dir, settings))
         else:
             known = ["ours", *ours, *LLAMA_FILES, "transformers"]
-            raise SystemExit(f"bench_peer: unknown engine {name!r} (known: {', '.join(known)}; ours-NAME comes with --ours NAME=FLAGS)")
+            raise SystemExit(
+                f"bench_peer: unknown engine {name!r} (known: {', '.join(known)}; ours-NAME comes with --ours NAME=FLAGS)"
+            )
     return engines
 
 
@@ -332,10 +378,16 @@ def run_rounds(engines: list[Engine], levels: list[int], settings: Settings, rep
                     jobs = jobs_for(settings, level * settings.waves, settings.output_len, round_, engine.name, level)
                     got = engine.measure(jobs, level, round_)
                     results.append(got)
-                    print(f"round {round_ + 1}/{repeat} {engine.name:>14} c={level:<3} {got.output_tok_s:8.1f} out tok/s   "
-                          f"TTFT p50 {got.ttft_p50_s * 1000:8.1f} ms  p90 {got.ttft_p90_s * 1000:8.1f} ms   "
-                          f"decode {got.decode_tok_s:6.1f} tok/s/request", flush=True)
-            print(f"round {round_ + 1}/{repeat} {engine.name:>14} done in {time.monotonic() - started:.0f} s (with its start and warm-up)", flush=True)
+                    print(
+                        f"round {round_ + 1}/{repeat} {engine.name:>14} c={level:<3} {got.output_tok_s:8.1f} out tok/s   "
+                        f"TTFT p50 {got.ttft_p50_s * 1000:8.1f} ms  p90 {got.ttft_p90_s * 1000:8.1f} ms   "
+                        f"decode {got.decode_tok_s:6.1f} tok/s/request",
+                        flush=True,
+                    )
+            print(
+                f"round {round_ + 1}/{repeat} {engine.name:>14} done in {time.monotonic() - started:.0f} s (with its start and warm-up)",
+                flush=True,
+            )
     return results
 
 
@@ -351,8 +403,14 @@ def weight_read_floors(threads: int) -> dict[str, float]:
 
     floors = {}
     for name, path in (("bf16", ensure_default_model()), ("q4_1", bundled_gguf())):
-        publish(Bags(model=ModelBag(model_path=str(path)), memory=MemoryBag(max_total_tokens=1024),
-                     schedule=ScheduleBag(chunked_prefill_size=1024, max_prefill_tokens=1024)), role="standalone")
+        publish(
+            Bags(
+                model=ModelBag(model_path=str(path)),
+                memory=MemoryBag(max_total_tokens=1024),
+                schedule=ScheduleBag(chunked_prefill_size=1024, max_prefill_tokens=1024),
+            ),
+            role="standalone",
+        )
         try:
             floors[name] = weight_read_floor(ModelRunner(build_attention_pair).model, threads)
         finally:
@@ -370,15 +428,20 @@ def spread(values: list[float], scale: float, digits: int) -> str:
 
 def table(results: list[Figures], engines: list[str], levels: list[int]) -> str:
     """The markdown table: a row per engine and level, medians over rounds (min-max)."""
-    rows = ["| engine | concurrency | out tok/s | TTFT p50 (ms) | TTFT p90 (ms) | batch-1 decode tok/s |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| engine | concurrency | out tok/s | TTFT p50 (ms) | TTFT p90 (ms) | batch-1 decode tok/s |",
+        "|---|---|---|---|---|---|",
+    ]
     for engine in engines:
         for level in levels:
             cell = [r for r in results if r.engine == engine and r.concurrency == level]
             if not cell:
                 continue
             decode = spread([r.decode_tok_s for r in cell], 1, 1) if level == 1 else ""
-            rows.append(f"| {engine} | {level} | {spread([r.output_tok_s for r in cell], 1, 1)} | {spread([r.ttft_p50_s for r in cell], 1000, 0)} "
-                        f"| {spread([r.ttft_p90_s for r in cell], 1000, 0)} | {decode} |")
+            rows.append(
+                f"| {engine} | {level} | {spread([r.output_tok_s for r in cell], 1, 1)} | {spread([r.ttft_p50_s for r in cell], 1000, 0)} "
+                f"| {spread([r.ttft_p90_s for r in cell], 1000, 0)} | {decode} |"
+            )
     return "\n".join(rows)
 
 
@@ -418,22 +481,39 @@ def plot(results: list[Figures], engines: list[str], levels: list[int], title: s
 
 def machine() -> str:
     """The CPU model, its core count and the SIMD flags that matter here, and the memory."""
-    info = dict(line.split(":", 1) for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines() if ":" in line)
+    info = dict(
+        line.split(":", 1)
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines()
+        if ":" in line
+    )
     flags = set(info.get("Flags", "").split())
     wanted = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16")
     simd = " ".join(f for f in wanted if f in flags) or "none of " + " ".join(wanted)
-    memory = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")), 0)
-    return (f"{info.get('Model name', '?').strip()}, {os.cpu_count()} CPUs ({info.get('Thread(s) per core', '?').strip()} thread(s) per core), "
-            f"SIMD: {simd}, {memory / 2**20:.0f} GiB; load average at the start {os.getloadavg()[0]:.2f}")
+    memory = next(
+        (
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
+    return (
+        f"{info.get('Model name', '?').strip()}, {os.cpu_count()} CPUs ({info.get('Thread(s) per core', '?').strip()} thread(s) per core), "
+        f"SIMD: {simd}, {memory / 2**20:.0f} GiB; load average at the start {os.getloadavg()[0]:.2f}"
+    )
 
 
 def versions(engines: list[Engine]) -> list[str]:
     """What ran: this repository's commit, and llama.cpp's and transformers' versions when used."""
-    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=False).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     lines = [f"ours: this repository at {commit or '?'}"]
     llama = next((e for e in engines if isinstance(e, LlamaEngine)), None)
     if llama is not None:
-        lines.append(f"{llama.build.describe()}; `llama-server --version`: {llama_cpp_peer.server_version(llama.build.binary)}")
+        lines.append(
+            f"{llama.build.describe()}; `llama-server --version`: {llama_cpp_peer.server_version(llama.build.binary)}"
+        )
     if any(isinstance(e, TransformersEngine) for e in engines):
         import torch
         import transformers
@@ -456,16 +536,31 @@ def parse_ours(values: list[str]) -> dict[str, list[str]]:
 def main() -> None:
     """Build what is missing, run the rounds and report."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engines", nargs="+", help="engines to run, in this order (default: ours, each ours-NAME, llama-bf16, llama-q4_1, transformers)")
-    p.add_argument("--ours", action="append", default=[], metavar="NAME=FLAGS",
-                   help="another configuration of our server, engine ours-NAME, e.g. 'q4=--model-path /path/file.gguf' (repeatable)")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 32], help="concurrency levels (default 1 4 16 32)")
+    p.add_argument(
+        "--engines",
+        nargs="+",
+        help="engines to run, in this order (default: ours, each ours-NAME, llama-bf16, llama-q4_1, transformers)",
+    )
+    p.add_argument(
+        "--ours",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="another configuration of our server, engine ours-NAME, e.g. 'q4=--model-path /path/file.gguf' (repeatable)",
+    )
+    p.add_argument(
+        "--concurrency", type=int, nargs="+", default=[1, 4, 16, 32], help="concurrency levels (default 1 4 16 32)"
+    )
     p.add_argument("--repeat", type=int, default=3, help="rounds; the table gives the median and min-max (default 3)")
     p.add_argument("--waves", type=int, default=2, help="requests per level = concurrency x waves (default 2)")
     p.add_argument("--prompt-len", type=int, default=256, help="prompt tokens of every request (default 256)")
     p.add_argument("--output-len", type=int, default=128, help="output tokens of every request (default 128)")
     p.add_argument("--warmup", type=int, default=4, help="warm-up requests after an engine starts (default 4)")
-    p.add_argument("--threads", type=int, help="threads of llama-server and transformers, and --cpu-threads of ours (default: the CPU count; ours keeps its default)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="threads of llama-server and transformers, and --cpu-threads of ours (default: the CPU count; ours keeps its default)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--markdown", type=Path, help="write the header and table here")
     p.add_argument("--plot", type=Path, help="write the PNG plot here")
@@ -478,42 +573,72 @@ def main() -> None:
 
     ours = parse_ours(args.ours)
     names = args.engines or ["ours", *ours, *LLAMA_FILES, "transformers"]
-    settings = Settings(prompt_len=args.prompt_len, output_len=args.output_len, waves=args.waves, warmup=args.warmup,
-                        threads=args.threads or os.cpu_count() or 1, seed=args.seed)
+    settings = Settings(
+        prompt_len=args.prompt_len,
+        output_len=args.output_len,
+        waves=args.waves,
+        warmup=args.warmup,
+        threads=args.threads or os.cpu_count() or 1,
+        seed=args.seed,
+    )
     levels = sorted(set(args.concurrency))
     engines = build_engines(names, ours, settings, threads_given=args.threads is not None)
 
     command = "uv run python tools/bench_peer.py" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
-    header = [f"command: `{command}`", f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", f"machine: {machine()}",
-              *versions(engines),
-              f"workload: prompts of {settings.prompt_len} random token ids, {settings.output_len} output tokens (greedy, ignore_eos), "
-              f"streamed /v1/completions; at concurrency C, C x {settings.waves} requests with C in flight; {settings.threads} threads; "
-              f"{args.repeat} round(s): median (min-max)"]
+    header = [
+        f"command: `{command}`",
+        f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"machine: {machine()}",
+        *versions(engines),
+        f"workload: prompts of {settings.prompt_len} random token ids, {settings.output_len} output tokens (greedy, ignore_eos), "
+        f"streamed /v1/completions; at concurrency C, C x {settings.waves} requests with C in flight; {settings.threads} threads; "
+        f"{args.repeat} round(s): median (min-max)",
+    ]
     print("\n".join(header), flush=True)
     if os.getloadavg()[0] > 0.5:  # every engine here uses all the cores: anything else running skews the figures
-        print(f"bench_peer: warning: the load average is {os.getloadavg()[0]:.1f}; these figures need a quiet machine", flush=True)
+        print(
+            f"bench_peer: warning: the load average is {os.getloadavg()[0]:.1f}; these figures need a quiet machine",
+            flush=True,
+        )
     started = time.monotonic()
     results = run_rounds(engines, levels, settings, args.repeat)
     elapsed = time.monotonic() - started
     floors = weight_read_floors(settings.threads)
-    floor_line = ("weight-read floor at batch 1, measured after the rounds: "
-                  + ", ".join(f"{name} weights {rate:.1f} tok/s" for name, rate in floors.items()))
-    repack_lines = [f"{e.name}: run with --no-repack, since llama-server crashed (SIGSEGV) loading {e.gguf.name} with its weight "
-                    "repacking on" for e in engines if isinstance(e, LlamaEngine) and e.no_repack]
-    report = "\n".join([*(f"- {line}" for line in header), *(f"- {line}" for line in repack_lines), f"- took {elapsed / 60:.1f} min",
-                        f"- {floor_line}", "",
-                        table(results, names, levels), ""])
+    floor_line = "weight-read floor at batch 1, measured after the rounds: " + ", ".join(
+        f"{name} weights {rate:.1f} tok/s" for name, rate in floors.items()
+    )
+    repack_lines = [
+        f"{e.name}: run with --no-repack, since llama-server crashed (SIGSEGV) loading {e.gguf.name} with its weight "
+        "repacking on"
+        for e in engines
+        if isinstance(e, LlamaEngine) and e.no_repack
+    ]
+    report = "\n".join(
+        [
+            *(f"- {line}" for line in header),
+            *(f"- {line}" for line in repack_lines),
+            f"- took {elapsed / 60:.1f} min",
+            f"- {floor_line}",
+            "",
+            table(results, names, levels),
+            "",
+        ]
+    )
     print("\n" + report)
     if args.markdown:
         args.markdown.write_text(report, encoding="utf-8")
         print(f"markdown: {args.markdown}")
     if args.plot:
-        title = (f"prompt {settings.prompt_len} / output {settings.output_len} tokens, {settings.threads} threads, "
-                 f"median of {args.repeat} round(s) (band: min-max); {machine().split(',')[0]}")
+        title = (
+            f"prompt {settings.prompt_len} / output {settings.output_len} tokens, {settings.threads} threads, "
+            f"median of {args.repeat} round(s) (band: min-max); {machine().split(',')[0]}"
+        )
         plot(results, names, levels, title, args.plot)
         print(f"plot: {args.plot}")
     if args.json:
-        args.json.write_text(json.dumps({"header": header, "figures": [asdict(r) for r in results]}, indent=1) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"header": header, "figures": [asdict(r) for r in results]}, indent=1) + "\n", encoding="utf-8"
+        )
         print(f"json: {args.json}")
 
 

@@ -51,18 +51,28 @@ class Timing:
     tokens: int = 0
 
 
-def workload(n: int, prompt_range: tuple[int, int], output_range: tuple[int, int], vocab: tuple[int, int], seed: int) -> list[Job]:
+def workload(
+    n: int, prompt_range: tuple[int, int], output_range: tuple[int, int], vocab: tuple[int, int], seed: int
+) -> list[Job]:
     """`n` jobs with uniformly drawn prompt and output lengths and random prompt token ids."""
     rng = random.Random(seed)
     return [
-        Job(tuple(rng.randrange(*vocab) for _ in range(rng.randint(*prompt_range))), rng.randint(*output_range)) for _ in range(n)
+        Job(tuple(rng.randrange(*vocab) for _ in range(rng.randint(*prompt_range))), rng.randint(*output_range))
+        for _ in range(n)
     ]
 
 
 async def _one(client: httpx.AsyncClient, model: str, job: Job, gate: asyncio.Semaphore) -> Timing:
     async with gate:
-        body = {"model": model, "prompt": list(job.prompt_ids), "max_tokens": job.output_len, "temperature": 0.0,
-                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": model,
+            "prompt": list(job.prompt_ids),
+            "max_tokens": job.output_len,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         timing = Timing(sent=time.perf_counter())
         async with client.stream("POST", "/v1/completions", json=body) as response:
             response.raise_for_status()
@@ -79,7 +89,9 @@ async def _one(client: httpx.AsyncClient, model: str, job: Job, gate: asyncio.Se
         return timing
 
 
-async def run_server(url: str, model: str, jobs: list[Job], concurrency: int, rate: float, seed: int) -> tuple[list[Timing], float]:
+async def run_server(
+    url: str, model: str, jobs: list[Job], concurrency: int, rate: float, seed: int
+) -> tuple[list[Timing], float]:
     """Send every job (Poisson arrivals at `rate` per second, or all at once when rate is inf),
     at most `concurrency` in flight; the timings and the wall time."""
     gate = asyncio.Semaphore(concurrency)
@@ -116,7 +128,13 @@ def server_summary(timings: list[Timing], wall: float) -> dict[str, Any]:
         per_chunk = max(1, (t.tokens - 1)) / chunks
         itl.extend(g / per_chunk for g in gaps)
     tokens = sum(t.tokens for t in timings)
-    return {"output_tokens": tokens, "wall_s": wall, "output_throughput": tokens / wall, "ttft_s": percentiles(ttft), "itl_s": percentiles(itl)}
+    return {
+        "output_tokens": tokens,
+        "wall_s": wall,
+        "output_throughput": tokens / wall,
+        "ttft_s": percentiles(ttft),
+        "itl_s": percentiles(itl),
+    }
 
 
 def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, threads: int | None) -> dict[str, Any]:
@@ -128,7 +146,9 @@ def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, 
     transformers: Any = importlib.import_module("transformers")  # its stubs mistype generate()
     if threads:
         torch.set_num_threads(threads)
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))  # loads in eval mode
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        model_path, dtype=getattr(torch, dtype)
+    )  # loads in eval mode
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     useful = 0
     start = time.perf_counter()
@@ -139,7 +159,14 @@ def run_baseline(model_path: str, jobs: list[Job], batch_size: int, dtype: str, 
         mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
         longest = max(j.output_len for j in batch)
         with torch.inference_mode():
-            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest, do_sample=False, pad_token_id=pad)
+            model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=longest,
+                min_new_tokens=longest,
+                do_sample=False,
+                pad_token_id=pad,
+            )
         useful += sum(j.output_len for j in batch)
     wall = time.perf_counter() - start
     return {"output_tokens": useful, "wall_s": wall, "output_throughput": useful / wall}
@@ -172,7 +199,13 @@ class TimedExecutor:
         seconds = time.perf_counter() - started
         decodes = sum(1 for r in batch.requests if r.extend_len == 1)
         prompt = sum(r.extend_len for r in batch.requests if r.extend_len > 1)
-        kind = "prefill+decode" if decodes and prompt else "prefill" if prompt else f"decode, batch {-(-decodes // 8) * 8 - 7}-{-(-decodes // 8) * 8}"
+        kind = (
+            "prefill+decode"
+            if decodes and prompt
+            else "prefill"
+            if prompt
+            else f"decode, batch {-(-decodes // 8) * 8 - 7}-{-(-decodes // 8) * 8}"
+        )
         self._times.add(kind, seconds, decodes, prompt)
         return out
 
@@ -198,7 +231,9 @@ def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int)
             while pending and live < concurrency:
                 index, job = pending.pop(0)
                 stop = StopConditions(max_new_tokens=job.output_len, ignore_eos=True)
-                scheduler.add_request(Request(rid=f"{tag}{index}", prompt_ids=job.prompt_ids, sampling=SamplingParams(), stop=stop))
+                scheduler.add_request(
+                    Request(rid=f"{tag}{index}", prompt_ids=job.prompt_ids, sampling=SamplingParams(), stop=stop)
+                )
                 live += 1
             for event in scheduler.step():
                 tokens += event.token_id is not None
@@ -226,8 +261,12 @@ def plot(timings: list[Timing], summary: dict[str, Any], baseline: dict[str, Any
     t0 = ordered[0].sent
     for t in ordered:
         if t.token_times:
-            left.plot([t.sent - t0, t.token_times[0] - t0], [t.token_times[0] - t.sent] * 2, color="tab:blue", alpha=0.6)
-    left.set(title="TTFT per request (line: send to first token)", xlabel="time since first send (s)", ylabel="TTFT (s)")
+            left.plot(
+                [t.sent - t0, t.token_times[0] - t0], [t.token_times[0] - t.sent] * 2, color="tab:blue", alpha=0.6
+            )
+    left.set(
+        title="TTFT per request (line: send to first token)", xlabel="time since first send (s)", ylabel="TTFT (s)"
+    )
     gaps = [b - a for t in timings for a, b in zip(t.token_times, t.token_times[1:], strict=False)]
     middle.hist(gaps, bins=40, color="tab:orange")
     middle.set(title="inter-chunk gaps", xlabel="seconds", ylabel="count")
@@ -252,20 +291,37 @@ def main() -> None:
     """Run the benchmark described by the command line and print the figures."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="base URL of a running OpenAI-compatible server")
-    p.add_argument("--launch", action="store_true", help="start `serve` on --model-path (default model when unset) for the run")
+    p.add_argument(
+        "--launch", action="store_true", help="start `serve` on --model-path (default model when unset) for the run"
+    )
     p.add_argument("--model", help="model name to send (default: the server's first /v1/models entry)")
     p.add_argument("--model-path", help="checkpoint directory (baseline; and --launch)")
-    p.add_argument("--serve-flag", action="append", default=[], help="extra flag for the launched server, e.g. --serve-flag=--max-total-tokens=65536")
-    p.add_argument("--compare-flag", action="append", default=[],
-                   help="with --launch: launch again with this flag added and run the same jobs (repeatable)")
+    p.add_argument(
+        "--serve-flag",
+        action="append",
+        default=[],
+        help="extra flag for the launched server, e.g. --serve-flag=--max-total-tokens=65536",
+    )
+    p.add_argument(
+        "--compare-flag",
+        action="append",
+        default=[],
+        help="with --launch: launch again with this flag added and run the same jobs (repeatable)",
+    )
     p.add_argument("--num-requests", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--request-rate", type=float, default=float("inf"), help="requests per second (Poisson); inf sends all at once")
+    p.add_argument(
+        "--request-rate", type=float, default=float("inf"), help="requests per second (Poisson); inf sends all at once"
+    )
     p.add_argument("--prompt-len", type=_range, default=(32, 256), help="prompt tokens LOW:HIGH")
     p.add_argument("--output-len", type=_range, default=(32, 160), help="output tokens LOW:HIGH")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--baseline", action="store_true", help="also run the jobs through transformers generate")
-    p.add_argument("--in-process", action="store_true", help="also run the jobs through the scheduler and runner in this process (needs --launch or this project's server)")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="also run the jobs through the scheduler and runner in this process (needs --launch or this project's server)",
+    )
     p.add_argument("--baseline-dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
     p.add_argument("--threads", type=int, help="torch threads for the baseline")
     p.add_argument("--plot", type=Path, help="write a PNG here")
@@ -301,8 +357,12 @@ def main() -> None:
             vocab_high = min(20000, own.json()["model"]["vocab_size"]) if own.status_code == 200 else 20000
             if model_path is None and own.status_code == 200:
                 model_path = own.json()["bags"]["model"]["model_path"]
-            jobs = workload(args.num_requests, args.prompt_len, args.output_len, (min(100, vocab_high // 2), vocab_high), args.seed)
-            asyncio.run(run_server(url, model, jobs[: min(4, len(jobs))], args.concurrency, float("inf"), args.seed))  # warm-up
+            jobs = workload(
+                args.num_requests, args.prompt_len, args.output_len, (min(100, vocab_high // 2), vocab_high), args.seed
+            )
+            asyncio.run(
+                run_server(url, model, jobs[: min(4, len(jobs))], args.concurrency, float("inf"), args.seed)
+            )  # warm-up
             timings, wall = asyncio.run(run_server(url, model, jobs, args.concurrency, args.request_rate, args.seed))
         finally:
             if server is not None:
@@ -320,29 +380,47 @@ def main() -> None:
         if model_path is None:
             p.error("--baseline needs --model-path (or --launch)")
         baseline = run_baseline(model_path, jobs, args.concurrency, args.baseline_dtype, args.threads)
-    print(f"workload: {args.num_requests} requests, prompt {args.prompt_len[0]}-{args.prompt_len[1]} tokens, "
-          f"output {args.output_len[0]}-{args.output_len[1]} tokens, concurrency {args.concurrency}, rate {args.request_rate}/s")
-    print(f"serve:     {summary['output_throughput']:8.1f} output tok/s  ({summary['output_tokens']} tokens in {summary['wall_s']:.1f} s)")
+    print(
+        f"workload: {args.num_requests} requests, prompt {args.prompt_len[0]}-{args.prompt_len[1]} tokens, "
+        f"output {args.output_len[0]}-{args.output_len[1]} tokens, concurrency {args.concurrency}, rate {args.request_rate}/s"
+    )
+    print(
+        f"serve:     {summary['output_throughput']:8.1f} output tok/s  ({summary['output_tokens']} tokens in {summary['wall_s']:.1f} s)"
+    )
     for name in ("ttft_s", "itl_s"):
         q = summary[name]
-        print(f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms")
+        print(
+            f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms"
+        )
     for launch_flags, other_timings, other_wall in runs[1:]:
         other = server_summary(other_timings, other_wall)
-        print(f"serve {' '.join(launch_flags[len(flags):])}:")
-        print(f"           {other['output_throughput']:8.1f} output tok/s  ({other['output_tokens']} tokens in {other['wall_s']:.1f} s), "
-              f"{summary['output_throughput'] / other['output_throughput']:.2f}x of it without those flags")
+        print(f"serve {' '.join(launch_flags[len(flags) :])}:")
+        print(
+            f"           {other['output_throughput']:8.1f} output tok/s  ({other['output_tokens']} tokens in {other['wall_s']:.1f} s), "
+            f"{summary['output_throughput'] / other['output_throughput']:.2f}x of it without those flags"
+        )
         for name in ("ttft_s", "itl_s"):
             q = other[name]
-            print(f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms")
+            print(
+                f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms"
+            )
     if in_process is not None:
-        print(f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in {in_process['wall_s']:.1f} s, "
-              "the server's scheduler and runner without HTTP, tokenizer, detokenizer or ipc)")
-        for kind, (steps, seconds, decodes, prompt) in sorted(in_process["steps"].items(), key=lambda item: (not item[0].startswith("decode"), len(item[0]), item[0])):
-            print(f"           {kind:>18}: {steps:4d} steps, {seconds:5.1f} s, {seconds / steps * 1000:6.1f} ms/step, "
-                  f"{decodes:5d} decoded + {prompt:5d} prompt tokens")
+        print(
+            f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in {in_process['wall_s']:.1f} s, "
+            "the server's scheduler and runner without HTTP, tokenizer, detokenizer or ipc)"
+        )
+        for kind, (steps, seconds, decodes, prompt) in sorted(
+            in_process["steps"].items(), key=lambda item: (not item[0].startswith("decode"), len(item[0]), item[0])
+        ):
+            print(
+                f"           {kind:>18}: {steps:4d} steps, {seconds:5.1f} s, {seconds / steps * 1000:6.1f} ms/step, "
+                f"{decodes:5d} decoded + {prompt:5d} prompt tokens"
+            )
     if baseline is not None:
-        print(f"baseline:  {baseline['output_throughput']:8.1f} output tok/s  ({baseline['output_tokens']} tokens in {baseline['wall_s']:.1f} s, "
-              f"transformers generate, {args.baseline_dtype}, static batches of {args.concurrency})")
+        print(
+            f"baseline:  {baseline['output_throughput']:8.1f} output tok/s  ({baseline['output_tokens']} tokens in {baseline['wall_s']:.1f} s, "
+            f"transformers generate, {args.baseline_dtype}, static batches of {args.concurrency})"
+        )
         print(f"ratio:     {summary['output_throughput'] / baseline['output_throughput']:.2f}x")
     if args.plot:
         plot(timings, summary, baseline, args.plot)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CODE = '''def moving_average(values, window):
+CODE = """def moving_average(values, window):
     if window <= 0:
         raise ValueError("window must be positive")
     totals = []
@@ -42,10 +42,12 @@ CODE = '''def moving_average(values, window):
         if index >= window - 1:
             totals.append(running / window)
     return totals
-'''
-PASSAGE = ("The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, polished the great lens, "
-           "and wrote the weather in a leather logbook: wind from the west, seas moderate, visibility good. Ships passed in the "
-           "night and never knew his name, but they knew his light, and that was enough for him.")
+"""
+PASSAGE = (
+    "The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, polished the great lens, "
+    "and wrote the weather in a leather logbook: wind from the west, seas moderate, visibility good. Ships passed in the "
+    "night and never knew his name, but they knew his light, and that was enough for him."
+)
 COPY_HEAVY = [
     f"Repeat the following Python function exactly, character for character:\n\n{CODE}",
     f"Rename the variable `running` to `total` in this function and print the whole function:\n\n{CODE}",
@@ -89,8 +91,10 @@ def chat_prompts(model_dir: Path, questions: list[str]) -> list[list[int]]:
     from transformers import AutoTokenizer
 
     tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
-             for q in questions]
+    texts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
+        for q in questions
+    ]
     return [list(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
 
 
@@ -99,7 +103,11 @@ def layer_skip_draft(model_dir: Path, layers: int, into: Path) -> Path:
     from safetensors.torch import load_file, save_file
 
     tensors = load_file(str(model_dir / "model.safetensors"))
-    kept = {name: t for name, t in tensors.items() if not name.startswith("model.layers.") or int(name.split(".")[2]) < layers}
+    kept = {
+        name: t
+        for name, t in tensors.items()
+        if not name.startswith("model.layers.") or int(name.split(".")[2]) < layers
+    }
     into.mkdir(parents=True, exist_ok=True)
     save_file(kept, str(into / "model.safetensors"), metadata={"format": "pt"})
     config = json.loads((model_dir / "config.json").read_text())
@@ -111,8 +119,14 @@ def layer_skip_draft(model_dir: Path, layers: int, into: Path) -> Path:
     return into
 
 
-def run_setting(spec_leaves: dict[str, Any], workloads: dict[str, list[list[int]]], batches: list[int], max_new: int,
-                eos: frozenset[int], setting: str) -> tuple[list[Row], dict[tuple[str, int], list[list[int]]]]:
+def run_setting(
+    spec_leaves: dict[str, Any],
+    workloads: dict[str, list[list[int]]],
+    batches: list[int],
+    max_new: int,
+    eos: frozenset[int],
+    setting: str,
+) -> tuple[list[Row], dict[tuple[str, int], list[list[int]]]]:
     """Every workload at every batch size under one setting, on a freshly built scheduler."""
     import config_bags
     from config_bags import Bags, SpecBag
@@ -134,8 +148,14 @@ def run_setting(spec_leaves: dict[str, Any], workloads: dict[str, list[list[int]
             for index, prompt in enumerate(prompts[start : start + batch], start):
                 rid = f"{tag}{index}"
                 outputs[rid] = []
-                scheduler.add_request(Request(rid=rid, prompt_ids=tuple(prompt), sampling=SamplingParams(),
-                                              stop=StopConditions(max_new_tokens=max_new, eos_token_ids=eos)))
+                scheduler.add_request(
+                    Request(
+                        rid=rid,
+                        prompt_ids=tuple(prompt),
+                        sampling=SamplingParams(),
+                        stop=StopConditions(max_new_tokens=max_new, eos_token_ids=eos),
+                    )
+                )
             while scheduler.has_work():
                 for event in scheduler.step():
                     if event.token_id is not None:
@@ -155,8 +175,18 @@ def run_setting(spec_leaves: dict[str, Any], workloads: dict[str, list[list[int]
             wall = time.perf_counter() - started
             after = scheduler.metrics()
             delta = _spec_delta(before, after)
-            rows.append(Row(setting, name, batch, tokens, wall, accept_length_of(delta) if spec_on else 1.0,
-                            acceptance_rate_of(delta) if spec_on else 0.0, None))
+            rows.append(
+                Row(
+                    setting,
+                    name,
+                    batch,
+                    tokens,
+                    wall,
+                    accept_length_of(delta) if spec_on else 1.0,
+                    acceptance_rate_of(delta) if spec_on else 0.0,
+                    None,
+                )
+            )
             produced[(name, batch)] = outputs
     config_bags.unpublish()
     return rows, produced
@@ -169,13 +199,17 @@ def _spec_delta(before: Any, after: Any) -> Any:
     counts = list(after.spec_accept_length_counts)
     for n, c in enumerate(before.spec_accept_length_counts):
         counts[n] -= c
-    return msgspec.structs.replace(after, spec_draft_tokens=after.spec_draft_tokens - before.spec_draft_tokens,
-                                   spec_accepted_tokens=after.spec_accepted_tokens - before.spec_accepted_tokens,
-                                   spec_accept_length_counts=tuple(counts))
+    return msgspec.structs.replace(
+        after,
+        spec_draft_tokens=after.spec_draft_tokens - before.spec_draft_tokens,
+        spec_accepted_tokens=after.spec_accepted_tokens - before.spec_accepted_tokens,
+        spec_accept_length_counts=tuple(counts),
+    )
 
 
-def transformers_peer(model_dir: Path, workloads: dict[str, list[list[int]]], max_new: int, lookup: int,
-                      lengths: dict[str, list[int]]) -> list[Row]:
+def transformers_peer(
+    model_dir: Path, workloads: dict[str, list[list[int]]], max_new: int, lookup: int, lengths: dict[str, list[int]]
+) -> list[Row]:
     """transformers `generate`, greedy, batch 1, with and without its prompt-lookup decoding, each
     request run to the length this server's answer had (`lengths`), so both do the same work."""
     import torch
@@ -191,8 +225,14 @@ def transformers_peer(model_dir: Path, workloads: dict[str, list[list[int]]], ma
                 ids = torch.tensor([prompt])
                 started = time.perf_counter()
                 with torch.inference_mode():
-                    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=length, min_new_tokens=length,
-                                         do_sample=False, **extra)
+                    out = model.generate(
+                        ids,
+                        attention_mask=torch.ones_like(ids),
+                        max_new_tokens=length,
+                        min_new_tokens=length,
+                        do_sample=False,
+                        **extra,
+                    )
                 wall += time.perf_counter() - started
                 tokens += out.shape[1] - len(prompt)
             rows.append(Row(label, name, 1, tokens, wall, 0.0, 0.0, None))
@@ -204,7 +244,9 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--repeat", type=int, default=1, help="run the settings this many times in turn; keep each row's best")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run the settings this many times in turn; keep each row's best"
+    )
     parser.add_argument("--skip-draft-layers", type=int, default=10, help="layers of the layer-skip draft")
     parser.add_argument("--no-peer", action="store_true", help="skip transformers")
     parser.add_argument("--json", type=Path, help="also write the rows here")
@@ -228,30 +270,46 @@ def main() -> None:
             if setting == "draft-self":
                 leaves["speculative_draft_model_path"] = str(model_dir)
             if setting == "draft-skip":
-                leaves["speculative_draft_model_path"] = str(layer_skip_draft(model_dir, args.skip_draft_layers, scratch / "skip"))
+                leaves["speculative_draft_model_path"] = str(
+                    layer_skip_draft(model_dir, args.skip_draft_layers, scratch / "skip")
+                )
             got, produced = run_setting(leaves, workloads, args.batches, args.max_new_tokens, eos, setting)
             if setting == "off":
                 reference = produced
             for row in got:
-                same = None if not reference else reference[(row.workload, row.batch)] == produced[(row.workload, row.batch)]
-                earlier = next((r for r in rows if (r.setting, r.workload, r.batch) == (row.setting, row.workload, row.batch)), None)
+                same = (
+                    None
+                    if not reference
+                    else reference[(row.workload, row.batch)] == produced[(row.workload, row.batch)]
+                )
+                earlier = next(
+                    (r for r in rows if (r.setting, r.workload, r.batch) == (row.setting, row.workload, row.batch)),
+                    None,
+                )
                 if earlier is None or earlier.throughput < row.throughput:
                     rows = [r for r in rows if r is not earlier] + [Row(**{**row.__dict__, "identical": same})]
                 elif same is False:
                     rows = [r if r is not earlier else Row(**{**r.__dict__, "identical": False}) for r in rows]
             print(f"done: {setting}", flush=True)
         if not args.no_peer:
-            lengths = {name: [len(o) for o in reference[(name, 1)]] for name in workloads} if reference else {
-                name: [args.max_new_tokens] * len(prompts) for name, prompts in workloads.items()}
+            lengths = (
+                {name: [len(o) for o in reference[(name, 1)]] for name in workloads}
+                if reference
+                else {name: [args.max_new_tokens] * len(prompts) for name, prompts in workloads.items()}
+            )
             rows += transformers_peer(model_dir, workloads, args.max_new_tokens, 3, lengths)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     base = {(r.workload, r.batch): r.throughput for r in rows if r.setting == "off"}
-    print(f"\n{'setting':28} {'workload':11} {'batch':>5} {'tok/s':>8} {'vs off':>7} {'accept len':>10} {'accept rate':>11} identical")
+    print(
+        f"\n{'setting':28} {'workload':11} {'batch':>5} {'tok/s':>8} {'vs off':>7} {'accept len':>10} {'accept rate':>11} identical"
+    )
     for r in rows:
         ratio = r.throughput / base[(r.workload, r.batch)] if (r.workload, r.batch) in base else float("nan")
-        print(f"{r.setting:28} {r.workload:11} {r.batch:5d} {r.throughput:8.1f} {ratio:6.2f}x {r.accept_length:10.2f} "
-              f"{r.acceptance_rate:11.2f} {'' if r.identical is None else r.identical}")
+        print(
+            f"{r.setting:28} {r.workload:11} {r.batch:5d} {r.throughput:8.1f} {ratio:6.2f}x {r.accept_length:10.2f} "
+            f"{r.acceptance_rate:11.2f} {'' if r.identical is None else r.identical}"
+        )
     if args.json is not None:
         args.json.write_text(json.dumps([{**r.__dict__, "throughput": r.throughput} for r in rows], indent=1))
 

@@ -39,14 +39,19 @@ def measure(variant: str) -> None:
 
     path = str(bundled_gguf()) if variant == "gguf" else str(ensure_default_model())
     pool = 1024
-    bags = Bags(model=ModelBag(model_path=path, quantization="int8" if variant == "int8" else None),
-                memory=MemoryBag(max_total_tokens=pool), schedule=ScheduleBag(chunked_prefill_size=pool, max_prefill_tokens=pool))
+    bags = Bags(
+        model=ModelBag(model_path=path, quantization="int8" if variant == "int8" else None),
+        memory=MemoryBag(max_total_tokens=pool),
+        schedule=ScheduleBag(chunked_prefill_size=pool, max_prefill_tokens=pool),
+    )
     publish(bags, role="standalone")
     before = resident_mb()
     runner = ModelRunner(build_attention_pair)
     pool_mb = sum(t.nbytes for t in (*runner.pool.k, *runner.pool.v)) / 2**20
-    print(f"{variant:5s} activations {str(runner.model.dtype).removeprefix('torch.'):8s} "
-          f"weights {resident_mb() - before - pool_mb:6.0f} MB (pool {pool_mb:.0f} MB apart)")
+    print(
+        f"{variant:5s} activations {str(runner.model.dtype).removeprefix('torch.'):8s} "
+        f"weights {resident_mb() - before - pool_mb:6.0f} MB (pool {pool_mb:.0f} MB apart)"
+    )
 
 
 def main() -> None:

@@ -27,18 +27,38 @@ def build(args: argparse.Namespace) -> int:
     vocab = build_tokenizer(args.out)
     layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(args.layers)]
     common: dict[str, Any] = dict(
-        vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate, num_hidden_layers=args.layers,
-        layer_types=layer_types, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, head_dim=args.head_dim,
-        linear_num_key_heads=args.linear_key_heads, linear_num_value_heads=2 * args.linear_key_heads,
-        linear_key_head_dim=args.linear_head_dim, linear_value_head_dim=args.linear_head_dim, linear_conv_kernel_dim=4,
-        max_position_embeddings=4096, tie_word_embeddings=False, eos_token_id=SPECIAL_TOKENS.index("<|im_end|>"), bos_token_id=None,
+        vocab_size=vocab,
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers,
+        layer_types=layer_types,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads,
+        head_dim=args.head_dim,
+        linear_num_key_heads=args.linear_key_heads,
+        linear_num_value_heads=2 * args.linear_key_heads,
+        linear_key_head_dim=args.linear_head_dim,
+        linear_value_head_dim=args.linear_head_dim,
+        linear_conv_kernel_dim=4,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=SPECIAL_TOKENS.index("<|im_end|>"),
+        bos_token_id=None,
     )
     if args.family == "qwen3_5":
         config = transformers.Qwen3_5TextConfig(**common)
         model = transformers.Qwen3_5ForCausalLM(config)
     else:
-        experts = dict(num_experts=args.experts, num_experts_per_tok=2, moe_intermediate_size=args.intermediate // 4,
-                       shared_expert_intermediate_size=args.intermediate // 4) if args.experts else dict(num_experts=0)
+        experts = (
+            dict(
+                num_experts=args.experts,
+                num_experts_per_tok=2,
+                moe_intermediate_size=args.intermediate // 4,
+                shared_expert_intermediate_size=args.intermediate // 4,
+            )
+            if args.experts
+            else dict(num_experts=0)
+        )
         config = transformers.Qwen3NextConfig(**common, **experts, norm_topk_prob=True, decoder_sparse_step=1)
         model = transformers.Qwen3NextForCausalLM(config)
     model.to(torch.float32).save_pretrained(args.out)

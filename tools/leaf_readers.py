@@ -38,7 +38,11 @@ def _bag_members() -> tuple[dict[str, frozenset[str]], dict[str, dict[str, str]]
 
     def walk(cls: type[Bag]) -> None:
         hints = typing.get_type_hints(cls)
-        subs[cls.__name__] = {n: hints[n].__name__ for n in cls.__struct_fields__ if isinstance(hints[n], type) and issubclass(hints[n], Bag)}
+        subs[cls.__name__] = {
+            n: hints[n].__name__
+            for n in cls.__struct_fields__
+            if isinstance(hints[n], type) and issubclass(hints[n], Bag)
+        }
         leaves[cls.__name__] = frozenset(n for n in cls.__struct_fields__ if n not in subs[cls.__name__])
         for sub in subs[cls.__name__].values():
             walk(getattr(config_bags, sub))
@@ -48,7 +52,9 @@ def _bag_members() -> tuple[dict[str, frozenset[str]], dict[str, dict[str, str]]
 
 
 LEAVES, SUB_BAGS = _bag_members()
-ACCESSORS = {f"get_{ns}": typing.get_type_hints(Bags)[ns].__name__ for ns in Bags.__struct_fields__} | {"published_bags": "Bags"}
+ACCESSORS = {f"get_{ns}": typing.get_type_hints(Bags)[ns].__name__ for ns in Bags.__struct_fields__} | {
+    "published_bags": "Bags"
+}
 
 Root = str | int  # "accessor", or the index of the parameter a bag expression came from
 
@@ -60,7 +66,9 @@ class Summary:
     params: list[str] = field(default_factory=list)
     direct: set[str] = field(default_factory=set)
     via_param: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
-    calls: list[tuple[str, list[tuple[int | str, Root]]]] = field(default_factory=list)  # callee, [(position or keyword, root)] of its bag arguments
+    calls: list[tuple[str, list[tuple[int | str, Root]]]] = field(
+        default_factory=list
+    )  # callee, [(position or keyword, root)] of its bag arguments
     method: bool = False
 
 
@@ -176,12 +184,17 @@ def leaf_readers(root: Path = ROOT) -> dict[str, set[str]]:
                 owners.append((package, summary))
 
     def targets(package: str, callee: str) -> list[Summary]:
-        return [*functions.get((package, callee), ()), *(functions.get(("config-bags", callee), ()) if package != "config-bags" else ())]
+        return [
+            *functions.get((package, callee), ()),
+            *(functions.get(("config-bags", callee), ()) if package != "config-bags" else ()),
+        ]
 
     def callee_reads(package: str, callee: str, position: int | str) -> set[str]:
         leaves: set[str] = set()
         for target in targets(package, callee):
-            index = target.params.index(position) if isinstance(position, str) and position in target.params else position
+            index = (
+                target.params.index(position) if isinstance(position, str) and position in target.params else position
+            )
             if isinstance(index, int):
                 leaves |= target.via_param.get(index, set())
         return leaves

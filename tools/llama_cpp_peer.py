@@ -95,8 +95,10 @@ class PeerBuild:
 
     def describe(self) -> str:
         """One line for a report: which llama.cpp this is."""
-        return (f"llama.cpp {self.llama_cpp_commit} (vendored in llama-cpp-python {self.llama_cpp_python}), "
-                f"llama-server built here with {' '.join(self.cmake_flags)}")
+        return (
+            f"llama.cpp {self.llama_cpp_commit} (vendored in llama-cpp-python {self.llama_cpp_python}), "
+            f"llama-server built here with {' '.join(self.cmake_flags)}"
+        )
 
 
 def peer_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
@@ -110,7 +112,9 @@ def load_build(version: str = LLAMA_CPP_PYTHON_VERSION) -> PeerBuild | None:
     if not record.is_file():
         return None
     fields = json.loads(record.read_text(encoding="utf-8"))
-    build = PeerBuild(**{**fields, "binary": peer_dir(version) / fields["binary"], "cmake_flags": tuple(fields["cmake_flags"])})
+    build = PeerBuild(
+        **{**fields, "binary": peer_dir(version) / fields["binary"], "cmake_flags": tuple(fields["cmake_flags"])}
+    )
     return build if os.access(build.binary, os.X_OK) else None
 
 
@@ -137,19 +141,43 @@ def _build(version: str, jobs: int) -> PeerBuild:
         out = scratch / "out"
         (out / "bin").mkdir(parents=True)
         log = out / "build.log"
-        print(f"llama_cpp_peer: building llama-server from llama-cpp-python {version} (llama.cpp {commit}) "
-              f"with {jobs} jobs (10 minutes or more on 2 cores); log: {log}", flush=True)
+        print(
+            f"llama_cpp_peer: building llama-server from llama-cpp-python {version} (llama.cpp {commit}) "
+            f"with {jobs} jobs (10 minutes or more on 2 cores); log: {log}",
+            flush=True,
+        )
         started = time.monotonic()
         # LLAMA_BUILD_COMMIT names the vendored commit: the sdist has no .git for cmake to ask.
-        _run_logged(["cmake", "-S", str(llama_dir), "-B", str(llama_dir / "build"), *CMAKE_FLAGS, f"-DLLAMA_BUILD_COMMIT={commit}"], log)
+        _run_logged(
+            [
+                "cmake",
+                "-S",
+                str(llama_dir),
+                "-B",
+                str(llama_dir / "build"),
+                *CMAKE_FLAGS,
+                f"-DLLAMA_BUILD_COMMIT={commit}",
+            ],
+            log,
+        )
         _run_logged(["cmake", "--build", str(llama_dir / "build"), "--target", "llama-server", "-j", str(jobs)], log)
         seconds = time.monotonic() - started
         shutil.copy2(llama_dir / "build" / "bin" / "llama-server", out / "bin" / "llama-server")
-        record = PeerBuild(binary=Path("bin/llama-server"), llama_cpp_python=version, llama_cpp_commit=commit,
-                           cmake_flags=CMAKE_FLAGS, build_seconds=round(seconds, 1), built_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-        (out / "build.json").write_text(json.dumps({**asdict(record), "binary": str(record.binary)}, indent=2) + "\n", encoding="utf-8")
+        record = PeerBuild(
+            binary=Path("bin/llama-server"),
+            llama_cpp_python=version,
+            llama_cpp_commit=commit,
+            cmake_flags=CMAKE_FLAGS,
+            build_seconds=round(seconds, 1),
+            built_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        )
+        (out / "build.json").write_text(
+            json.dumps({**asdict(record), "binary": str(record.binary)}, indent=2) + "\n", encoding="utf-8"
+        )
         out.rename(peer_dir(version))
-        print(f"llama_cpp_peer: built in {seconds / 60:.1f} min: {peer_dir(version) / 'bin' / 'llama-server'}", flush=True)
+        print(
+            f"llama_cpp_peer: built in {seconds / 60:.1f} min: {peer_dir(version) / 'bin' / 'llama-server'}", flush=True
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     built = load_build(version)
@@ -174,9 +202,15 @@ def _pip() -> list[str]:
 def _download_sdist(version: str, folder: Path) -> Path:
     """llama-cpp-python's source distribution from PyPI (it vendors llama.cpp's whole tree)."""
     folder.mkdir(parents=True)
-    print(f"llama_cpp_peer: downloading the llama-cpp-python {version} sdist from PyPI (pip prepares its metadata: a minute or two)", flush=True)
-    subprocess.run([*_pip(), "download", "--no-deps", "--no-binary", ":all:", f"llama-cpp-python=={version}", "-d", str(folder)],
-                   check=True, stdout=subprocess.DEVNULL)
+    print(
+        f"llama_cpp_peer: downloading the llama-cpp-python {version} sdist from PyPI (pip prepares its metadata: a minute or two)",
+        flush=True,
+    )
+    subprocess.run(
+        [*_pip(), "download", "--no-deps", "--no-binary", ":all:", f"llama-cpp-python=={version}", "-d", str(folder)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     archives = sorted(folder.glob("llama_cpp_python-*.tar.gz"))
     if len(archives) != 1:
         raise RuntimeError(f"expected one llama-cpp-python sdist in {folder}, found {[a.name for a in archives]}")
@@ -194,8 +228,11 @@ def _unpack(archive: Path, folder: Path) -> Path:
 def vendored_commit(source: Path, version: str) -> str:
     """The llama.cpp commit llama-cpp-python `version` vendors, from its changelog's entry for that
     version ("update llama.cpp to ggml-org/llama.cpp@<hash>"); "unknown" when it names none."""
-    section = re.search(rf"^## \[{re.escape(version)}\]\n(.*?)(?=^## \[)", (source / "CHANGELOG.md").read_text(encoding="utf-8"),
-                        re.MULTILINE | re.DOTALL)
+    section = re.search(
+        rf"^## \[{re.escape(version)}\]\n(.*?)(?=^## \[)",
+        (source / "CHANGELOG.md").read_text(encoding="utf-8"),
+        re.MULTILINE | re.DOTALL,
+    )
     found = re.search(r"llama\.cpp@([0-9a-f]{7,40})", section.group(1)) if section else None
     return found.group(1) if found else "unknown"
 
@@ -274,7 +311,11 @@ def write_bf16_gguf(source: Path, target: Path) -> None:
         if weights.ndim == 1:
             writer.add_tensor(tensor.name, weights)
         else:
-            writer.add_tensor(tensor.name, gguf.quants.quantize(weights, gguf.GGMLQuantizationType.BF16), raw_dtype=gguf.GGMLQuantizationType.BF16)
+            writer.add_tensor(
+                tensor.name,
+                gguf.quants.quantize(weights, gguf.GGMLQuantizationType.BF16),
+                raw_dtype=gguf.GGMLQuantizationType.BF16,
+            )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -302,7 +343,9 @@ def stop_group(process: subprocess.Popen[bytes], first: signal.Signals, timeout_
         return
     os.killpg(process.pid, first)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+    while (
+        time.monotonic() < deadline and os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    ):
         time.sleep(0.1)
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -315,15 +358,40 @@ class LlamaServer:
     """llama-server on `model` in its own session (so that it and anything it starts can be killed
     as one group), logging to a temporary file. Use as a context manager, or call stop()."""
 
-    def __init__(self, binary: Path, model: Path, threads: int, parallel: int = 32, context: int = 32768,
-                 extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        model: Path,
+        threads: int,
+        parallel: int = 32,
+        context: int = 32768,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         # --kv-unified: the 32 slots share one KV buffer of `context` cells, so each request may use
         # what the others leave (as our server's page pool does) rather than a 1/32 slice of it.
-        self.command = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "--parallel", str(parallel),
-                        "-c", str(context), "--cont-batching", "--kv-unified", "--host", "127.0.0.1", "--port", str(self.port), *extra]
+        self.command = [
+            str(binary),
+            "-m",
+            str(model),
+            "-t",
+            str(threads),
+            "-tb",
+            str(threads),
+            "--parallel",
+            str(parallel),
+            "-c",
+            str(context),
+            "--cont-batching",
+            "--kv-unified",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *extra,
+        ]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -355,7 +423,9 @@ class LlamaServer:
     def __enter__(self) -> LlamaServer:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
 
@@ -400,15 +470,24 @@ def check_server(base_url: str) -> dict[str, Any]:
     model sensible?), a prompt given as token ids (the same tokens as text give the same greedy
     output), and ignore_eos (an answer that stops early runs to max_tokens with it). Raises when
     one does not hold; returns what it saw."""
-    chat = _post(base_url + "/v1/chat/completions", {"messages": [{"role": "user", "content": CHAT_QUESTION}], "temperature": 0.0, "max_tokens": 48})
+    chat = _post(
+        base_url + "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": CHAT_QUESTION}], "temperature": 0.0, "max_tokens": 48},
+    )
     text = f"<|im_start|>user\n{CHAT_QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     ids = _post(base_url + "/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]
     as_text = _post(base_url + "/v1/completions", {"prompt": text, "max_tokens": 200, "temperature": 0.0})
     as_ids = _post(base_url + "/v1/completions", {"prompt": ids, "max_tokens": 200, "temperature": 0.0})
-    forced = _post(base_url + "/v1/completions", {"prompt": ids, "max_tokens": 200, "temperature": 0.0, "ignore_eos": True})
-    seen = {"chat": chat["choices"][0]["message"]["content"], "prompt_tokens": as_ids["usage"]["prompt_tokens"],
-            "stops_after": as_ids["usage"]["completion_tokens"], "finish_reason": as_ids["choices"][0]["finish_reason"],
-            "ignore_eos_tokens": forced["usage"]["completion_tokens"]}
+    forced = _post(
+        base_url + "/v1/completions", {"prompt": ids, "max_tokens": 200, "temperature": 0.0, "ignore_eos": True}
+    )
+    seen = {
+        "chat": chat["choices"][0]["message"]["content"],
+        "prompt_tokens": as_ids["usage"]["prompt_tokens"],
+        "stops_after": as_ids["usage"]["completion_tokens"],
+        "finish_reason": as_ids["choices"][0]["finish_reason"],
+        "ignore_eos_tokens": forced["usage"]["completion_tokens"],
+    }
     if as_ids["usage"]["prompt_tokens"] != len(ids) or as_ids["choices"][0]["text"] != as_text["choices"][0]["text"]:
         raise RuntimeError(f"a prompt of token ids was not read as those tokens: {seen}")
     if as_ids["choices"][0]["finish_reason"] != "stop" or forced["usage"]["completion_tokens"] != 200:
@@ -419,18 +498,26 @@ def check_server(base_url: str) -> dict[str, Any]:
 def main() -> None:
     """Build and convert what is missing, then launch llama-server on each file and check it."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", default=LLAMA_CPP_PYTHON_VERSION, help="llama-cpp-python version whose vendored llama.cpp to build")
+    p.add_argument(
+        "--version", default=LLAMA_CPP_PYTHON_VERSION, help="llama-cpp-python version whose vendored llama.cpp to build"
+    )
     args = p.parse_args()
     from runtime_runner.loading.default_model import bundled_gguf
 
     build = ensure_llama_server(args.version)
     print(build.describe())
-    print(f"binary: {build.binary} ({server_version(build.binary)}), built in {build.build_seconds / 60:.1f} min on {build.built_at}")
+    print(
+        f"binary: {build.binary} ({server_version(build.binary)}), built in {build.build_seconds / 60:.1f} min on {build.built_at}"
+    )
     q4 = bundled_gguf()
     for model in (ensure_bf16_gguf(q4), q4):
         with started_server(build.binary, model, threads=os.cpu_count() or 1) as server:
             seen = check_server(server.base_url)
-        flags = " (run with --no-repack: it crashed loading with its weight repacking)" if NO_REPACK in server.command else ""
+        flags = (
+            " (run with --no-repack: it crashed loading with its weight repacking)"
+            if NO_REPACK in server.command
+            else ""
+        )
         print(f"{model.name}{flags}: {json.dumps(seen)}")
 
 

@@ -37,7 +37,7 @@ PLAIN_METHOD = '''
         return sizes
 '''
 
-RECORD_METHOD = '''
+RECORD_METHOD = """
     def configure_{i}(self, server_args) -> int:
         self.args = server_args
         sa = self.model_runner.server_args
@@ -45,7 +45,7 @@ RECORD_METHOD = '''
         if getattr(server_args, "{c}", None):
             size += self.args.{d}
         return size
-'''
+"""
 
 
 def module_source(index: int, rng: random.Random) -> str:
@@ -84,11 +84,11 @@ def module_source(index: int, rng: random.Random) -> str:
         '''
     )
     tail = textwrap.dedent(
-        f'''
+        f"""
 
         def summarize_{index}(workers: list[Worker{index}]) -> dict[str, int]:
             return {{w.__class__.__name__: len(w.done) for w in workers if w.done}}
-        '''
+        """
     )
     return head + "".join(methods) + tail
 

@@ -33,17 +33,32 @@ def scenario(prefix: list[int], extend: list[int], page_size: int, seed: int) ->
     pages = torch.randperm(sum(need) + 3, generator=gen).tolist()
     tables, at = [], 0
     for n in need:
-        tables.append(pages[at: at + n])
+        tables.append(pages[at : at + n])
         at += n
     width = max(need)
     table = torch.tensor([t + [0] * (width - len(t)) for t in tables])
     mode = "decode" if max(extend) == 1 else "extend" if min(extend) > 1 else "mixed"
-    meta = Metadata(page_size, table, torch.tensor(prefix), torch.tensor(extend), torch.tensor(seqs), sum(extend), max(extend), max(seqs), mode)
-    slots = [[t[pos // page_size] * page_size + pos % page_size for pos in range(s)] for t, s in zip(tables, seqs, strict=True)]
+    meta = Metadata(
+        page_size,
+        table,
+        torch.tensor(prefix),
+        torch.tensor(extend),
+        torch.tensor(seqs),
+        sum(extend),
+        max(extend),
+        max(seqs),
+        mode,
+    )
+    slots = [
+        [t[pos // page_size] * page_size + pos % page_size for pos in range(s)]
+        for t, s in zip(tables, seqs, strict=True)
+    ]
     return meta, slots
 
 
-def paged_tensors(meta: Metadata, heads: int, kv_heads: int, dim: int, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def paged_tensors(
+    meta: Metadata, heads: int, kv_heads: int, dim: int, dtype: torch.dtype, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random q [tokens, heads, dim] and a pool k/v [kv_heads, slots, dim] large enough for the page table."""
     gen = torch.Generator().manual_seed(seed)
     pool_slots = int(meta.page_table.max() + 4) * meta.page_size
@@ -53,7 +68,9 @@ def paged_tensors(meta: Metadata, heads: int, kv_heads: int, dim: int, dtype: to
     return q, k_cache, v_cache
 
 
-def reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: Metadata, slots: list[list[int]], scale: float) -> torch.Tensor:
+def reference(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: Metadata, slots: list[list[int]], scale: float
+) -> torch.Tensor:
     """Each token's attention over its own request's visible keys, in float64."""
     q, k_cache, v_cache = q.double(), k_cache.double(), v_cache.double()
     heads, kv_heads = q.shape[1], k_cache.shape[0]

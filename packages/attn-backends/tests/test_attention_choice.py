@@ -20,7 +20,11 @@ def test_a_kernel_refused_on_the_host_and_for_invariance_answers_both(monkeypatc
 def test_auto_and_an_alias_say_what_they_build_and_only_a_batch_invariant_runner_is_asked_for_invariance() -> None:
     auto = attention_choice("auto", half="prefill", device_type="cpu", batch_invariant=False)
     assert (auto.kernel, auto.builds, auto.host_refusal, auto.invariance_refusal) == (
-        "torch_native", " (builds torch_native for the prefill half)", None, None)
+        "torch_native",
+        " (builds torch_native for the prefill half)",
+        None,
+        None,
+    )
     invariant = attention_choice("auto", half="prefill", device_type="cpu", batch_invariant=True)
     assert (invariant.kernel, invariant.invariance_refusal) == ("cpu_paged", None)
     alias = attention_choice("intel_amx", half="decode", device_type="cuda", batch_invariant=False)

@@ -19,10 +19,24 @@ REQUESTS = st.lists(st.tuples(st.integers(0, 700), st.integers(1, 12)), min_size
 
 
 @settings(max_examples=25, deadline=None)
-@given(requests=REQUESTS, dtype=st.sampled_from([torch.bfloat16, torch.float32]), page_size=st.sampled_from([1, 16]),
-       threads=st.integers(1, 3), seed=st.integers(0, 2**16), shuffled=st.booleans(), data=st.data())
-def test_each_row_equals_its_batch_of_one(requests: list[tuple[int, int]], dtype: torch.dtype, page_size: int,
-                                          threads: int, seed: int, shuffled: bool, data: st.DataObject) -> None:
+@given(
+    requests=REQUESTS,
+    dtype=st.sampled_from([torch.bfloat16, torch.float32]),
+    page_size=st.sampled_from([1, 16]),
+    threads=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+    shuffled=st.booleans(),
+    data=st.data(),
+)
+def test_each_row_equals_its_batch_of_one(
+    requests: list[tuple[int, int]],
+    dtype: torch.dtype,
+    page_size: int,
+    threads: int,
+    seed: int,
+    shuffled: bool,
+    data: st.DataObject,
+) -> None:
     """Every row of a batch of decode and prompt rows, shuffled or in prompt order (where a CPU with
     AMX scores a prompt's neighbouring rows in one tile), equals that row computed alone on one
     thread, bitwise.
@@ -41,8 +55,14 @@ def test_each_row_equals_its_batch_of_one(requests: list[tuple[int, int]], dtype
     order = data.draw(st.permutations(range(meta.num_tokens))) if shuffled else list(range(meta.num_tokens))
 
     def rows(chosen: list[int]) -> torch.Tensor:
-        queries = paged_queries([owners[t] for t in chosen], chosen, [visible[t] for t in chosen], page_table=meta.page_table,
-                                page_size=page_size, num_tokens=meta.num_tokens)
+        queries = paged_queries(
+            [owners[t] for t in chosen],
+            chosen,
+            [visible[t] for t in chosen],
+            page_table=meta.page_table,
+            page_size=page_size,
+            num_tokens=meta.num_tokens,
+        )
         return paged_attention(q, k_cache, v_cache, queries, 0.125)
 
     before = torch.get_num_threads()

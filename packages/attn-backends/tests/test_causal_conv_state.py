@@ -34,7 +34,9 @@ LENGTHS = [1, 5, 64, 70, 130]
 SLOTS = [6, 0, 3, 7, 2]  # out of order; 1, 4, 5 of the 8-slot pool are never in the batch
 HAS_INITIAL = [False, True, False, True, True]
 POOL_SIZE = 8
-ON_CPU = pytest.param("cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted"))
+ON_CPU = pytest.param(
+    "cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted")
+)
 ON_CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))
 
 
@@ -47,8 +49,16 @@ def _spans(lengths: list[int]) -> list[slice]:
     return [slice(a, b) for a, b in zip(cu, cu[1:], strict=False)]
 
 
-def _operands(tokens: int, channels: int, width: int, *, seed: int, bias: bool = True, device: str = "cpu",
-              pool_dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def _operands(
+    tokens: int,
+    channels: int,
+    width: int,
+    *,
+    seed: int,
+    bias: bool = True,
+    device: str = "cpu",
+    pool_dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """x [T, C], weight [C, W], bias [C] or None, a pool [8, C, W-1] of random states."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(tokens, channels, generator=gen)
@@ -147,7 +157,9 @@ def test_prefill_then_decodes_equals_longer_prefill() -> None:
     flags = _flags([True, False, True])
     whole = causal_conv_prefill(x, weight, b, _cu(lengths), whole_pool, _slots(slots), flags)
     head, _ = _split(lengths, [n - steps for n in lengths])
-    prompt = causal_conv_prefill(x[head], weight, b, _cu([n - steps for n in lengths]), stepped_pool, _slots(slots), flags)
+    prompt = causal_conv_prefill(
+        x[head], weight, b, _cu([n - steps for n in lengths]), stepped_pool, _slots(slots), flags
+    )
     spans = _spans(lengths)
     for step in range(steps):
         rows = torch.tensor([s.stop - steps + step for s in spans])
@@ -213,7 +225,7 @@ def test_triton_equals_torch(device: str, pool_dtype: torch.dtype) -> None:
     cu, slots, flags = _cu(LENGTHS, device), _slots(SLOTS, device), _flags(HAS_INITIAL, device)
     # States are copies of inputs: equal once stored, except that the interpreter truncates fp32 to bf16
     # on a cast where torch (and a GPU) round to nearest: then one bf16 step apart at most.
-    stored = {"atol": 0.0, "rtol": 2.0 ** -7 if pool_dtype == torch.bfloat16 and device == "cpu" else 0.0}
+    stored = {"atol": 0.0, "rtol": 2.0**-7 if pool_dtype == torch.bfloat16 and device == "cpu" else 0.0}
     expected = causal_conv_prefill(x, weight, b, cu, expected_pool, slots, flags)
     y = gated_delta_triton.causal_conv_prefill(x, weight, b, cu, pool, slots, flags)
     torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)

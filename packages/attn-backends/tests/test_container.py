@@ -31,12 +31,20 @@ def _containers() -> list[tuple[ContainerBackend, str]]:
     """Each container over stamped leaves, with its stamp refusal word for word."""
     multi_step = MultiStepDraftBackend([_stamped(CpuPagedBackend(), "cpu_paged")])
     return [
-        (HybridAttentionBackend(_stamped(TorchNativeBackend(), "torch_native"), _stamped(CpuPagedBackend(), "cpu_paged")),
-         "a hybrid attention container carries no stamp of its own; stamp its children (stamps_children=True)"),
-        (multi_step,
-         "a multi-step draft container carries no stamp of its own; stamp its children (stamps_children=True)"),
-        (DraftRunnerBackend(DraftExtendBackend(_stamped(TorchNativeBackend(), "torch_native")), multi_step),
-         "a draft runner's backend carries no stamp of its own; its extend and multi-step backends carry them"),
+        (
+            HybridAttentionBackend(
+                _stamped(TorchNativeBackend(), "torch_native"), _stamped(CpuPagedBackend(), "cpu_paged")
+            ),
+            "a hybrid attention container carries no stamp of its own; stamp its children (stamps_children=True)",
+        ),
+        (
+            multi_step,
+            "a multi-step draft container carries no stamp of its own; stamp its children (stamps_children=True)",
+        ),
+        (
+            DraftRunnerBackend(DraftExtendBackend(_stamped(TorchNativeBackend(), "torch_native")), multi_step),
+            "a draft runner's backend carries no stamp of its own; its extend and multi-step backends carry them",
+        ),
     ]
 
 
@@ -49,7 +57,9 @@ def test_a_container_refuses_a_stamp_and_a_call_before_its_plan(index: int) -> N
     q = torch.zeros(1, 2, 8)
     with pytest.raises(RuntimeError, match=r"^attend\(\) was called before plan\(\); plan each forward first$"):
         container.attend(q, q, q, scale=1.0)
-    with pytest.raises(RuntimeError, match=r"^native_attention\(\) was called before plan\(\); plan each forward first$"):
+    with pytest.raises(
+        RuntimeError, match=r"^native_attention\(\) was called before plan\(\); plan each forward first$"
+    ):
         container.native_attention(torch.float32, torch.float32)
 
 
@@ -63,5 +73,8 @@ def test_a_planned_container_answers_its_selected_childs_native_entry() -> None:
     container.plan(meta)
     step = container.child_for(0)
     assert container.select_child(meta) is step
-    native, own = container.native_attention(torch.float32, torch.float32), step.native_attention(torch.float32, torch.float32)
+    native, own = (
+        container.native_attention(torch.float32, torch.float32),
+        step.native_attention(torch.float32, torch.float32),
+    )
     assert native is not None and own is not None and native.entry == own.entry  # each call makes its own plan struct

@@ -81,8 +81,12 @@ def test_bf16_chunked_decode_stays_within_bf16_rounding() -> None:
     meta, slots = scenario([n - 1 for n in seq], [1] * 32, 16, seed=5)
     q, k_cache, v_cache = paged_tensors(meta, heads=9, kv_heads=3, dim=64, dtype=torch.bfloat16, seed=5)
     exact = reference(q, k_cache, v_cache, meta, slots, 0.125)
-    chunked = decode_attention(q, k_cache, v_cache, chunked_decode_group(16, meta.page_table, seq, None), 0.125, GatherWorkspace())
-    padded = decode_attention(q, k_cache, v_cache, padded_decode_group(16, meta.page_table, seq, None), 0.125, GatherWorkspace())
+    chunked = decode_attention(
+        q, k_cache, v_cache, chunked_decode_group(16, meta.page_table, seq, None), 0.125, GatherWorkspace()
+    )
+    padded = decode_attention(
+        q, k_cache, v_cache, padded_decode_group(16, meta.page_table, seq, None), 0.125, GatherWorkspace()
+    )
     assert chunked.dtype == torch.bfloat16
     chunked_err = float((chunked.double() - exact).abs().mean())
     padded_err = float((padded.double() - exact).abs().mean())
@@ -99,7 +103,9 @@ def test_one_backend_across_forwards_of_growing_and_shrinking_size() -> None:
         meta, slots = scenario([n - 1 for n in seq], [1] * len(seq), 16, seed=len(seq))
         q, k_cache, v_cache = paged_tensors(meta, heads=4, kv_heads=2, dim=8, dtype=torch.float64, seed=len(seq))
         backend.plan(meta)
-        torch.testing.assert_close(backend.attend(q, k_cache, v_cache, scale=0.5), reference(q, k_cache, v_cache, meta, slots, 0.5))
+        torch.testing.assert_close(
+            backend.attend(q, k_cache, v_cache, scale=0.5), reference(q, k_cache, v_cache, meta, slots, 0.5)
+        )
 
 
 def test_workspace_hands_out_one_buffer_until_outgrown() -> None:

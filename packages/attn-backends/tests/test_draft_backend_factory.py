@@ -33,8 +33,10 @@ SERVED: tuple[ForwardMode, ...] = ("extend", "mixed", "draft_extend", "decode")
 @contextmanager
 def _published(**spec: object) -> Iterator[None]:
     """Bags for a draft_model speculation (which requires a draft checkpoint path) with `spec`'s leaves."""
-    publish(Bags(spec=SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path="/models/draft", **spec)),  # type: ignore[arg-type]
-            role="standalone")
+    publish(
+        Bags(spec=SpecBag(speculative_algorithm="draft_model", speculative_draft_model_path="/models/draft", **spec)),  # type: ignore[arg-type]
+        role="standalone",
+    )
     try:
         yield
     finally:
@@ -56,7 +58,9 @@ def test_the_draft_override_builds_both_halves_and_the_stamp_says_so() -> None:
     with _published(speculative_draft_attention_backend="torch_native"):
         stamp, backend = DraftBackendFactory()("cpu_paged", "cpu_paged", device_type="cpu")
     assert stamp == AttentionStamp(prefill="torch_native", decode="torch_native", is_draft_override=True)
-    assert all(isinstance(leaf, TorchNativeBackend) and leaf.effective_name == "torch_native" for leaf in _leaves(backend))
+    assert all(
+        isinstance(leaf, TorchNativeBackend) and leaf.effective_name == "torch_native" for leaf in _leaves(backend)
+    )
     with _published():
         stamp, backend = DraftBackendFactory()("cpu_paged", "cpu_paged", device_type="cpu")
     assert stamp == AttentionStamp(prefill="cpu_paged", decode="cpu_paged", is_draft_override=False)
@@ -65,7 +69,10 @@ def test_the_draft_override_builds_both_halves_and_the_stamp_says_so() -> None:
 
 def test_a_caller_cannot_claim_the_draft_override() -> None:
     """Reverse-verified: with the is_draft_override check removed, the call built a pair and raised nothing."""
-    with _published(), pytest.raises(ValueError, match="decides is_draft_override itself.*accepted from a caller: False, got True"):
+    with (
+        _published(),
+        pytest.raises(ValueError, match="decides is_draft_override itself.*accepted from a caller: False, got True"),
+    ):
         DraftBackendFactory()("auto", "auto", device_type="cpu", is_draft_override=True)
 
 
@@ -81,7 +88,10 @@ def test_the_multi_step_container_has_one_stamped_decode_backend_per_step() -> N
     assert len({id(child) for child in multi_step.attn_backends}) == 4
     assert [child.effective_name for child in multi_step.attn_backends] == [stamp.decode] * 4 == ["cpu_paged"] * 4
     assert multi_step.effective_name == "multi_step(cpu_paged, cpu_paged, cpu_paged, cpu_paged)"
-    assert backend.effective_name == "draft(extend=torch_native, decode=multi_step(cpu_paged, cpu_paged, cpu_paged, cpu_paged))"
+    assert (
+        backend.effective_name
+        == "draft(extend=torch_native, decode=multi_step(cpu_paged, cpu_paged, cpu_paged, cpu_paged))"
+    )
     with pytest.raises(TypeError, match="multi-step draft container carries no stamp of its own"):
         multi_step.stamp("cpu_paged")
     with pytest.raises(TypeError, match="draft runner's backend carries no stamp of its own"):
@@ -114,7 +124,9 @@ def test_each_served_mode_plans_the_backend_serving_attention_backend_names() ->
             stamp, backend = DraftBackendFactory()("auto", "auto", device_type="cpu")
             backend.plan(_as(meta, mode, draft_step=1 if mode == "decode" else None))
             expected = backend.multi_step.attn_backends[1] if mode == "decode" else backend.extend.wrapped
-            assert [was_planned(leaf, q, k, v) for leaf in _leaves(backend)] == [leaf is expected for leaf in _leaves(backend)], mode
+            assert [was_planned(leaf, q, k, v) for leaf in _leaves(backend)] == [
+                leaf is expected for leaf in _leaves(backend)
+            ], mode
             assert serving_attention_backend(mode, stamp) == expected.effective_name, mode
             torch.testing.assert_close(backend.attend(q, k, v, scale=0.5), expected.attend(q, k, v, scale=0.5))
 
@@ -132,7 +144,10 @@ def test_a_draft_decode_plans_the_child_its_step_names() -> None:
         for step in range(3):
             _, backend = DraftBackendFactory()("cpu_paged", "cpu_paged", device_type="cpu")
             children = backend.multi_step.attn_backends
-            assert backend.backend_for("decode") is backend.multi_step and backend.multi_step.child_for(step) is children[step]
+            assert (
+                backend.backend_for("decode") is backend.multi_step
+                and backend.multi_step.child_for(step) is children[step]
+            )
             backend.plan(_as(meta, "decode", draft_step=step))
             assert [was_planned(child, q, k, v) for child in children] == [i == step for i in range(3)], step
             out = backend.attend(q, k, v, scale=scale)
@@ -153,10 +168,14 @@ def test_what_a_draft_runner_does_not_serve_is_refused_with_what_was_wrong() -> 
         with pytest.raises(ValueError, match=r"names its draft step \(0 to 2\) in metadata.draft_step; got None"):
             backend.plan(_as(meta, "decode"))
         for step in (3, -1):
-            with pytest.raises(ValueError, match=rf"draft_step {step} is out of range: this container has 3 steps, 0 to 2"):
+            with pytest.raises(
+                ValueError, match=rf"draft_step {step} is out of range: this container has 3 steps, 0 to 2"
+            ):
                 backend.plan(_as(meta, "decode", draft_step=step))
         for mode in ("target_verify", "idle"):
-            with pytest.raises(ValueError, match=rf"serves extend, mixed, draft_extend and decode forwards, got '{mode}'"):
+            with pytest.raises(
+                ValueError, match=rf"serves extend, mixed, draft_extend and decode forwards, got '{mode}'"
+            ):
                 backend.plan(_as(meta, mode))
         with pytest.raises(ValueError, match="plans decode forwards only, got forward_mode 'extend'"):
             backend.multi_step.plan(_as(meta, "extend", draft_step=0))
@@ -170,8 +189,13 @@ def test_a_batch_invariant_draft_runner_builds_cpu_paged_or_is_refused() -> None
         stamp, backend = DraftBackendFactory()("auto", "auto", device_type="cpu", batch_invariant=True)
     assert stamp == AttentionStamp(prefill="cpu_paged", decode="cpu_paged", is_draft_override=False)
     assert all(isinstance(leaf, CpuPagedBackend) and leaf.effective_name == "cpu_paged" for leaf in _leaves(backend))
-    with _published(speculative_draft_attention_backend="torch_native"), pytest.raises(
-            AttentionBackendUnavailableError, match="torch_native for the prefill half cannot serve deterministic inference"):
+    with (
+        _published(speculative_draft_attention_backend="torch_native"),
+        pytest.raises(
+            AttentionBackendUnavailableError,
+            match="torch_native for the prefill half cannot serve deterministic inference",
+        ),
+    ):
         DraftBackendFactory()("auto", "auto", device_type="cpu", batch_invariant=True)
 
 

@@ -31,8 +31,9 @@ SCENARIOS = [
 ]
 
 
-def csr_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, csr: PagedCsr, page_size: int,
-                  scale: float) -> torch.Tensor:
+def csr_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, csr: PagedCsr, page_size: int, scale: float
+) -> torch.Tensor:
     """Attention reading only the CSR arrays, the way flashinfer does: request r's keys are the first
     (pages - 1) * page_size + last_page_len slots of its pages, its queries rows qo_indptr[r]..; query i
     of qo_len sees keys up to kv_len - qo_len + i. Float64."""
@@ -41,12 +42,12 @@ def csr_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     qo, kv, indices, last = (t.tolist() for t in (csr.qo_indptr, csr.kv_indptr, csr.kv_indices, csr.kv_last_page_len))
     out = []
     for r in range(len(last)):
-        pages = torch.tensor(indices[kv[r]: kv[r + 1]])
+        pages = torch.tensor(indices[kv[r] : kv[r + 1]])
         kv_len = (len(pages) - 1) * page_size + last[r]
         slots = (pages[:, None] * page_size + torch.arange(page_size)[None, :]).reshape(-1)[:kv_len]
         k = k_cache[:, slots].repeat_interleave(group, dim=0)  # [heads, kv_len, d]
         v = v_cache[:, slots].repeat_interleave(group, dim=0)
-        rows = q[qo[r]: qo[r + 1]].transpose(0, 1)  # [heads, qo_len, d]
+        rows = q[qo[r] : qo[r + 1]].transpose(0, 1)  # [heads, qo_len, d]
         qo_len = rows.shape[1]
         visible = torch.arange(kv_len)[None, :] <= (kv_len - qo_len + torch.arange(qo_len))[:, None]
         scores = (rows @ k.transpose(1, 2) * scale).masked_fill(~visible, -math.inf)
@@ -57,9 +58,16 @@ def csr_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 def test_hand_case_arrays() -> None:
     """Reverse-verified: last_page_len as seq % page_size (0 for the full last page) and pages counted
     from extend_lens each fail this test."""
-    meta = Metadata(page_size=4, page_table=torch.tensor([[7, 2, 0], [4, 0, 0], [1, 3, 5]]),
-                    prefix_lens=torch.tensor([0, 0, 5]), extend_lens=torch.tensor([5, 1, 3]),
-                    seq_lens=torch.tensor([5, 1, 8]), num_tokens=9, max_extend_len=5, max_seq_len=8)
+    meta = Metadata(
+        page_size=4,
+        page_table=torch.tensor([[7, 2, 0], [4, 0, 0], [1, 3, 5]]),
+        prefix_lens=torch.tensor([0, 0, 5]),
+        extend_lens=torch.tensor([5, 1, 3]),
+        seq_lens=torch.tensor([5, 1, 8]),
+        num_tokens=9,
+        max_extend_len=5,
+        max_seq_len=8,
+    )
     csr = paged_csr_of(meta)
     assert csr.qo_indptr.tolist() == [0, 5, 6, 9]
     assert csr.kv_indptr.tolist() == [0, 2, 3, 5]
@@ -146,17 +154,33 @@ def test_cpu_tensors_are_refused(flashinfer_home: None) -> None:
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("heads,kv_heads", [(8, 2), (16, 2)])  # decodes on the CUDA-core and the tensor-core kernel
-@pytest.mark.parametrize("prefix,extend", [
-    ([0, 0, 0], [5, 1, 9]),  # extend
-    ([5, 40, 1], [1, 1, 1]),  # decode
-    ([6, 0, 33, 9], [1, 8, 1, 20]),  # mixed, one extend over a cached prefix
-])
-def test_matches_torch_native_on_cuda(flashinfer_home: None, dtype: torch.dtype, page_size: int, heads: int,
-                                      kv_heads: int, prefix: list[int], extend: list[int]) -> None:
+@pytest.mark.parametrize(
+    "prefix,extend",
+    [
+        ([0, 0, 0], [5, 1, 9]),  # extend
+        ([5, 40, 1], [1, 1, 1]),  # decode
+        ([6, 0, 33, 9], [1, 8, 1, 20]),  # mixed, one extend over a cached prefix
+    ],
+)
+def test_matches_torch_native_on_cuda(
+    flashinfer_home: None,
+    dtype: torch.dtype,
+    page_size: int,
+    heads: int,
+    kv_heads: int,
+    prefix: list[int],
+    extend: list[int],
+) -> None:
     """Two layers after one plan (the second reuses the first's flashinfer plan), each against torch_native."""
     meta, _ = scenario(prefix, extend, page_size, seed=page_size + sum(prefix))
-    cuda = dataclasses.replace(meta, **{f.name: getattr(meta, f.name).cuda() for f in dataclasses.fields(meta)
-                                        if isinstance(getattr(meta, f.name), torch.Tensor)})
+    cuda = dataclasses.replace(
+        meta,
+        **{
+            f.name: getattr(meta, f.name).cuda()
+            for f in dataclasses.fields(meta)
+            if isinstance(getattr(meta, f.name), torch.Tensor)
+        },
+    )
     flashinfer, native = FlashInferBackend(), TorchNativeBackend()
     flashinfer.plan(cuda)
     native.plan(cuda)

@@ -45,7 +45,7 @@ UNTOUCHED = [i for i in range(POOL_SIZE) if i not in SLOTS]
 SHAPES = [(2, 2, 16, 32), (3, 3, 32, 16), (4, 2, 48, 40)]
 POOL_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 # Relative tolerance of a stored state: fp32 rounding, or one step of the pool's dtype.
-STORED_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10}
+STORED_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
 
 
 @dataclass(frozen=True)
@@ -80,20 +80,29 @@ def _flags(values: list[bool]) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.bool)
 
 
-def _tokens(lengths: list[int], heads: int, key_heads: int, dk: int, dv: int, *, seed: int,
-            dtype: torch.dtype = torch.float32) -> Tokens:
+def _tokens(
+    lengths: list[int], heads: int, key_heads: int, dk: int, dv: int, *, seed: int, dtype: torch.dtype = torch.float32
+) -> Tokens:
     """Random operands as a layer makes them: q, k and v strided views of one wide projection row,
     q and k of `key_heads` heads repeated to the value heads; g a negative log decay, beta in (0, 1)."""
     gen = torch.Generator().manual_seed(seed)
     total = sum(lengths)
-    mixed = torch.randn(total, 2 * key_heads * dk + heads * dv + 3, generator=gen).to(dtype)  # + 3: rows wider than used
-    q = mixed[:, :key_heads * dk].view(total, key_heads, dk)
-    k = mixed[:, key_heads * dk:2 * key_heads * dk].view(total, key_heads, dk)
-    v = mixed[:, 2 * key_heads * dk:2 * key_heads * dk + heads * dv].view(total, heads, dv)
+    mixed = torch.randn(total, 2 * key_heads * dk + heads * dv + 3, generator=gen).to(
+        dtype
+    )  # + 3: rows wider than used
+    q = mixed[:, : key_heads * dk].view(total, key_heads, dk)
+    k = mixed[:, key_heads * dk : 2 * key_heads * dk].view(total, key_heads, dk)
+    v = mixed[:, 2 * key_heads * dk : 2 * key_heads * dk + heads * dv].view(total, heads, dv)
     if heads != key_heads:
         q, k = (x.repeat_interleave(heads // key_heads, dim=1) for x in (q, k))
-    return Tokens(q, k, v, -F.softplus(torch.randn(total, heads, generator=gen)), torch.rand(total, heads, generator=gen),
-                  _cu(lengths))
+    return Tokens(
+        q,
+        k,
+        v,
+        -F.softplus(torch.randn(total, heads, generator=gen)),
+        torch.rand(total, heads, generator=gen),
+        _cu(lengths),
+    )
 
 
 def _pool(heads: int, dk: int, dv: int, *, seed: int, dtype: torch.dtype) -> torch.Tensor:
@@ -118,7 +127,9 @@ def test_prefill_equals_torch_native(heads: int, key_heads: int, dk: int, dv: in
     t = _tokens(LENGTHS, heads, key_heads, dk, dv, seed=heads + dk)
     before = _pool(heads, dk, dv, seed=1, dtype=pool_dtype)
     expected_pool, pool = before.clone(), before.clone()
-    expected = gated_delta_rule.gated_delta_prefill(*t.rule(), t.cu_seqlens, expected_pool, _slots(SLOTS), _flags(HAS_INITIAL))
+    expected = gated_delta_rule.gated_delta_prefill(
+        *t.rule(), t.cu_seqlens, expected_pool, _slots(SLOTS), _flags(HAS_INITIAL)
+    )
     out = gated_delta_cpu.gated_delta_prefill(*t.rule(), t.cu_seqlens, pool, _slots(SLOTS), _flags(HAS_INITIAL))
     assert out.dtype == expected.dtype and out.shape == expected.shape
     _assert_out(out, expected)
@@ -161,10 +172,12 @@ def test_half_activations_and_fp64_operands() -> None:
     t = _tokens(LENGTHS, 2, 2, 16, 32, seed=13, dtype=torch.bfloat16)
     before = _pool(2, 16, 32, seed=6, dtype=torch.bfloat16)
     expected_pool, pool = before.clone(), before.clone()
-    expected = gated_delta_rule.gated_delta_prefill(*t.rule(), t.cu_seqlens, expected_pool, _slots(SLOTS), _flags(HAS_INITIAL))
+    expected = gated_delta_rule.gated_delta_prefill(
+        *t.rule(), t.cu_seqlens, expected_pool, _slots(SLOTS), _flags(HAS_INITIAL)
+    )
     out = gated_delta_cpu.gated_delta_prefill(*t.rule(), t.cu_seqlens, pool, _slots(SLOTS), _flags(HAS_INITIAL))
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.float(), expected.float(), atol=1e-5, rtol=2.0 ** -7)
+    torch.testing.assert_close(out.float(), expected.float(), atol=1e-5, rtol=2.0**-7)
     _assert_stored(pool, expected_pool)
     wide = t.first(4, torch.float64)
     expected = gated_delta_rule.gated_delta_decode(*wide.rule(), before.clone(), _slots([5, 1, 2, 7]))
@@ -173,18 +186,24 @@ def test_half_activations_and_fp64_operands() -> None:
     _assert_out(out, expected)
 
 
-def _conv_operands(tokens: int, channels: int, width: int, *, seed: int, pool_dtype: torch.dtype,
-                   bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def _conv_operands(
+    tokens: int, channels: int, width: int, *, seed: int, pool_dtype: torch.dtype, bias: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """x [T, C] a strided view of a wider projection, weight [C, W], bias [C] or None, a pool [8, C, W-1]."""
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, channels + 5, generator=gen)[:, 2:channels + 2]
+    x = torch.randn(tokens, channels + 5, generator=gen)[:, 2 : channels + 2]
     weight = torch.randn(channels, width, generator=gen) / width
     b = torch.randn(channels, generator=gen) if bias else None
     return x, weight, b, torch.randn(POOL_SIZE, channels, width - 1, generator=gen).to(pool_dtype)
 
 
-CONV_CASES = [(2, torch.float32, True), (3, torch.bfloat16, False), (4, torch.float32, False), (4, torch.float16, True),
-              (4, torch.float64, True)]
+CONV_CASES = [
+    (2, torch.float32, True),
+    (3, torch.bfloat16, False),
+    (4, torch.float32, False),
+    (4, torch.float16, True),
+    (4, torch.float64, True),
+]
 
 
 @pytest.mark.parametrize(("width", "pool_dtype", "bias"), CONV_CASES)
@@ -192,7 +211,9 @@ def test_conv_prefill_equals_torch_native(width: int, pool_dtype: torch.dtype, b
     """300 channels: a whole 256-channel block of the kernel and a part of one."""
     x, weight, b, before = _conv_operands(sum(LENGTHS), 300, width, seed=width, pool_dtype=pool_dtype, bias=bias)
     expected_pool, pool = before.clone(), before.clone()
-    expected = causal_conv_state.causal_conv_prefill(x, weight, b, _cu(LENGTHS), expected_pool, _slots(SLOTS), _flags(HAS_INITIAL))
+    expected = causal_conv_state.causal_conv_prefill(
+        x, weight, b, _cu(LENGTHS), expected_pool, _slots(SLOTS), _flags(HAS_INITIAL)
+    )
     y = gated_delta_cpu.causal_conv_prefill(x, weight, b, _cu(LENGTHS), pool, _slots(SLOTS), _flags(HAS_INITIAL))
     _assert_out(y, expected)
     assert torch.equal(pool, expected_pool)  # stored inputs: copies, equal once rounded alike
@@ -256,7 +277,9 @@ def test_refuses_operands_with_the_shared_messages() -> None:
     t = _tokens([2, 3], 2, 2, 16, 32, seed=19)
     pool = _pool(2, 16, 32, seed=8, dtype=torch.float32)
     with pytest.raises(ValueError, match=r"state must be the pool \[slots, H, Dk, Dv\] = \[S, 2, 16, 32\]"):
-        gated_delta_cpu.gated_delta_prefill(*t.rule(), t.cu_seqlens, pool[:, :, :8], _slots([0, 1]), _flags([True, True]))
+        gated_delta_cpu.gated_delta_prefill(
+            *t.rule(), t.cu_seqlens, pool[:, :, :8], _slots([0, 1]), _flags([True, True])
+        )
     with pytest.raises(ValueError, match="g and beta must be"):
         gated_delta_cpu.gated_delta_decode(t.q[:2], t.k[:2], t.v[:2], t.g[:2, :1], t.beta[:2], pool, _slots([0, 1]))
     with pytest.raises(ValueError, match="cu_seqlens must rise from 0 to the 5 packed tokens"):
@@ -264,13 +287,18 @@ def test_refuses_operands_with_the_shared_messages() -> None:
     with pytest.raises(ValueError, match="the state pool holds float32, bfloat16 or float16"):
         gated_delta_cpu.gated_delta_decode(*t.first(2, torch.float32).rule(), pool.double(), _slots([0, 1]))
     with pytest.raises(ValueError, match="has_initial must be a bool tensor"):
-        gated_delta_cpu.gated_delta_prefill(*t.rule(), t.cu_seqlens, pool, _slots([0, 1]), torch.ones(2, dtype=torch.int64))
+        gated_delta_cpu.gated_delta_prefill(
+            *t.rule(), t.cu_seqlens, pool, _slots([0, 1]), torch.ones(2, dtype=torch.int64)
+        )
     with pytest.raises(ValueError, match="its last \\(Dv\\) dimension must have stride 1"):
-        gated_delta_cpu.gated_delta_decode(*t.first(2, torch.float32).rule(), pool.transpose(2, 3).contiguous().transpose(2, 3),
-                                           _slots([0, 1]))
+        gated_delta_cpu.gated_delta_decode(
+            *t.first(2, torch.float32).rule(), pool.transpose(2, 3).contiguous().transpose(2, 3), _slots([0, 1])
+        )
     x, weight, b, conv_pool = _conv_operands(5, 8, 4, seed=9, pool_dtype=torch.float32, bias=True)
     with pytest.raises(ValueError, match=r"conv_state must be the floating-point pool \[slots, C, W-1\] = \[S, 8, 3\]"):
-        gated_delta_cpu.causal_conv_prefill(x, weight, b, _cu([2, 3]), conv_pool[:, :, :2], _slots([0, 1]), _flags([True, True]))
+        gated_delta_cpu.causal_conv_prefill(
+            x, weight, b, _cu([2, 3]), conv_pool[:, :, :2], _slots([0, 1]), _flags([True, True])
+        )
     with pytest.raises(ValueError, match="weight must be"):
         gated_delta_cpu.causal_conv_decode(x[:2], weight[:, :1], b, conv_pool[:, :, :0], _slots([0, 1]))
     with pytest.raises(ValueError, match="cu_seqlens must rise from 0 to the 5 packed tokens"):
@@ -283,15 +311,23 @@ def test_refused_off_a_cpu() -> None:
     assert kernels.name == "cpu_fused"
     assert kernels.gated_delta_decode is gated_delta_cpu.gated_delta_decode
     assert kernels.causal_conv_verify is gated_delta_cpu.causal_conv_verify
-    with pytest.raises(AttentionBackendUnavailableError, match="runs on a CPU, not on cuda; there use triton or torch_native"):
+    with pytest.raises(
+        AttentionBackendUnavailableError, match="runs on a CPU, not on cuda; there use triton or torch_native"
+    ):
         linear_attn_kernels_for("cpu_fused", "cuda")
     with pytest.raises(AttentionBackendUnavailableError, match="runs on a CPU, not on mps; there use torch_native"):
         linear_attn_kernels_for("cpu_fused", "mps")
     t = _tokens([1, 1], 2, 2, 16, 32, seed=23)
     q, k, v, g, beta = (x.to("meta") for x in t.rule())
     with pytest.raises(ValueError, match="the cpu_fused gated-delta kernels run on CPU tensors, not on meta"):
-        gated_delta_cpu.gated_delta_decode(q, k, v, g, beta, torch.empty(4, 2, 16, 32, device="meta"),
-                                           torch.zeros(2, dtype=torch.int64, device="meta"))
+        gated_delta_cpu.gated_delta_decode(
+            q, k, v, g, beta, torch.empty(4, 2, 16, 32, device="meta"), torch.zeros(2, dtype=torch.int64, device="meta")
+        )
     with pytest.raises(ValueError, match="the cpu_fused causal-conv kernels run on CPU tensors, not on meta"):
-        gated_delta_cpu.causal_conv_decode(torch.empty(2, 8, device="meta"), torch.empty(8, 4, device="meta"), None,
-                                           torch.empty(4, 8, 3, device="meta"), torch.zeros(2, dtype=torch.int64, device="meta"))
+        gated_delta_cpu.causal_conv_decode(
+            torch.empty(2, 8, device="meta"),
+            torch.empty(8, 4, device="meta"),
+            None,
+            torch.empty(4, 8, 3, device="meta"),
+            torch.zeros(2, dtype=torch.int64, device="meta"),
+        )

@@ -40,7 +40,9 @@ SLOTS = [6, 0, 3, 7, 2]  # out of order, and 1, 4, 5 of the 8-slot pool are neve
 HAS_INITIAL = [False, True, False, True, True]
 SHAPES = [(2, 16, 32), (3, 32, 16), (4, 32, 32)]  # (value heads, Dk, Dv)
 POOL_SIZE = 8
-ON_CPU = pytest.param("cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted"))
+ON_CPU = pytest.param(
+    "cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted")
+)
 ON_CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))
 
 
@@ -57,7 +59,9 @@ class Tokens:
 
     def rows(self, index: torch.Tensor, lengths: list[int]) -> Tokens:
         """The tokens at `index`, packed as sequences of `lengths`."""
-        return Tokens(self.q[index], self.k[index], self.v[index], self.g[index], self.beta[index], _cu(lengths, self.q.device))
+        return Tokens(
+            self.q[index], self.k[index], self.v[index], self.g[index], self.beta[index], _cu(lengths, self.q.device)
+        )
 
     def span(self, b: int) -> slice:
         return slice(int(self.cu_seqlens[b]), int(self.cu_seqlens[b + 1]))
@@ -75,12 +79,20 @@ def _tokens(lengths: list[int], heads: int, dk: int, dv: int, *, seed: int, devi
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=gen)
 
-    t = Tokens(randn(total, heads, dk), randn(total, heads, dk), randn(total, heads, dv),
-               -F.softplus(randn(total, heads)), torch.rand(total, heads, generator=gen), _cu(lengths))
+    t = Tokens(
+        randn(total, heads, dk),
+        randn(total, heads, dk),
+        randn(total, heads, dv),
+        -F.softplus(randn(total, heads)),
+        torch.rand(total, heads, generator=gen),
+        _cu(lengths),
+    )
     return Tokens(*(x.to(device) for x in (t.q, t.k, t.v, t.g, t.beta, t.cu_seqlens)))
 
 
-def _pool(heads: int, dk: int, dv: int, *, seed: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> torch.Tensor:
+def _pool(
+    heads: int, dk: int, dv: int, *, seed: int, dtype: torch.dtype = torch.float32, device: str = "cpu"
+) -> torch.Tensor:
     """A pool of random states: a fresh prompt that read one would show it."""
     return torch.randn(POOL_SIZE, heads, dk, dv, generator=torch.Generator().manual_seed(seed)).to(device, dtype)
 
@@ -118,8 +130,15 @@ def test_prefill_matches_transformers(heads: int, dk: int, dv: int) -> None:
     for b, (slot, resume) in enumerate(zip(SLOTS, HAS_INITIAL, strict=True)):
         s = t.span(b)
         expected, final = reference.torch_chunk_gated_delta_rule(
-            t.q[None, s], t.k[None, s], t.v[None, s], t.g[None, s], t.beta[None, s],
-            initial_state=before[slot][None] if resume else None, output_final_state=True, use_qk_l2norm_in_kernel=True)
+            t.q[None, s],
+            t.k[None, s],
+            t.v[None, s],
+            t.g[None, s],
+            t.beta[None, s],
+            initial_state=before[slot][None] if resume else None,
+            output_final_state=True,
+            use_qk_l2norm_in_kernel=True,
+        )
         torch.testing.assert_close(out[s], expected[0], atol=2e-5, rtol=1e-5)
         torch.testing.assert_close(pool[slot], final[0], atol=2e-5, rtol=1e-5)
     untouched = [i for i in range(POOL_SIZE) if i not in SLOTS]
@@ -135,8 +154,15 @@ def test_decode_matches_transformers(heads: int, dk: int, dv: int) -> None:
     pool = before.clone()
     out = gated_delta_decode(t.q, t.k, t.v, t.g, t.beta, pool, _slots(slots))
     expected, final = reference.torch_recurrent_gated_delta_rule(
-        t.q[:, None], t.k[:, None], t.v[:, None], t.g[:, None], t.beta[:, None],
-        initial_state=before[slots], output_final_state=True, use_qk_l2norm_in_kernel=True)
+        t.q[:, None],
+        t.k[:, None],
+        t.v[:, None],
+        t.g[:, None],
+        t.beta[:, None],
+        initial_state=before[slots],
+        output_final_state=True,
+        use_qk_l2norm_in_kernel=True,
+    )
     torch.testing.assert_close(out, expected[:, 0], atol=2e-5, rtol=1e-5)
     torch.testing.assert_close(pool[slots], final, atol=2e-5, rtol=1e-5)
     assert torch.equal(pool[[0, 3, 4, 6]], before[[0, 3, 4, 6]])
@@ -159,8 +185,9 @@ def test_prefill_in_two_chunks_equals_one() -> None:
     out_first = _prefill(first, split_pool, slots, [False] * 3)
     out_second = _prefill(second, split_pool, slots, [True] * 3)
     for b in range(3):
-        torch.testing.assert_close(torch.cat((out_first[first.span(b)], out_second[second.span(b)])), whole[t.span(b)],
-                                   atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            torch.cat((out_first[first.span(b)], out_second[second.span(b)])), whole[t.span(b)], atol=2e-5, rtol=1e-5
+        )
     torch.testing.assert_close(split_pool, whole_pool, atol=2e-5, rtol=1e-5)
 
 
@@ -177,7 +204,7 @@ def test_prefill_then_decodes_equals_longer_prefill() -> None:
         d = t.rows(rows, [1, 1, 1])
         outs.append(gated_delta_decode(d.q, d.k, d.v, d.g, d.beta, stepped_pool, _slots(slots)))
     for b in range(3):
-        stepped = torch.cat((outs[0][prompt.span(b)], *(o[b:b + 1] for o in outs[1:])))
+        stepped = torch.cat((outs[0][prompt.span(b)], *(o[b : b + 1] for o in outs[1:])))
         torch.testing.assert_close(stepped, whole[t.span(b)], atol=2e-5, rtol=1e-5)
     torch.testing.assert_close(stepped_pool, whole_pool, atol=2e-5, rtol=1e-5)
 
@@ -223,7 +250,9 @@ def test_refuses_operands_naming_what_it_takes() -> None:
     t = _tokens([2, 3], 2, 16, 32, seed=17)
     pool = _pool(2, 16, 32, seed=7)
     with pytest.raises(ValueError, match=r"state must be the pool \[slots, H, Dk, Dv\] = \[S, 2, 16, 32\]"):
-        gated_delta_prefill(t.q, t.k, t.v, t.g, t.beta, t.cu_seqlens, pool[:, :, :8], _slots([0, 1]), _flags([True, True]))
+        gated_delta_prefill(
+            t.q, t.k, t.v, t.g, t.beta, t.cu_seqlens, pool[:, :, :8], _slots([0, 1]), _flags([True, True])
+        )
     with pytest.raises(ValueError, match="has_initial must be a bool tensor"):
         gated_delta_prefill(t.q, t.k, t.v, t.g, t.beta, t.cu_seqlens, pool, _slots([0, 1]), torch.ones(2))
     with pytest.raises(ValueError, match="cu_seqlens must rise from 0 to the 5 packed tokens"):
@@ -251,7 +280,7 @@ def test_triton_prefill_equals_torch(device: str, pool_dtype: torch.dtype) -> No
 
     for lengths, heads, dk, dv in _triton_prefill_cases(device):
         t = _tokens(lengths, heads, dk, dv, seed=dk + dv, device=device)
-        slots, has_initial = _slots(SLOTS[:len(lengths)], device), _flags(HAS_INITIAL[-len(lengths):], device)
+        slots, has_initial = _slots(SLOTS[: len(lengths)], device), _flags(HAS_INITIAL[-len(lengths) :], device)
         expected_pool = _pool(heads, dk, dv, seed=8, dtype=pool_dtype, device=device)
         pool = expected_pool.clone()
         expected = gated_delta_prefill(t.q, t.k, t.v, t.g, t.beta, t.cu_seqlens, expected_pool, slots, has_initial)

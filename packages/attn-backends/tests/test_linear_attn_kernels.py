@@ -10,12 +10,23 @@ import dataclasses
 
 import pytest
 
-from attn_backends import AttentionBackendUnavailableError, UnknownAttentionBackendError, causal_conv_state, gated_delta_rule
+from attn_backends import (
+    AttentionBackendUnavailableError,
+    UnknownAttentionBackendError,
+    causal_conv_state,
+    gated_delta_rule,
+)
 from attn_backends import gated_delta_triton as triton_kernels
 from attn_backends.linear_attn_kernels import LinearAttnKernels, linear_attn_kernels_for
 
-ENTRY_POINTS = ("gated_delta_prefill", "gated_delta_decode", "gated_delta_verify",
-                "causal_conv_prefill", "causal_conv_decode", "causal_conv_verify")
+ENTRY_POINTS = (
+    "gated_delta_prefill",
+    "gated_delta_decode",
+    "gated_delta_verify",
+    "causal_conv_prefill",
+    "causal_conv_decode",
+    "causal_conv_verify",
+)
 
 
 def test_torch_native_holds_the_torch_functions() -> None:
@@ -45,14 +56,21 @@ def test_triton_on_a_cpu_needs_the_interpreter(monkeypatch: pytest.MonkeyPatch) 
         linear_attn_kernels_for("triton", "cpu")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(triton_kernels, "INTERPRETED", False)
-    with pytest.raises(AttentionBackendUnavailableError, match="set after attn_backends.gated_delta_triton was imported"):
+    with pytest.raises(
+        AttentionBackendUnavailableError, match="set after attn_backends.gated_delta_triton was imported"
+    ):
         linear_attn_kernels_for("triton", "cpu")
 
 
 def test_refusals_name_what_would_run() -> None:
     with pytest.raises(AttentionBackendUnavailableError, match="not on mps; there use torch_native"):
         linear_attn_kernels_for("triton", "mps")
-    with pytest.raises(AttentionBackendUnavailableError, match="this build lacks flashinfer's linear-attention kernels; use triton or torch_native"):
+    with pytest.raises(
+        AttentionBackendUnavailableError,
+        match="this build lacks flashinfer's linear-attention kernels; use triton or torch_native",
+    ):
         linear_attn_kernels_for("flashinfer", "cuda")
-    with pytest.raises(UnknownAttentionBackendError, match="'fla' is not one of torch_native, cpu_fused, triton, flashinfer"):
+    with pytest.raises(
+        UnknownAttentionBackendError, match="'fla' is not one of torch_native, cpu_fused, triton, flashinfer"
+    ):
         linear_attn_kernels_for("fla", "cuda")  # type: ignore[arg-type]

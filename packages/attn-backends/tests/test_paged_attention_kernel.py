@@ -22,8 +22,12 @@ from attn_backends.paged_attention_kernel import (
 # Across the kernel's 16- and 32-key blocks, one key alone, and past the 256 keys that allow a split.
 LENGTHS = [1, 15, 16, 17, 33, 300, 47, 600]
 # (atol, rtol) against the exact (fp64) answer: the output's own rounding in each dtype.
-TOLERANCE = {torch.float64: (1e-10, 1e-10), torch.float32: (2e-6, 1e-5), torch.bfloat16: (2e-2, 1.6e-2),
-             torch.float16: (2e-3, 2e-3)}
+TOLERANCE = {
+    torch.float64: (1e-10, 1e-10),
+    torch.float32: (2e-6, 1e-5),
+    torch.bfloat16: (2e-2, 1.6e-2),
+    torch.float16: (2e-3, 2e-3),
+}
 
 
 @dataclass(frozen=True)
@@ -47,15 +51,23 @@ def _mixed_batch(page_size: int, heads: int, kv_heads: int, dim: int, dtype: tor
     owners = [r for r, e in enumerate(extend) for _ in range(e)]
     visible = [p + i + 1 for p, e in zip(prefix, extend, strict=True) for i in range(e)]
     order = list(reversed(range(meta.num_tokens)))
-    queries = paged_queries([owners[t] for t in order], order, [visible[t] for t in order], page_table=meta.page_table,
-                            page_size=page_size, num_tokens=meta.num_tokens)
+    queries = paged_queries(
+        [owners[t] for t in order],
+        order,
+        [visible[t] for t in order],
+        page_table=meta.page_table,
+        page_size=page_size,
+        num_tokens=meta.num_tokens,
+    )
     return Case(q, k_cache, v_cache, queries, reference(q, k_cache, v_cache, meta, slots, 0.3)[order])
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16, torch.float64])
 @pytest.mark.parametrize(("heads", "kv_heads", "dim"), [(9, 3, 64), (4, 4, 128), (8, 1, 64), (6, 2, 24)])
 @pytest.mark.parametrize("page_size", [1, 16])
-def test_kernel_matches_per_request_softmax(dtype: torch.dtype, heads: int, kv_heads: int, dim: int, page_size: int) -> None:
+def test_kernel_matches_per_request_softmax(
+    dtype: torch.dtype, heads: int, kv_heads: int, dim: int, page_size: int
+) -> None:
     """Head sizes 64 and 128 run the unrolled code (in bf16 on an AVX512-BF16 CPU, the vector path,
     whose groups of up to 4 query heads keep their output rows in registers: 9/3 and 4/4 here, 8/1
     the general group), 24 the general loops; decodes and prompt tokens.
@@ -72,7 +84,9 @@ def test_kernel_matches_per_request_softmax(dtype: torch.dtype, heads: int, kv_h
 
 
 @pytest.mark.parametrize(("heads", "kv_heads", "dim"), [(9, 3, 64), (6, 2, 24)])
-def test_fp32_queries_over_bf16_pools_compute_the_fp32_kernel_over_the_widened_pools(heads: int, kv_heads: int, dim: int) -> None:
+def test_fp32_queries_over_bf16_pools_compute_the_fp32_kernel_over_the_widened_pools(
+    heads: int, kv_heads: int, dim: int
+) -> None:
     """A float32 model over a bf16 KV cache: the answer is bitwise the fp32 kernel's over the
     pools widened to fp32 (widening bf16 is exact, and the rest is the fp32 path).
 
@@ -107,16 +121,21 @@ def test_a_lone_long_request_split_across_threads_gives_the_same_answer(threads:
 
 def test_mismatched_inputs_are_refused_with_what_is_accepted() -> None:
     c = _mixed_batch(1, 4, 2, 8, torch.float32)
-    with pytest.raises(TypeError, match="q float32 with pools bfloat16.*; got q torch.float32, k torch.bfloat16, v torch.float32"):
+    with pytest.raises(
+        TypeError, match="q float32 with pools bfloat16.*; got q torch.float32, k torch.bfloat16, v torch.float32"
+    ):
         paged_attention(c.q, c.k_cache.bfloat16(), c.v_cache, c.queries, 0.3)
     with pytest.raises(TypeError, match="got q torch.bfloat16, k torch.float32"):
         paged_attention(c.q.bfloat16(), c.k_cache, c.v_cache, c.queries, 0.3)
     with pytest.raises(ValueError, match="heads \\(4\\) a multiple of kv_heads \\(3\\)"):
-        paged_attention(c.q, torch.cat([c.k_cache, c.k_cache[:1]]), torch.cat([c.v_cache, c.v_cache[:1]]), c.queries, 0.3)
+        paged_attention(
+            c.q, torch.cat([c.k_cache, c.k_cache[:1]]), torch.cat([c.v_cache, c.v_cache[:1]]), c.queries, 0.3
+        )
     with pytest.raises(ValueError, match="requests, q_rows and seq_lens as contiguous int64 vectors of one length"):
         b = c.queries
-        torch.ops.attn_backends.paged_attention(c.q, c.k_cache, c.v_cache, b.page_table, b.requests, b.q_rows,
-                                                b.seq_lens.int(), b.page_size, 0.3)
+        torch.ops.attn_backends.paged_attention(
+            c.q, c.k_cache, c.v_cache, b.page_table, b.requests, b.q_rows, b.seq_lens.int(), b.page_size, 0.3
+        )
     with pytest.raises(ValueError, match="int64 page table"):
         paged_queries([0], [0], [3], page_table=torch.zeros(1, 4, dtype=torch.int32), page_size=1, num_tokens=1)
     with pytest.raises(ValueError, match="query rows out of range: .*longest 600 keys in a table of 37 pages of 16"):

@@ -65,13 +65,17 @@ def test_each_kernel_entry_answers_its_own_name() -> None:
 
 
 def test_the_deprecated_alias_builds_its_target_and_warns_with_the_real_name() -> None:
-    with pytest.warns(FutureWarning, match="'intel_amx' is a deprecated alias of 'cpu_paged'.*name 'cpu_paged' instead"):
+    with pytest.warns(
+        FutureWarning, match="'intel_amx' is a deprecated alias of 'cpu_paged'.*name 'cpu_paged' instead"
+    ):
         name, backend = build_attention_backend("intel_amx", half="decode", device_type="cpu", batch_invariant=False)
     assert name == "cpu_paged" and isinstance(backend, CpuPagedBackend)
 
 
 def test_auto_picks_per_host_and_half_and_answers_the_kernel() -> None:
-    assert build_attention_backend("auto", half="prefill", device_type="cpu", batch_invariant=False)[0] == "torch_native"
+    assert (
+        build_attention_backend("auto", half="prefill", device_type="cpu", batch_invariant=False)[0] == "torch_native"
+    )
     assert build_attention_backend("auto", half="decode", device_type="cpu", batch_invariant=False)[0] == "cpu_paged"
     assert auto_kernel_of("prefill", "cuda", batch_invariant=False) in ("flashinfer", "triton")
 
@@ -108,7 +112,10 @@ def test_no_registry_entry_answers_an_alias_or_auto() -> None:
 
 
 def test_unknown_name_lists_the_registered_ones() -> None:
-    with pytest.raises(UnknownAttentionBackendError, match=r"'fa3' is not registered; registered: auto, cpu_paged, flashinfer, intel_amx, torch_native, triton"):
+    with pytest.raises(
+        UnknownAttentionBackendError,
+        match=r"'fa3' is not registered; registered: auto, cpu_paged, flashinfer, intel_amx, torch_native, triton",
+    ):
         build_attention_backend("fa3", half="prefill", device_type="cpu", batch_invariant=False)
 
 
@@ -166,7 +173,9 @@ def test_a_children_stamping_path_refuses_a_backend_without_children() -> None:
     with pytest.raises(TypeError, match="stamps children .* but has no attn_backends children"):
         stamp_built(TorchNativeBackend(), ("torch_native",), stamps_children=True)
     with pytest.raises(TypeError, match="carries no stamp of its own"):
-        stamp_built(HybridAttentionBackend(TorchNativeBackend(), CpuPagedBackend()), ("torch_native",), stamps_children=False)
+        stamp_built(
+            HybridAttentionBackend(TorchNativeBackend(), CpuPagedBackend()), ("torch_native",), stamps_children=False
+        )
 
 
 @pytest.mark.parametrize("spec_mode", ["prefill", "decode"])
@@ -182,8 +191,14 @@ def test_the_container_selects_as_serving_attention_backend_answers(spec_mode: s
         meta, _ = scenario([3, 0], [1, 1], 4, seed=1)
         q, k, v = paged_tensors(meta, heads=4, kv_heads=2, dim=8, dtype=torch.float32, seed=2)
         stamp, _ = build_attention_pair("auto", "auto", device_type="cpu")
-        expected = {"decode": "decode", "idle": "decode", "extend": "prefill", "mixed": "prefill",
-                    "draft_extend": "prefill", "target_verify": spec_mode}
+        expected = {
+            "decode": "decode",
+            "idle": "decode",
+            "extend": "prefill",
+            "mixed": "prefill",
+            "draft_extend": "prefill",
+            "target_verify": spec_mode,
+        }
         assert set(expected) == set(MODES)
         for mode in MODES:
             _, hybrid = build_attention_pair("auto", "auto", device_type="cpu")
@@ -192,7 +207,9 @@ def test_the_container_selects_as_serving_attention_backend_answers(spec_mode: s
             selected = hybrid.child_for(expected[mode])  # type: ignore[arg-type]
             other = hybrid.child_for("prefill" if expected[mode] == "decode" else "decode")
             assert was_planned(selected, q, k, v) and not was_planned(other, q, k, v), mode
-            torch.testing.assert_close(hybrid.attend(q, k, v, scale=1 / math.sqrt(8)), selected.attend(q, k, v, scale=1 / math.sqrt(8)))
+            torch.testing.assert_close(
+                hybrid.attend(q, k, v, scale=1 / math.sqrt(8)), selected.attend(q, k, v, scale=1 / math.sqrt(8))
+            )
             assert serving_attention_backend(mode, stamp) == selected.effective_name, mode
     finally:
         unpublish()

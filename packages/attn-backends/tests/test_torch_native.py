@@ -13,15 +13,20 @@ from attn_backends import AttentionBackend, CpuPagedBackend, TorchNativeBackend
 
 @pytest.mark.parametrize("backend_class", [TorchNativeBackend, CpuPagedBackend])
 @pytest.mark.parametrize("page_size", [1, 4])
-@pytest.mark.parametrize("prefix,extend", [
-    ([0, 0, 0], [5, 1, 9]),  # extend from scratch, different lengths
-    ([3, 0, 7], [4, 6, 2]),  # chunked continuations next to a fresh prompt
-    ([5, 12, 1], [1, 1, 1]),  # decode
-    ([6, 0, 9], [1, 8, 1]),  # mixed
-    ([0, 5, 2, 9], [7, 1, 3, 1]),  # mixed: decodes between extends, one extend over a cached prefix
-    ([40], [1]),  # one decode alone (the step the runner compiles), its last page not full at page size 4
-])
-def test_matches_per_request_softmax(page_size: int, prefix: list[int], extend: list[int], backend_class: type[AttentionBackend]) -> None:
+@pytest.mark.parametrize(
+    "prefix,extend",
+    [
+        ([0, 0, 0], [5, 1, 9]),  # extend from scratch, different lengths
+        ([3, 0, 7], [4, 6, 2]),  # chunked continuations next to a fresh prompt
+        ([5, 12, 1], [1, 1, 1]),  # decode
+        ([6, 0, 9], [1, 8, 1]),  # mixed
+        ([0, 5, 2, 9], [7, 1, 3, 1]),  # mixed: decodes between extends, one extend over a cached prefix
+        ([40], [1]),  # one decode alone (the step the runner compiles), its last page not full at page size 4
+    ],
+)
+def test_matches_per_request_softmax(
+    page_size: int, prefix: list[int], extend: list[int], backend_class: type[AttentionBackend]
+) -> None:
     """Reverse-verified: running extends without causality (is_causal=False, no mask) fails every
     case with extend > 1; writing the decode rows back in grouped order instead of batch order fails
     every case mixing one-token and multi-token requests (either decode path); gathering the lone

@@ -27,7 +27,9 @@ from attn_backends import TorchNativeBackend
 from attn_backends.triton_backend import TritonBackend
 from attn_backends.triton_kernels import INTERPRETED
 
-ON_CPU = pytest.param("cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted"))
+ON_CPU = pytest.param(
+    "cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted")
+)
 ON_CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))
 # (atol, rtol) against the float64 answer: each dtype's own output rounding (bf16 is only checked on CUDA).
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 1.6e-2)}
@@ -44,12 +46,25 @@ SCENARIOS = [
 
 def _on(meta: Metadata, device: str) -> Metadata:
     """The same forward with its tensors on `device`."""
-    return dataclasses.replace(meta, page_table=meta.page_table.to(device), prefix_lens=meta.prefix_lens.to(device),
-                               extend_lens=meta.extend_lens.to(device), seq_lens=meta.seq_lens.to(device))
+    return dataclasses.replace(
+        meta,
+        page_table=meta.page_table.to(device),
+        prefix_lens=meta.prefix_lens.to(device),
+        extend_lens=meta.extend_lens.to(device),
+        seq_lens=meta.seq_lens.to(device),
+    )
 
 
-def _case(prefix: list[int], extend: list[int], page_size: int, heads: int, kv_heads: int, dim: int,
-          dtype: torch.dtype, device: str) -> tuple[Metadata, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _case(
+    prefix: list[int],
+    extend: list[int],
+    page_size: int,
+    heads: int,
+    kv_heads: int,
+    dim: int,
+    dtype: torch.dtype,
+    device: str,
+) -> tuple[Metadata, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A shuffled paged forward on `device` and its float64 answer (on the CPU)."""
     meta, slots = scenario(prefix, extend, page_size, seed=page_size + sum(prefix))
     q, k_cache, v_cache = paged_tensors(meta, heads=heads, kv_heads=kv_heads, dim=dim, dtype=dtype, seed=3)
@@ -67,8 +82,9 @@ def _triton(meta: Metadata, q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 @pytest.mark.parametrize("heads,kv_heads", [(4, 2), (4, 4), (6, 2)])
 @pytest.mark.parametrize("page_size", [1, 4, 16, 64])
 @pytest.mark.parametrize("prefix,extend", SCENARIOS)
-def test_matches_reference_and_torch_native(prefix: list[int], extend: list[int], page_size: int, heads: int,
-                                            kv_heads: int, device: str) -> None:
+def test_matches_reference_and_torch_native(
+    prefix: list[int], extend: list[int], page_size: int, heads: int, kv_heads: int, device: str
+) -> None:
     """fp32, head_dim 16; GQA (4 over 2), MHA, and a group of 3 (a padded head block).
 
     Reverse-verified: dropping the causal mask (keeping only `key_ok`) in the extend kernel fails
@@ -97,11 +113,14 @@ def test_pages_of_128_slots(prefix: list[int], extend: list[int], device: str) -
     torch.testing.assert_close(_triton(meta, q, k_cache, v_cache).cpu(), expected.float(), atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("device,dtype", [
-    pytest.param(*ON_CPU.values, torch.float16, marks=ON_CPU.marks),
-    pytest.param(*ON_CUDA.values, torch.float16, marks=ON_CUDA.marks),
-    pytest.param(*ON_CUDA.values, torch.bfloat16, marks=ON_CUDA.marks),
-])
+@pytest.mark.parametrize(
+    "device,dtype",
+    [
+        pytest.param(*ON_CPU.values, torch.float16, marks=ON_CPU.marks),
+        pytest.param(*ON_CUDA.values, torch.float16, marks=ON_CUDA.marks),
+        pytest.param(*ON_CUDA.values, torch.bfloat16, marks=ON_CUDA.marks),
+    ],
+)
 @pytest.mark.parametrize("prefix,extend", [([3, 0, 7], [4, 6, 2]), ([6, 0, 9], [1, 8, 1]), ([5, 90, 1], [1, 1, 1])])
 def test_half_inputs_answer_their_dtype(prefix: list[int], extend: list[int], device: str, dtype: torch.dtype) -> None:
     """fp16 (and on CUDA bf16) in, the same dtype out, within that dtype's rounding; head_dim 64."""
@@ -134,8 +153,11 @@ def test_page_size_not_a_power_of_two_is_refused(page_size: int, extend: list[in
     from `tl.arange` names no page size and no way out)."""
     meta, q, k_cache, v_cache, _ = _case([5, 0], extend, page_size, 4, 2, 16, torch.float32, device)
     backend = TritonBackend()
-    with pytest.raises(ValueError, match=f"takes powers of two: page_size = {page_size}; use 1, 2, 4, 8, 16, "
-                                         r"\.\.\. or torch_native / cpu_paged"):
+    with pytest.raises(
+        ValueError,
+        match=f"takes powers of two: page_size = {page_size}; use 1, 2, 4, 8, 16, "
+        r"\.\.\. or torch_native / cpu_paged",
+    ):
         backend.plan(meta)
         backend.attend(q, k_cache, v_cache, scale=0.5)
 
@@ -158,6 +180,7 @@ def test_cpu_without_the_interpreter_is_refused() -> None:
         "    print(e)\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], env=env, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent)], env=env, capture_output=True, text=True, check=True
+    )
     assert "triton runs on a CPU only under TRITON_INTERPRET=1 (set before import)" in done.stdout, done.stderr

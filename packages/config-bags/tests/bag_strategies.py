@@ -45,4 +45,3 @@ ANY_VALUE: st.SearchStrategy[Any] = st.one_of(
     st.text(max_size=8),
     st.lists(st.integers(min_value=-2, max_value=64), max_size=4),
 )
-

@@ -41,7 +41,9 @@ def test_every_leaf_refuses_a_value_of_the_wrong_type_at_construction(name: str)
     assert message.endswith(f"accepted: {spec.accepts()}")
 
 
-@pytest.mark.parametrize("name", sorted(n for n, s in config_bags.leaf_specs().items() if "int" in s.accepts() and s.choices is None))
+@pytest.mark.parametrize(
+    "name", sorted(n for n, s in config_bags.leaf_specs().items() if "int" in s.accepts() and s.choices is None)
+)
 def test_every_integer_leaf_is_bounded_by_64_bits(name: str) -> None:
     """The bags travel as msgpack, whose ints are 64-bit: a larger value is refused when built,
     not when a process tries to send it. Reverse-verified: without the `le=INT64_MAX` bounds in
@@ -62,7 +64,9 @@ def test_the_example_of_the_issue_is_refused_naming_bag_leaf_value_and_accepted(
 
 
 def test_a_nested_bag_must_be_an_instance_of_its_bag_type() -> None:
-    with pytest.raises(LeafValueError, match=r"Bags.schedule = \{'page_size': 2\} is not accepted; accepted: a ScheduleBag"):
+    with pytest.raises(
+        LeafValueError, match=r"Bags.schedule = \{'page_size': 2\} is not accepted; accepted: a ScheduleBag"
+    ):
         Bags(schedule={"page_size": 2})  # type: ignore[arg-type]
     with pytest.raises(LeafValueError, match="Bags.schedule = MemoryBag.* is not accepted; accepted: a ScheduleBag"):
         Bags(schedule=config_bags.MemoryBag())  # type: ignore[arg-type]
@@ -91,7 +95,9 @@ def test_publish_refuses_bags_that_would_not_survive_the_wire() -> None:
     published and get_schedule() answered page_size -5."""
     bags = Bags()
     msgspec.structs.force_setattr(bags.schedule, "page_size", -5)
-    with pytest.raises(LeafValueError, match=r"publish\(\) refused bags that do not survive encode and decode: .*page_size"):
+    with pytest.raises(
+        LeafValueError, match=r"publish\(\) refused bags that do not survive encode and decode: .*page_size"
+    ):
         config_bags.publish(bags, role="standalone")
     assert not config_bags.is_published()
     huge = Bags()

@@ -49,11 +49,16 @@ def test_a_split_only_launch_never_answers_from_the_unset_base_field(published: 
         (ExecBag(kernel=KernelBag(decode_attention_backend="triton")), "cpu", False),
         (ExecBag(graph=GraphBag(enable_torch_compile=True)), "cpu", False),
         (ExecBag(kernel=KernelBag(enable_deterministic_inference=False)), "cpu", False),
-        (ExecBag(kernel=KernelBag(enable_deterministic_inference=True, attention_backend="torch_native")), "cuda", True),
+        (
+            ExecBag(kernel=KernelBag(enable_deterministic_inference=True, attention_backend="torch_native")),
+            "cuda",
+            True,
+        ),
     ],
 )
-def test_deterministic_inference_is_the_leaf_else_on_where_nothing_stands_against_it(exec: ExecBag, device_type: str,
-                                                                                      on: bool) -> None:
+def test_deterministic_inference_is_the_leaf_else_on_where_nothing_stands_against_it(
+    exec: ExecBag, device_type: str, on: bool
+) -> None:
     """Unset: on for a CPU whose halves are auto or cpu_paged and whose decode step is eager. Set:
     the operator's value (whether it can hold is the launch rule's and the runner's to refuse)."""
     assert config_bags.deterministic_inference_of(exec, device_type) is on
@@ -61,7 +66,11 @@ def test_deterministic_inference_is_the_leaf_else_on_where_nothing_stands_agains
 
 def test_linear_attn_backends_explicit_flag_wins_over_a_runner_default() -> None:
     kernel = KernelBag(linear_attn_backend="torch_native")
-    assert config_bags.linear_attn_backends_of(kernel, "cpu", "flashinfer") == ("torch_native", "flashinfer", "flashinfer")
+    assert config_bags.linear_attn_backends_of(kernel, "cpu", "flashinfer") == (
+        "torch_native",
+        "flashinfer",
+        "flashinfer",
+    )
     explicit = KernelBag(linear_attn_prefill_backend="triton")
     assert config_bags.linear_attn_backends_of(explicit, "cpu", "flashinfer").prefill == "triton"
 
@@ -88,9 +97,16 @@ def test_max_prefill_buffer_tokens_of(schedule: ScheduleBag, pp: int, tokens: in
 
 def test_max_speculative_num_draft_tokens_of() -> None:
     assert config_bags.max_speculative_num_draft_tokens_of(SpecBag()) == 0
-    assert config_bags.max_speculative_num_draft_tokens_of(SpecBag(speculative_algorithm="ngram", speculative_num_draft_tokens=8)) == 8
+    assert (
+        config_bags.max_speculative_num_draft_tokens_of(
+            SpecBag(speculative_algorithm="ngram", speculative_num_draft_tokens=8)
+        )
+        == 8
+    )
     draft = SpecBag(
-        speculative_algorithm="draft_model", speculative_draft_model_path="/m", speculative_num_steps=2,
+        speculative_algorithm="draft_model",
+        speculative_draft_model_path="/m",
+        speculative_num_steps=2,
         speculative_num_draft_tokens=8,
     )
     assert config_bags.max_speculative_num_draft_tokens_of(draft) == 3
@@ -109,7 +125,10 @@ def test_max_total_tokens_and_context_length_of() -> None:
         config_bags.max_total_tokens_of(MemoryBag(), 0)
     assert config_bags.context_length_of(ModelBag(), 2048) == 2048
     assert config_bags.context_length_of(ModelBag(context_length=512), 2048) == 512
-    with pytest.raises(config_bags.LeafValueError, match="context_length = 4096 requires context_length <= the model's maximum, got maximum = 2048 tokens"):
+    with pytest.raises(
+        config_bags.LeafValueError,
+        match="context_length = 4096 requires context_length <= the model's maximum, got maximum = 2048 tokens",
+    ):
         config_bags.context_length_of(ModelBag(context_length=4096), 2048)
 
 

@@ -15,7 +15,9 @@ LEAF_NAMES = sorted(config_bags.leaf_specs()) + ["no_such_leaf"]
 
 @settings(max_examples=300, deadline=None)
 @given(valid_bags(), st.dictionaries(st.sampled_from(LEAF_NAMES), ANY_VALUE, min_size=1, max_size=4), st.booleans())
-def test_a_failed_override_leaves_bags_hash_and_log_unchanged(bags: Bags, leaves: dict[str, Any], serving: bool) -> None:
+def test_a_failed_override_leaves_bags_hash_and_log_unchanged(
+    bags: Bags, leaves: dict[str, Any], serving: bool
+) -> None:
     """Reverse-verified: installing the new bags before the cold-leaf check made this fail."""
     config_bags.unpublish()
     config_bags.publish(bags, role="standalone")

@@ -10,14 +10,43 @@ from config_bags.bags.base import Bag
 from config_bags.leaf import leaf
 
 NAMED_BY_UPSTREAM = {
-    "page_size", "chunked_prefill_size", "max_running_requests", "max_prefill_tokens", "schedule_policy",
-    "attention_backend", "prefill_attention_backend", "decode_attention_backend", "linear_attn_backend",
-    "linear_attn_prefill_backend", "linear_attn_decode_backend", "cuda_graph_decode_bs", "cuda_graph_max_bs",
-    "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-    "speculative_attention_mode", "speculative_draft_attention_backend", "enable_hierarchical_cache",
-    "mm_feature_transport", "tp_size", "pp_size", "dp_size", "disaggregation_mode", "model_path", "dtype",
-    "context_length", "kv_cache_dtype", "max_total_tokens", "host", "port", "api_key", "log_level",
-    "enable_metrics", "device", "random_seed",
+    "page_size",
+    "chunked_prefill_size",
+    "max_running_requests",
+    "max_prefill_tokens",
+    "schedule_policy",
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "linear_attn_backend",
+    "linear_attn_prefill_backend",
+    "linear_attn_decode_backend",
+    "cuda_graph_decode_bs",
+    "cuda_graph_max_bs",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_attention_mode",
+    "speculative_draft_attention_backend",
+    "enable_hierarchical_cache",
+    "mm_feature_transport",
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "disaggregation_mode",
+    "model_path",
+    "dtype",
+    "context_length",
+    "kv_cache_dtype",
+    "max_total_tokens",
+    "host",
+    "port",
+    "api_key",
+    "log_level",
+    "enable_metrics",
+    "device",
+    "random_seed",
 }
 
 
@@ -37,8 +66,21 @@ def test_the_leaves_the_upstream_history_names_exist() -> None:
 
 def test_every_namespace_of_the_mission_is_a_bag() -> None:
     assert set(config_bags.namespaces()) == {
-        "schedule", "memory", "model", "parallel", "spec", "exec.kernel", "exec.graph", "exec.moe",
-        "exec.mamba", "exec.overlap", "disagg", "mm", "serving", "observability", "device",
+        "schedule",
+        "memory",
+        "model",
+        "parallel",
+        "spec",
+        "exec.kernel",
+        "exec.graph",
+        "exec.moe",
+        "exec.mamba",
+        "exec.overlap",
+        "disagg",
+        "mm",
+        "serving",
+        "observability",
+        "device",
     }
 
 
@@ -54,7 +96,10 @@ def test_constraints_and_choices_are_declared_on_the_leaf() -> None:
     assert config_bags.leaf_spec("page_size").accepts() == "int >= 1 and <= 2^63-1"
     assert config_bags.leaf_spec("port").accepts() == "int >= 1 and <= 65535"
     assert config_bags.leaf_spec("schedule_policy").choices == ("fcfs", "lpm")
-    assert config_bags.leaf_spec("attention_backend").accepts() == "one of auto, torch_native, cpu_paged, triton, flashinfer, intel_amx"
+    assert (
+        config_bags.leaf_spec("attention_backend").accepts()
+        == "one of auto, torch_native, cpu_paged, triton, flashinfer, intel_amx"
+    )
     assert config_bags.leaf_spec("decode_attention_backend").accepts().endswith("intel_amx, or unset")
     assert config_bags.leaf_spec("max_queued_requests").optional
 

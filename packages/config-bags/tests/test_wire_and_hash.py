@@ -34,7 +34,10 @@ def test_decode_refuses_invalid_bytes_with_the_reason() -> None:
     with pytest.raises(config_bags.WireError, match=r"Expected `int` >= 1 - at `\$.schedule.page_size`"):
         config_bags.decode(bad)
     cross = msgspec.msgpack.encode({"schedule": {"chunked_prefill_size": 0}})
-    with pytest.raises(config_bags.WireError, match="ScheduleBag.chunked_prefill_size = 0 is not accepted; accepted: an int >= 1, or -1"):
+    with pytest.raises(
+        config_bags.WireError,
+        match="ScheduleBag.chunked_prefill_size = 0 is not accepted; accepted: an int >= 1, or -1",
+    ):
         config_bags.decode(cross)
 
 
@@ -43,11 +46,14 @@ def test_two_processes_that_published_the_same_bags_report_the_same_hash() -> No
     config_bags.publish(bags, role="launcher")
     child = subprocess.run(
         [
-            sys.executable, "-c",
+            sys.executable,
+            "-c",
             "import sys, config_bags as c; c.publish(c.decode(sys.stdin.buffer.read()), role='scheduler');"
             "print(c.config_hash())",
         ],
-        input=config_bags.encode(bags), capture_output=True, check=True,
+        input=config_bags.encode(bags),
+        capture_output=True,
+        check=True,
     )
     assert child.stdout.decode().strip() == config_bags.config_hash()
 
@@ -59,7 +65,9 @@ def test_any_override_that_changes_a_value_changes_the_hash(bags: Bags, leaf: st
     config_bags.publish(bags, role="standalone")
     before = config_bags.config_hash()
     current = config_bags.leaf_value(leaf)
-    new = {"log_level": "error" if current != "error" else "debug"}.get(leaf, current + 1 if isinstance(current, int) else current)
+    new = {"log_level": "error" if current != "error" else "debug"}.get(
+        leaf, current + 1 if isinstance(current, int) else current
+    )
     try:
         config_bags.with_leaves(bags, {leaf: new}, rules=config_bags.published_rules())
     except config_bags.RuleBrokenError:

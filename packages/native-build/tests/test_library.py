@@ -46,8 +46,10 @@ def test_shared_headers_are_on_the_include_path_and_in_the_key(tmp_path: Path) -
     header = include / "native_build" / "factor.h"
     header.write_text("inline long factor() { return 6; }\n")
     source = tmp_path / "uses_header.cpp"
-    source.write_text('#include <native_build/factor.h>\n#include <native_build/amx_tiles.h>\n'
-                      'extern "C" long answer(long x) { return x * factor(); }\n')
+    source.write_text(
+        "#include <native_build/factor.h>\n#include <native_build/amx_tiles.h>\n"
+        'extern "C" long answer(long x) { return x * factor(); }\n'
+    )
     cache, compiler = tmp_path / "cache", default_compiler("the test library")
     shipped = ("-I", str(INCLUDE_DIR))
     path = build_library(source, FLAGS + shipped, cache_dir=cache, compiler=compiler, what="t", include_dir=include)
@@ -72,14 +74,18 @@ def test_cache_dir_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert cache_dir_of("attn-backends") == Path.home() / ".cache" / "attn-backends"
 
 
-def test_a_missing_or_failing_compiler_or_an_unusable_cache_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_or_failing_compiler_or_an_unusable_cache_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No compiler on PATH, one that cannot run, one that fails, or a cache directory that cannot be
     made: each raises NativeBuildError naming it, and nothing half-written is left in the cache."""
     source = _source(tmp_path, "return x;")
     (tmp_path / "a-file").write_text("")
     with pytest.raises(NativeBuildError, match="cannot create the cache .*a-file/cache for the kernel.*XDG_CACHE_HOME"):
         build_library(source, FLAGS, cache_dir=tmp_path / "a-file" / "cache", compiler="g++", what="the kernel")
-    with pytest.raises(NativeBuildError, match="could not run the C\\+\\+ compiler '/no/such/g\\+\\+'.*install g\\+\\+"):
+    with pytest.raises(
+        NativeBuildError, match="could not run the C\\+\\+ compiler '/no/such/g\\+\\+'.*install g\\+\\+"
+    ):
         build_library(source, FLAGS, cache_dir=tmp_path / "missing", compiler="/no/such/g++", what="the kernel")
     with pytest.raises(NativeBuildError, match="failed \\(exit 1\\)"):
         build_library(source, FLAGS, cache_dir=tmp_path / "failing", compiler="false", what="the kernel")

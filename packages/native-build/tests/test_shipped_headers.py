@@ -26,7 +26,18 @@ def test_header_compiles_alone(header: str, march: str, tmp_path: Path) -> None:
     source.write_text(f"#include <{header}>\n")
     # Compiled to code, every function kept: an unguarded intrinsic fails only when its caller is
     # compiled for a target without it, and an unused inline function is otherwise never compiled.
-    command = [default_compiler("the header check"), "-std=c++17", f"-march={march}", "-fkeep-inline-functions",
-               "-fkeep-static-functions", "-c", "-I", str(INCLUDE_DIR), str(source), "-o", str(tmp_path / "alone.o")]
+    command = [
+        default_compiler("the header check"),
+        "-std=c++17",
+        f"-march={march}",
+        "-fkeep-inline-functions",
+        "-fkeep-static-functions",
+        "-c",
+        "-I",
+        str(INCLUDE_DIR),
+        str(source),
+        "-o",
+        str(tmp_path / "alone.o"),
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

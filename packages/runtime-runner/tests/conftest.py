@@ -14,8 +14,16 @@ import config_bags
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=256, initializer_range=0.1)
+TINY = dict(
+    vocab_size=96,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    initializer_range=0.1,
+)
 
 CheckpointMaker = Callable[..., Path]
 
@@ -31,8 +39,11 @@ def tiny_model(architecture: str, **overrides: Any) -> Any:
     """A random transformers model of `architecture` with tiny sizes (fp32, eval mode)."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-    classes = {"LlamaForCausalLM": (LlamaConfig, LlamaForCausalLM), "Qwen2ForCausalLM": (Qwen2Config, Qwen2ForCausalLM),
-               "Qwen3ForCausalLM": (Qwen3Config, Qwen3ForCausalLM)}
+    classes = {
+        "LlamaForCausalLM": (LlamaConfig, LlamaForCausalLM),
+        "Qwen2ForCausalLM": (Qwen2Config, Qwen2ForCausalLM),
+        "Qwen3ForCausalLM": (Qwen3Config, Qwen3ForCausalLM),
+    }
     config_cls, model_cls = classes[architecture]
     extra = {"head_dim": 16} if architecture == "Qwen3ForCausalLM" else {}
     torch.manual_seed(0)

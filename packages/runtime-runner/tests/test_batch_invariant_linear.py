@@ -30,8 +30,9 @@ def _assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     assert differ == 0, f"{what}: {differ} of {got.numel()} elements differ"
 
 
-def _operands(seed: int, m: int, n: int, k: int, dtype: torch.dtype, with_bias: bool
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def _operands(
+    seed: int, m: int, n: int, k: int, dtype: torch.dtype, with_bias: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=gen).to(dtype)
     weight = (torch.randn(n, k, generator=gen) / k**0.5).to(dtype)
@@ -49,10 +50,19 @@ def _with_threads(threads: int, linear: InvariantLinear, x: torch.Tensor) -> tor
 
 
 @settings(max_examples=80, deadline=None)
-@given(dtype=st.sampled_from(DTYPES), m=st.integers(1, 80), other_m=st.integers(1, 80), n=st.integers(1, 300),
-       k=st.integers(1, 300).map(lambda k: k | 1), with_bias=st.booleans(), seed=st.integers(0, 2**31 - 1), data=st.data())
+@given(
+    dtype=st.sampled_from(DTYPES),
+    m=st.integers(1, 80),
+    other_m=st.integers(1, 80),
+    n=st.integers(1, 300),
+    k=st.integers(1, 300).map(lambda k: k | 1),
+    with_bias=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+    data=st.data(),
+)
 def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
-        dtype: torch.dtype, m: int, other_m: int, n: int, k: int, with_bias: bool, seed: int, data: st.DataObject) -> None:
+    dtype: torch.dtype, m: int, other_m: int, n: int, k: int, with_bias: bool, seed: int, data: st.DataObject
+) -> None:
     """Every row of an M-row call equals that row computed alone (M=1), and within another batch
     of `other_m` rows at a random position, and the whole call equals itself on 1 and 2 threads
     (shapes go up to ~7M multiply-adds, past the kernel's threshold for a second thread).
@@ -130,8 +140,14 @@ def test_the_portable_path_computes_the_same_chains_as_the_avx2_path() -> None:
     every dtype's result is bitwise the AVX2 path's, since both are the same chain of correctly
     rounded fmas. Reverse-verified: accumulating the portable path as x * w + acc (two roundings)
     makes 428 of the 693 fp32 elements differ."""
-    portable = bil.bind(load_library(bil.SOURCE, (*bil.FLAGS, "-mno-avx2", "-mno-fma"), package="runtime-runner",
-                                     what="the batch-invariant linear's portable path"))
+    portable = bil.bind(
+        load_library(
+            bil.SOURCE,
+            (*bil.FLAGS, "-mno-avx2", "-mno-fma"),
+            package="runtime-runner",
+            what="the batch-invariant linear's portable path",
+        )
+    )
     assert portable.batch_invariant_linear_has_avx2() == 0
     for dtype in DTYPES:
         x, weight, bias = _operands(5, 9, 77, 131, dtype, True)
@@ -139,7 +155,9 @@ def test_the_portable_path_computes_the_same_chains_as_the_avx2_path() -> None:
         _assert_same_bits(bil.run(x, linear.panels, linear.bias32, 77, portable), linear(x), f"portable {dtype}")
 
 
-amx = pytest.mark.skipif(not amx_tiles_available(), reason="this CPU has no AMX tiles (amx_bf16), or Linux withholds them")
+amx = pytest.mark.skipif(
+    not amx_tiles_available(), reason="this CPU has no AMX tiles (amx_bf16), or Linux withholds them"
+)
 
 
 def test_bf16_takes_the_tile_chain_exactly_where_the_cpu_grants_tiles() -> None:

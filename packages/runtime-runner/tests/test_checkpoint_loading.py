@@ -21,15 +21,25 @@ CheckpointMaker = Callable[..., Path]
 
 def _load(model_dir: Path) -> DecoderForCausalLM:
     cfg = read_arch_config(model_dir)
-    model = model_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, torch.device("cpu"), batch_invariant=False)
+    model = model_class_for(cfg.architecture).load(
+        model_dir, cfg, torch.float32, torch.device("cpu"), batch_invariant=False
+    )
     assert isinstance(model, DecoderForCausalLM)  # these tests load Llama-family checkpoints
     return model
 
 
 def test_registry_names_every_supported_architecture() -> None:
-    assert sorted(MODEL_CLASSES) == ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM"]
-    with pytest.raises(UnsupportedArchitectureError,
-                       match="'GPT2LMHeadModel'.*LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM"):
+    assert sorted(MODEL_CLASSES) == [
+        "LlamaForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForCausalLM",
+    ]
+    with pytest.raises(
+        UnsupportedArchitectureError,
+        match="'GPT2LMHeadModel'.*LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM",
+    ):
         model_class_for("GPT2LMHeadModel")
 
 
@@ -48,7 +58,9 @@ def test_missing_tensor_is_named(make_checkpoint: CheckpointMaker) -> None:
     tensors = load_file(model_dir / "model.safetensors")
     del tensors["model.layers.1.mlp.up_proj.weight"]
     save_file(tensors, model_dir / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(CheckpointError, match=r"lacks tensor 'model.layers.1.mlp.up_proj.weight' \(expected shape \[96, 64\]\)"):
+    with pytest.raises(
+        CheckpointError, match=r"lacks tensor 'model.layers.1.mlp.up_proj.weight' \(expected shape \[96, 64\]\)"
+    ):
         _load(model_dir)
 
 
@@ -58,7 +70,10 @@ def test_mis_shaped_tensor_names_both_shapes(make_checkpoint: CheckpointMaker) -
     tensors = load_file(model_dir / "model.safetensors")
     tensors["model.layers.0.self_attn.k_proj.weight"] = torch.zeros(24, 64)
     save_file(tensors, model_dir / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(CheckpointError, match=r"'model.layers.0.self_attn.k_proj.weight' has shape \[24, 64\]; the config implies \[32, 64\]"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"'model.layers.0.self_attn.k_proj.weight' has shape \[24, 64\]; the config implies \[32, 64\]",
+    ):
         _load(model_dir)
 
 
@@ -68,7 +83,9 @@ def test_sharded_checkpoint_loads_the_same_weights(make_checkpoint: CheckpointMa
     assert len(list(sharded.glob("*.safetensors"))) > 1 and (sharded / "model.safetensors.index.json").is_file()
     a, b = _load(whole), _load(sharded)
     assert isinstance(a, model_class_for("LlamaForCausalLM")) and isinstance(b, type(a))
-    for la, lb in zip(a.projections, b.projections, strict=True):  # the decoder keeps each matrix in its projection only
+    for la, lb in zip(
+        a.projections, b.projections, strict=True
+    ):  # the decoder keeps each matrix in its projection only
         for pa, pb in ((la.qkv, lb.qkv), (la.o, lb.o), (la.gate_up, lb.gate_up), (la.down, lb.down)):
             assert isinstance(pa, PackedLinear) and isinstance(pb, PackedLinear) and torch.equal(pa.plain, pb.plain)
 

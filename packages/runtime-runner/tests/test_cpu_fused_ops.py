@@ -50,8 +50,11 @@ def test_add_rms_norm_equals_the_residual_add_and_transformers_norm(dtype: torch
     _assert_matches(normed, _rms_norm_reference(x + delta, weight, 1e-5), exact=dtype == torch.bfloat16)
     _assert_matches(rms_norm(x, weight, 1e-5), _rms_norm_reference(x, weight, 1e-5), exact=dtype == torch.bfloat16)
     wide = torch.randn(3, 20000, generator=gen).to(dtype)  # wider than any hidden size in use: rows are heap-buffered
-    _assert_matches(rms_norm(wide, torch.ones(20000, dtype=dtype), 1e-5), _rms_norm_reference(wide, torch.ones(20000, dtype=dtype), 1e-5),
-                    exact=dtype == torch.bfloat16)
+    _assert_matches(
+        rms_norm(wide, torch.ones(20000, dtype=dtype), 1e-5),
+        _rms_norm_reference(wide, torch.ones(20000, dtype=dtype), 1e-5),
+        exact=dtype == torch.bfloat16,
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -117,7 +120,9 @@ def test_the_public_ops_take_the_cpp_path_on_a_cpu() -> None:
     weight, gate_up = torch.rand(576, generator=gen) + 0.5, torch.randn(64, 2 * 1536, generator=gen) * 4
     assert not torch.equal(cpu_fused_ops.silu_mul(gate_up), F.silu(gate_up[:, :1536]) * gate_up[:, 1536:])
     assert torch.equal(silu_and_mul(gate_up), cpu_fused_ops.silu_mul(gate_up))
-    assert not torch.equal(cpu_fused_ops.add_rms_norm(x, delta, weight, 1e-6)[1], _rms_norm_reference(x + delta, weight, 1e-6))
+    assert not torch.equal(
+        cpu_fused_ops.add_rms_norm(x, delta, weight, 1e-6)[1], _rms_norm_reference(x + delta, weight, 1e-6)
+    )
     assert torch.equal(add_rms_norm(x, delta, weight, 1e-6)[1], cpu_fused_ops.add_rms_norm(x, delta, weight, 1e-6)[1])
     assert torch.equal(rms_norm(x, weight, 1e-6), cpu_fused_ops.add_rms_norm(x, None, weight, 1e-6)[1])
 
@@ -127,8 +132,9 @@ def test_other_dtypes_and_traced_code_keep_the_torch_forms() -> None:
     x = torch.randn(3, 16, dtype=torch.float64)
     assert not cpu_fused_ops.handles(x)
     assert not cpu_fused_ops.handles(x.float(), x)
-    torch.testing.assert_close(rms_norm(x, torch.ones(16, dtype=torch.float64), 1e-6),
-                               x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+    torch.testing.assert_close(
+        rms_norm(x, torch.ones(16, dtype=torch.float64), 1e-6), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    )
 
     @torch.compile(backend="eager", fullgraph=True)
     def traced(t: torch.Tensor) -> torch.Tensor:

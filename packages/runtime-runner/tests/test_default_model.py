@@ -76,13 +76,22 @@ def test_the_wheel_carries_the_gguf_file() -> None:
 
 def test_conversion_is_a_loadable_checkpoint_with_tokenizer_and_chat_template(converted: Path) -> None:
     cfg = read_arch_config(converted)
-    assert (cfg.architecture, cfg.vocab_size, cfg.num_layers, cfg.tie_word_embeddings) == ("LlamaForCausalLM", 49152, 30, True)
-    model = model_class_for(cfg.architecture).load(converted, cfg, torch.bfloat16, torch.device("cpu"), batch_invariant=False)
+    assert (cfg.architecture, cfg.vocab_size, cfg.num_layers, cfg.tie_word_embeddings) == (
+        "LlamaForCausalLM",
+        49152,
+        30,
+        True,
+    )
+    model = model_class_for(cfg.architecture).load(
+        converted, cfg, torch.bfloat16, torch.device("cpu"), batch_invariant=False
+    )
     assert model.weights.embed.shape == (49152, 576)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(converted)
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert "<|im_start|>user\nHi<|im_end|>" in rendered and rendered.endswith("<|im_start|>assistant\n")
 
 
@@ -107,8 +116,12 @@ def test_a_killed_conversion_leaves_no_model_directory(tmp_path: Path) -> None:
 
     Reverse-verified: converting straight into the target directory leaves it behind, partial."""
     env = {**os.environ, CACHE_ENV: str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    child = subprocess.Popen([sys.executable, "-c", f"from {default_model.__name__} import ensure_default_model; ensure_default_model()"],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"from {default_model.__name__} import ensure_default_model; ensure_default_model()"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 180
         while not any(p.is_file() for p in tmp_path.rglob("*")):
@@ -161,7 +174,11 @@ def test_tokenizer_special_tokens_agree_with_the_config_and_the_gguf_metadata(co
     assert tokenizer.pad_token_id == config["pad_token_id"] == generation["pad_token_id"] == declared["pad"]
     assert tokenizer.unk_token_id == config["unk_token_id"] == declared["unk"]
     assert (tokenizer.eos_token, tokenizer.bos_token, tokenizer.pad_token, tokenizer.unk_token) == (
-        "<|im_end|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>")
+        "<|im_end|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|endoftext|>",
+    )
 
 
 def test_tokenizer_json_reads_as_a_byte_level_bpe_to_llama_cpps_loaders(converted: Path) -> None:
@@ -193,7 +210,9 @@ def gguf_tokenizer() -> Any:
 
 
 @pytest.mark.parametrize("kind", sorted(TEXTS))
-def test_tokenization_round_trips_and_matches_the_gguf_tokenizer(converted: Path, gguf_tokenizer: Any, kind: str) -> None:
+def test_tokenization_round_trips_and_matches_the_gguf_tokenizer(
+    converted: Path, gguf_tokenizer: Any, kind: str
+) -> None:
     """Token for token what transformers' tokenizer loaded from the GGUF file gives (same vocabulary,
     merges and splitting), and decoding gives the text back.
 
@@ -223,7 +242,7 @@ def test_the_model_ends_its_answer_with_the_eos_the_chat_template_closes_turns_w
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=48, do_sample=False)
-    generated = output[0, prompt["input_ids"].shape[1]:].tolist()
+    generated = output[0, prompt["input_ids"].shape[1] :].tolist()
     assert generated[-1] == tokenizer.eos_token_id == model.generation_config.eos_token_id
     answer = tokenizer.decode(generated[:-1])
     assert "Paris" in answer
@@ -244,7 +263,9 @@ def test_is_converted_requires_the_marker_of_the_current_conversion(converted: P
     assert is_converted(target)
 
 
-def test_a_conversion_by_older_code_is_converted_again_in_place(converted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_conversion_by_older_code_is_converted_again_in_place(
+    converted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cache directory as the previous code left it (no marker; the tokenizer files transformers'
     GGUF converter writes, EOS <|im_start|>) is not served: the first use converts again and
     replaces it whole, leaving nothing else behind in the cache.
@@ -256,7 +277,9 @@ def test_a_conversion_by_older_code_is_converted_again_in_place(converted: Path,
     from transformers import AutoTokenizer
 
     target = tmp_path / DEFAULT_MODEL_NAME
-    _linked_copy(converted, target, skip=(MARKER_FILE, "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"))
+    _linked_copy(
+        converted, target, skip=(MARKER_FILE, "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+    )
     gguf_file = bundled_gguf()
     AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name).save_pretrained(target)
     assert AutoTokenizer.from_pretrained(target).eos_token_id == 1  # the defect the old conversion had

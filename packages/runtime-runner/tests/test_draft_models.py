@@ -33,12 +33,15 @@ def _target(model_dir: Path, *, batch_invariant: bool = False) -> DecoderForCaus
 
 def _draft(model_dir: Path, target: DecoderForCausalLM, *, batch_invariant: bool = False) -> DraftDecoder:
     cfg = read_arch_config(model_dir)
-    return draft_class_for(cfg.architecture).load(model_dir, cfg, torch.float32, CPU, batch_invariant=batch_invariant,
-                                                  target=target)
+    return draft_class_for(cfg.architecture).load(
+        model_dir, cfg, torch.float32, CPU, batch_invariant=batch_invariant, target=target
+    )
 
 
 def _dense_causal(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True)
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True
+    )
     return out.transpose(0, 1)
 
 
@@ -70,14 +73,23 @@ def _with_random_vectors(model_dir: Path) -> Path:
 
 
 def test_the_registry_has_a_draft_class_per_family() -> None:
-    assert sorted(DRAFT_CLASSES) == ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM"]
-    with pytest.raises(UnsupportedArchitectureError, match="'GPT2LMHeadModel' has no draft.*LlamaForCausalLM, Qwen2ForCausalLM"):
+    assert sorted(DRAFT_CLASSES) == [
+        "LlamaForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForCausalLM",
+    ]
+    with pytest.raises(
+        UnsupportedArchitectureError, match="'GPT2LMHeadModel' has no draft.*LlamaForCausalLM, Qwen2ForCausalLM"
+    ):
         draft_class_for("GPT2LMHeadModel")
 
 
 @pytest.mark.parametrize("batch_invariant", [False, True])
-def test_a_draft_of_the_targets_checkpoint_shares_embedding_and_head(batch_invariant: bool,
-                                                                     make_checkpoint: CheckpointMaker) -> None:
+def test_a_draft_of_the_targets_checkpoint_shares_embedding_and_head(
+    batch_invariant: bool, make_checkpoint: CheckpointMaker
+) -> None:
     """Untied: the embedding, the LM head matrix and the head's packed copy are the target's."""
     model_dir = make_checkpoint("LlamaForCausalLM")
     target = _target(model_dir, batch_invariant=batch_invariant)
@@ -101,7 +113,9 @@ def test_a_tied_head_is_counted_once(make_checkpoint: CheckpointMaker) -> None:
     assert draft.bytes_shared_with_target == 2 * MATRIX_BYTES  # the embedding and the head's panels
 
 
-def test_a_draft_of_other_projections_shares_the_matrices_but_packs_its_own_head(make_checkpoint: CheckpointMaker) -> None:
+def test_a_draft_of_other_projections_shares_the_matrices_but_packs_its_own_head(
+    make_checkpoint: CheckpointMaker,
+) -> None:
     model_dir = make_checkpoint("LlamaForCausalLM")
     target = _target(model_dir, batch_invariant=True)
     draft = _draft(model_dir, target, batch_invariant=False)
@@ -110,8 +124,9 @@ def test_a_draft_of_other_projections_shares_the_matrices_but_packs_its_own_head
     assert draft.bytes_shared_with_target == 2 * MATRIX_BYTES
 
 
-def test_a_draft_of_another_seed_shares_nothing(make_checkpoint: CheckpointMaker, make_model: Callable[..., Any],
-                                                tmp_path: Path) -> None:
+def test_a_draft_of_another_seed_shares_nothing(
+    make_checkpoint: CheckpointMaker, make_model: Callable[..., Any], tmp_path: Path
+) -> None:
     target = _target(make_checkpoint("LlamaForCausalLM"))
     model = make_model("LlamaForCausalLM")
     torch.manual_seed(1)
@@ -133,8 +148,11 @@ def test_a_draft_without_embedding_and_head_takes_the_targets(make_checkpoint: C
 def test_a_missing_embedding_the_target_cannot_stand_in_for_is_refused(make_checkpoint: CheckpointMaker) -> None:
     target = _target(make_checkpoint("LlamaForCausalLM"))
     narrow = _without(make_checkpoint("LlamaForCausalLM", hidden_size=32), EMBED)
-    with pytest.raises(CheckpointError, match=r"lacks tensor 'model.embed_tokens.weight' \(expected shape \[96, 32\]\) "
-                                              r"and the one in hand has shape \[96, 64\]"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"lacks tensor 'model.embed_tokens.weight' \(expected shape \[96, 32\]\) "
+        r"and the one in hand has shape \[96, 64\]",
+    ):
         _draft(narrow, target)
 
 
@@ -144,13 +162,17 @@ def test_a_draft_over_another_vocabulary_is_refused_naming_both_sizes(make_check
         _draft(make_checkpoint("LlamaForCausalLM", vocab_size=80), target)
 
 
-@pytest.mark.parametrize("architecture,overrides", [
-    ("LlamaForCausalLM", {"attention_bias": True, "mlp_bias": True}),
-    ("Qwen2ForCausalLM", {}),
-    ("Qwen3ForCausalLM", {}),
-])
-def test_each_familys_draft_runs_its_checkpoint_as_the_target_does(architecture: str, overrides: dict[str, Any],
-                                                                     make_checkpoint: CheckpointMaker) -> None:
+@pytest.mark.parametrize(
+    "architecture,overrides",
+    [
+        ("LlamaForCausalLM", {"attention_bias": True, "mlp_bias": True}),
+        ("Qwen2ForCausalLM", {}),
+        ("Qwen3ForCausalLM", {}),
+    ],
+)
+def test_each_familys_draft_runs_its_checkpoint_as_the_target_does(
+    architecture: str, overrides: dict[str, Any], make_checkpoint: CheckpointMaker
+) -> None:
     """The loader's decisions show in the logits: Qwen2's q/k/v biases, Qwen3's q/k norms.
 
     Reverse-verified: with DraftDecoder delegating every hook but weight_layout (the loader then takes

@@ -27,7 +27,9 @@ def _at_threads(threads: int, compute: Callable[[], None]) -> None:
 
 @settings(max_examples=20, deadline=None)
 @given(rows=st.integers(1, 300), dtype=DTYPES, threads=st.integers(1, 3), seed=st.integers(0, 2**16))
-def test_each_row_of_every_fused_op_equals_the_row_alone(rows: int, dtype: torch.dtype, threads: int, seed: int) -> None:
+def test_each_row_of_every_fused_op_equals_the_row_alone(
+    rows: int, dtype: torch.dtype, threads: int, seed: int
+) -> None:
     """Large batches (past the ops' threshold of rows per thread) against one row at a time on one
     thread. Reverse-verified by hand: summing a norm's 16 partial sums of squares in reverse order
     when the call has more than one row fails this test."""

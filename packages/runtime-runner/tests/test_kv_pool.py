@@ -67,4 +67,9 @@ def test_write_stores_at_the_given_slots() -> None:
     pool = _pool()
     k, v = torch.ones(2, 2, 8), torch.full((2, 2, 8), 2.0)
     pool.write(1, torch.tensor([3, 7]), k, v)
-    assert pool.k[1][:, 3].eq(1).all() and pool.v[1][:, 7].eq(2).all() and pool.k[1][:, 4].eq(0).all() and pool.k[0].eq(0).all()
+    assert (
+        pool.k[1][:, 3].eq(1).all()
+        and pool.v[1][:, 7].eq(2).all()
+        and pool.k[1][:, 4].eq(0).all()
+        and pool.k[0].eq(0).all()
+    )

@@ -82,8 +82,11 @@ def test_a_class_answering_no_hook_takes_every_default(make_checkpoint: Checkpoi
     cfg = read_arch_config(model_dir)
     layout = default_weight_layout(cfg)
     assert decisions_of(AnswersNothing, cfg) == LoaderDecisions(
-        weight_layout=layout, fused_projections=FusedProjections(qkv=False, gate_up=False), tied_embeddings=False,
-        expected_tensors=layout_tensors(cfg, layout, False))
+        weight_layout=layout,
+        fused_projections=FusedProjections(qkv=False, gate_up=False),
+        tied_embeddings=False,
+        expected_tensors=layout_tensors(cfg, layout, False),
+    )
     bare = AnswersNothing.load(model_dir, cfg, torch.float32, CPU, batch_invariant=False)
     llama = LlamaForCausalLM.load(model_dir, cfg, torch.float32, CPU, batch_invariant=False)
     assert isinstance(bare._projections[0].qkv, ConcatProjection) and len(bare._projections[0].qkv.parts) == 3
@@ -92,11 +95,16 @@ def test_a_class_answering_no_hook_takes_every_default(make_checkpoint: Checkpoi
 
     def causal(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True).transpose(0, 1)
+            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True
+        ).transpose(0, 1)
 
     with torch.inference_mode():
-        torch.testing.assert_close(bare.logits(bare.hidden_states(ids, positions, causal)),
-                                   llama.logits(llama.hidden_states(ids, positions, causal)), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            bare.logits(bare.hidden_states(ids, positions, causal)),
+            llama.logits(llama.hidden_states(ids, positions, causal)),
+            atol=1e-5,
+            rtol=1e-5,
+        )
 
 
 def test_an_answer_of_the_wrong_kind_names_the_class_and_hook(make_checkpoint: CheckpointMaker) -> None:
@@ -114,6 +122,8 @@ def test_every_missing_tensor_is_named_in_one_error(make_checkpoint: CheckpointM
     cfg = read_arch_config(model_dir)
     with pytest.raises(CheckpointError) as refused:
         Qwen3ForCausalLM.load(model_dir, cfg, torch.float32, CPU, batch_invariant=False)
-    assert ("lacks tensor 'model.layers.0.self_attn.q_norm.weight' (expected shape [16]), "
-            "tensor 'model.layers.1.mlp.down_proj.weight' (expected shape [64, 96]), "
-            "tensor 'lm_head.weight' (expected shape [96, 64]);") in str(refused.value)
+    assert (
+        "lacks tensor 'model.layers.0.self_attn.q_norm.weight' (expected shape [16]), "
+        "tensor 'model.layers.1.mlp.down_proj.weight' (expected shape [64, 96]), "
+        "tensor 'lm_head.weight' (expected shape [96, 64]);"
+    ) in str(refused.value)

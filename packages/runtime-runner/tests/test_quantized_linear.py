@@ -27,12 +27,15 @@ from runtime_runner.kernels.quantized_tensor import GGML_TYPE_OF, QuantizedTenso
 KINDS = ("q8_0", "q4_0", "q4_1", "int8")
 DTYPES = (torch.float32, torch.bfloat16)
 _INT_OF = {torch.float32: torch.int32, torch.bfloat16: torch.int16}
-_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                          ctypes.c_int64)
+_ENTRY = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64
+)
 
 
 def _assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
-    assert got.dtype == want.dtype and got.shape == want.shape, f"{what}: {got.dtype} {got.shape} vs {want.dtype} {want.shape}"
+    assert got.dtype == want.dtype and got.shape == want.shape, (
+        f"{what}: {got.dtype} {got.shape} vs {want.dtype} {want.shape}"
+    )
     differ = int((got.view(_INT_OF[got.dtype]) != want.view(_INT_OF[want.dtype])).sum())
     assert differ == 0, f"{what}: {differ} of {got.numel()} elements differ"
 
@@ -49,8 +52,9 @@ def _quantized(kind: str, n: int, k: int, seed: int) -> QuantizedTensor:
     return QuantizedTensor(kind, torch.from_numpy(np.ascontiguousarray(blocks)), None, (n, k))  # type: ignore[arg-type]
 
 
-def _operands(kind: str, seed: int, m: int, n: int, k: int, dtype: torch.dtype, with_bias: bool
-              ) -> tuple[QuantizedTensor, torch.Tensor, torch.Tensor | None]:
+def _operands(
+    kind: str, seed: int, m: int, n: int, k: int, dtype: torch.dtype, with_bias: bool
+) -> tuple[QuantizedTensor, torch.Tensor, torch.Tensor | None]:
     gen = torch.Generator().manual_seed(seed + 7)
     x = torch.randn(m, k, generator=gen).to(dtype)
     bias = torch.randn(n, generator=gen) if with_bias else None
@@ -104,12 +108,28 @@ def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: st
 
 
 @settings(max_examples=60, deadline=None)
-@given(kind=st.sampled_from(KINDS), dtype=st.sampled_from(DTYPES), m=st.integers(1, 70), other_m=st.integers(1, 70),
-       n=st.integers(1, 300), blocks=st.integers(1, 10), with_bias=st.booleans(), seed=st.integers(0, 2**31 - 1),
-       data=st.data())
+@given(
+    kind=st.sampled_from(KINDS),
+    dtype=st.sampled_from(DTYPES),
+    m=st.integers(1, 70),
+    other_m=st.integers(1, 70),
+    n=st.integers(1, 300),
+    blocks=st.integers(1, 10),
+    with_bias=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+    data=st.data(),
+)
 def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
-        kind: str, dtype: torch.dtype, m: int, other_m: int, n: int, blocks: int, with_bias: bool, seed: int,
-        data: st.DataObject) -> None:
+    kind: str,
+    dtype: torch.dtype,
+    m: int,
+    other_m: int,
+    n: int,
+    blocks: int,
+    with_bias: bool,
+    seed: int,
+    data: st.DataObject,
+) -> None:
     """Every row of an M-row call equals that row computed alone (M=1), and within another batch
     of `other_m` rows at a random position, and the whole call equals itself on 1 and 2 threads
     (shapes up to ~7M multiply-adds, past the threshold for a second thread).
@@ -182,16 +202,23 @@ def test_the_portable_path_computes_the_same_values_and_chains() -> None:
     """Built without AVX2/FMA the kernel de-quantizes one value at a time and chains with
     std::fma; every kind and dtype gives the AVX2 path's bits. Reverse-verified: accumulating the
     portable path as x * w + acc (two roundings) makes 298 of the 693 q8_0 fp32 elements differ."""
-    portable = ql.bind(load_library(ql.SOURCE, (*ql.FLAGS, "-mno-avx2", "-mno-fma"), package="runtime-runner",
-                                    what="the quantized linear's portable path"))
+    portable = ql.bind(
+        load_library(
+            ql.SOURCE,
+            (*ql.FLAGS, "-mno-avx2", "-mno-fma"),
+            package="runtime-runner",
+            what="the quantized linear's portable path",
+        )
+    )
     assert portable.quantized_linear_has_avx2() == 0
     for kind in KINDS:
         for dtype in DTYPES:
             weight, x, bias = _operands(kind, 9, 9, 77, 128, dtype, True)
             linear = QuantizedLinear.of(weight, bias, dtype)
             out = torch.empty(9, 77, dtype=dtype)
-            getattr(portable, f"quantized_linear_{linear.suffix}")(ctypes.addressof(linear.matrix), x.data_ptr(), 128, 9,
-                                                                   out.data_ptr(), 2)
+            getattr(portable, f"quantized_linear_{linear.suffix}")(
+                ctypes.addressof(linear.matrix), x.data_ptr(), 128, 9, out.data_ptr(), 2
+            )
             _assert_same_bits(out, linear(x), f"portable {kind} {dtype}")
 
 
@@ -262,7 +289,9 @@ def test_refuses_what_it_cannot_take() -> None:
     with pytest.raises(ValueError, match="is not one of q8_0, q4_0, q4_1, int8"):
         QuantizedTensor("q5_0", weight.data, None, (6, 64))  # type: ignore[arg-type]
     linear = QuantizedLinear.of(weight, None, torch.bfloat16)
-    with pytest.raises(ValueError, match="takes CPU rows \\[M, 64\\] of torch.bfloat16; got shape \\(3, 64\\), dtype torch.float32"):
+    with pytest.raises(
+        ValueError, match="takes CPU rows \\[M, 64\\] of torch.bfloat16; got shape \\(3, 64\\), dtype torch.float32"
+    ):
         linear(torch.randn(3, 64))
     with pytest.raises(ValueError, match="got shape \\(3, 32\\)"):
         linear(torch.randn(3, 32).bfloat16())

@@ -18,8 +18,10 @@ LAYERS = (LinearLayerState(conv_channels=96, conv_width=4, heads=4, k_dim=16, v_
 @pytest.fixture(autouse=True)
 def _published() -> Iterator[None]:
     config_bags.unpublish()
-    config_bags.publish(Bags(schedule=ScheduleBag(max_running_requests=6),
-                             exec=ExecBag(mamba=MambaBag(mamba_ssm_dtype="bfloat16"))), role="standalone")
+    config_bags.publish(
+        Bags(schedule=ScheduleBag(max_running_requests=6), exec=ExecBag(mamba=MambaBag(mamba_ssm_dtype="bfloat16"))),
+        role="standalone",
+    )
     yield
     config_bags.unpublish()
 

@@ -17,8 +17,9 @@ from runtime_runner.attention_seam import AttentionBackend
 from runtime_runner.runner import ModelRunner
 
 
-def _no_attention(prefill: str, decode: str, /, *, device_type: str, is_draft_override: bool = False,
-                  batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+def _no_attention(
+    prefill: str, decode: str, /, *, device_type: str, is_draft_override: bool = False, batch_invariant: bool = False
+) -> tuple[AttentionStamp, AttentionBackend]:
     raise AssertionError("the runner asked for its attention pair before it was refused")
 
 

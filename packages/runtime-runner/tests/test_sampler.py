@@ -14,7 +14,9 @@ from runtime_runner.standalone import Request, Sampling
 VOCAB = 12
 
 
-def _req(sampling: Sampling, *, prompt: tuple[int, ...] = (0,), output: tuple[int, ...] = (), sample_it: bool = True) -> Request:
+def _req(
+    sampling: Sampling, *, prompt: tuple[int, ...] = (0,), output: tuple[int, ...] = (), sample_it: bool = True
+) -> Request:
     return Request("r", 0, 1, (0,), sample_it, sampling, prompt, output)
 
 
@@ -97,7 +99,9 @@ def test_same_seed_same_tokens_whatever_the_batch() -> None:
 
 def test_penalties_match_their_definitions() -> None:
     logits = torch.tensor([[2.0, -1.0, 0.5, 3.0]])
-    req = _req(Sampling(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25), prompt=(0,), output=(2, 2, 1))
+    req = _req(
+        Sampling(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25), prompt=(0,), output=(2, 2, 1)
+    )
     got = apply_penalties(logits, [req])
     # token 0: prompt only -> repetition; token 1: once in output; token 2: twice; token 3: unseen
     expected = torch.tensor([[2.0 / 2, (-1.0 - 0.5 - 0.25) * 2, (0.5 - 1.0 - 0.25) * 2, 3.0]])
@@ -160,9 +164,15 @@ class _DeviceLostAtTopK:
         raise self._error
 
 
-@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory"), MemoryError("host"),
-                                   RuntimeError("CUDA error: an illegal memory access was encountered")],
-                         ids=["torch OOM", "MemoryError", "CUDA error"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.OutOfMemoryError("CUDA out of memory"),
+        MemoryError("host"),
+        RuntimeError("CUDA error: an illegal memory access was encountered"),
+    ],
+    ids=["torch OOM", "MemoryError", "CUDA error"],
+)
 def test_a_device_fault_while_sampling_is_never_one_request_s_failure(error: BaseException) -> None:
     """Reverse-verified: without the is_device_fault re-raise in _each_alone, the fault came back
     as the request's error and sampling went on."""

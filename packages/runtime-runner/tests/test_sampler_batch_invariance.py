@@ -29,7 +29,9 @@ SAMPLING = st.builds(
 )
 REQUEST = st.builds(
     lambda sampling, prompt, output: Request("r", 0, 1, (0,), True, sampling, tuple(prompt), tuple(output)),
-    SAMPLING, st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=8), st.lists(st.integers(0, VOCAB - 1), max_size=8),
+    SAMPLING,
+    st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=8),
+    st.lists(st.integers(0, VOCAB - 1), max_size=8),
 )
 
 

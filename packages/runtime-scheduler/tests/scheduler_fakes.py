@@ -122,8 +122,13 @@ class KvFaithfulExecutor:
             verified.append(FakeSamples(ids, (None,) * len(ids), (None,) * len(ids)))
         if self.keep_batches:
             self.batches.append(batch)
-        return FakeOutput(tuple(v.token_ids[-1] for v in verified), (None,) * len(verified), (None,) * len(verified),
-                          (None,) * len(verified), tuple(verified))
+        return FakeOutput(
+            tuple(v.token_ids[-1] for v in verified),
+            (None,) * len(verified),
+            (None,) * len(verified),
+            (None,) * len(verified),
+            tuple(verified),
+        )
 
 
 def build(

@@ -70,10 +70,20 @@ def test_stop_token_eos_and_ignore_eos() -> None:
     third = free_run[2]
     assert third not in free_run[:2]
     scheduler, _ = build()
-    scheduler.add_request(Request(rid="stop", prompt_ids=prompt, stop=StopConditions(max_new_tokens=12, stop_token_ids=frozenset({third}))))
-    scheduler.add_request(Request(rid="eos", prompt_ids=prompt, stop=StopConditions(max_new_tokens=12, eos_token_ids=frozenset({third}))))
     scheduler.add_request(
-        Request(rid="ignored", prompt_ids=prompt, stop=StopConditions(max_new_tokens=12, eos_token_ids=frozenset({third}), ignore_eos=True))
+        Request(
+            rid="stop", prompt_ids=prompt, stop=StopConditions(max_new_tokens=12, stop_token_ids=frozenset({third}))
+        )
+    )
+    scheduler.add_request(
+        Request(rid="eos", prompt_ids=prompt, stop=StopConditions(max_new_tokens=12, eos_token_ids=frozenset({third})))
+    )
+    scheduler.add_request(
+        Request(
+            rid="ignored",
+            prompt_ids=prompt,
+            stop=StopConditions(max_new_tokens=12, eos_token_ids=frozenset({third}), ignore_eos=True),
+        )
     )
     t = run_to_completion(scheduler)
     assert t.tokens["stop"] == t.tokens["eos"] == free_run[:3]

@@ -49,11 +49,16 @@ class SchedulerMachine(RuleBasedStateMachine):
     def build(self, page_size: int, pages: int, chunk: int, policy: str, max_running: int) -> None:
         unpublish()
         schedule = ScheduleBag(
-            page_size=page_size, chunked_prefill_size=chunk, schedule_policy=policy, max_running_requests=max_running  # type: ignore[arg-type]
+            page_size=page_size,
+            chunked_prefill_size=chunk,
+            schedule_policy=policy,
+            max_running_requests=max_running,  # type: ignore[arg-type]
         )
         publish(Bags(schedule=schedule), role="standalone")
         slots = pages * page_size
-        self.scheduler = Scheduler(KvFaithfulExecutor(slots, page_size), model_max_length=CONTEXT, max_total_tokens=slots)
+        self.scheduler = Scheduler(
+            KvFaithfulExecutor(slots, page_size), model_max_length=CONTEXT, max_total_tokens=slots
+        )
 
     @property
     def s(self) -> Scheduler:
@@ -67,7 +72,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         eos=st.sampled_from(EOS_SETS),
         ignore_eos=st.booleans(),
     )
-    def arrive(self, prefix: tuple[int, ...], tail: list[int], max_new: int, eos: frozenset[int], ignore_eos: bool) -> None:
+    def arrive(
+        self, prefix: tuple[int, ...], tail: list[int], max_new: int, eos: frozenset[int], ignore_eos: bool
+    ) -> None:
         prompt = prefix + tuple(tail) or (3,)
         stop = StopConditions(max_new_tokens=max_new, eos_token_ids=eos, ignore_eos=ignore_eos)
         rid = f"r{self.count}"

@@ -20,7 +20,10 @@ def test_a_prompt_that_fills_the_context_is_refused_and_leaves_no_trace() -> Non
     assert not scheduler.has_work()
     assert scheduler.step() == []
     # Refused, so the rid is free to use again.
-    assert scheduler.add_request(Request(rid="r", prompt_ids=tuple(range(7)), stop=StopConditions(max_new_tokens=1))) is None
+    assert (
+        scheduler.add_request(Request(rid="r", prompt_ids=tuple(range(7)), stop=StopConditions(max_new_tokens=1)))
+        is None
+    )
 
 
 def test_a_prompt_longer_than_the_pool_is_refused() -> None:
@@ -135,7 +138,10 @@ def test_an_executor_answering_the_wrong_count_fails_its_step() -> None:
     events = scheduler.step()
     assert [(e.rid, e.token_id, e.finish_reason) for e in events] == [("a", None, "abort")]
     assert events[0].error is not None
-    assert "(token ids, logprobs, top logprobs, errors) of lengths (0, 1, 1, 1) for a batch of 1 requests" in events[0].error
+    assert (
+        "(token ids, logprobs, top logprobs, errors) of lengths (0, 1, 1, 1) for a batch of 1 requests"
+        in events[0].error
+    )
     scheduler.audit()
     assert not scheduler.has_work() and scheduler.metrics().num_failed == 1
 
@@ -167,7 +173,10 @@ def test_a_failed_forward_fails_that_step_s_requests_frees_their_pages_and_servi
     events = scheduler.step()
     assert sorted((e.rid, e.finish_reason) for e in events) == [("a", "abort"), ("b", "abort"), ("c", "abort")]
     for e in events:
-        assert e.token_id is None and e.error == "request failed: the model forward of its step raised OSError: the disk went away"
+        assert (
+            e.token_id is None
+            and e.error == "request failed: the model forward of its step raised OSError: the disk went away"
+        )
     scheduler.audit()
     metrics = scheduler.metrics()
     assert (metrics.num_running, metrics.num_waiting, metrics.num_failed, metrics.num_finished) == (0, 1, 3, 0)

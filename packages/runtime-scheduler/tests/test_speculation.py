@@ -64,13 +64,21 @@ class ScriptedSpeculator:
         self.forgotten.add(rid)
 
 
-def build_speculative(*, slots: int, wrong_every: int, num_draft_tokens: int = 4, **schedule: object
-                      ) -> tuple[Scheduler, KvFaithfulExecutor, ScriptedSpeculator]:
-    bags = Bags(schedule=ScheduleBag(**schedule), model=ModelBag(),  # type: ignore[arg-type]
-                spec=SpecBag(speculative_algorithm="ngram", speculative_num_draft_tokens=num_draft_tokens))
+def build_speculative(
+    *, slots: int, wrong_every: int, num_draft_tokens: int = 4, **schedule: object
+) -> tuple[Scheduler, KvFaithfulExecutor, ScriptedSpeculator]:
+    bags = Bags(
+        schedule=ScheduleBag(**schedule),
+        model=ModelBag(),  # type: ignore[arg-type]
+        spec=SpecBag(speculative_algorithm="ngram", speculative_num_draft_tokens=num_draft_tokens),
+    )
     publish(bags, role="standalone")
     executor, speculator = KvFaithfulExecutor(slots, bags.schedule.page_size), ScriptedSpeculator(wrong_every)
-    return Scheduler(executor, model_max_length=256, max_total_tokens=slots, speculator=speculator), executor, speculator
+    return (
+        Scheduler(executor, model_max_length=256, max_total_tokens=slots, speculator=speculator),
+        executor,
+        speculator,
+    )
 
 
 @pytest.mark.parametrize("page_size", [1, 4])
@@ -84,8 +92,9 @@ def test_outputs_equal_the_reference_whatever_is_accepted(page_size: int, wrong_
     tokens"); with `SpeculativeDecoding._reserve_draft_pages` answering `room` whether or not the
     pool gave its pages, drafts land in pages the request does not hold and request a's output
     diverges."""
-    scheduler, executor, speculator = build_speculative(slots=slots, wrong_every=wrong_every, page_size=page_size,
-                                                        chunked_prefill_size=8, max_prefill_tokens=48)
+    scheduler, executor, speculator = build_speculative(
+        slots=slots, wrong_every=wrong_every, page_size=page_size, chunked_prefill_size=8, max_prefill_tokens=48
+    )
     stop = StopConditions(max_new_tokens=15, ignore_eos=True)
     for rid, prompt in PROMPTS.items():
         assert scheduler.add_request(Request(rid=rid, prompt_ids=prompt, stop=stop)) is None
@@ -105,7 +114,9 @@ def test_outputs_equal_the_reference_whatever_is_accepted(page_size: int, wrong_
 
 
 def test_a_verify_never_mixes_with_prompt_work_and_offers_fit_the_request() -> None:
-    scheduler, executor, speculator = build_speculative(slots=200, wrong_every=3, chunked_prefill_size=4, max_prefill_tokens=8)
+    scheduler, executor, speculator = build_speculative(
+        slots=200, wrong_every=3, chunked_prefill_size=4, max_prefill_tokens=8
+    )
     stop = StopConditions(max_new_tokens=6, ignore_eos=True)
     for rid, prompt in PROMPTS.items():
         scheduler.add_request(Request(rid=rid, prompt_ids=prompt, stop=stop))
@@ -158,7 +169,9 @@ def test_a_speculator_that_breaks_its_offer_fails_that_step_and_the_scheduler_se
     publish(Bags(spec=SpecBag(speculative_algorithm="ngram")), role="standalone")
     executor = KvFaithfulExecutor(128, 1)
     scheduler = Scheduler(executor, model_max_length=256, max_total_tokens=128, speculator=_Overreaching(0))
-    scheduler.add_request(Request(rid="x", prompt_ids=(1, 2, 3), stop=StopConditions(max_new_tokens=5, ignore_eos=True)))
+    scheduler.add_request(
+        Request(rid="x", prompt_ids=(1, 2, 3), stop=StopConditions(max_new_tokens=5, ignore_eos=True))
+    )
     t = run_to_completion(scheduler)
     assert t.reasons["x"] == "abort" and "the speculator proposed" in (t.errors.get("x") or "")
     assert scheduler.metrics().num_failed == 1
@@ -196,7 +209,9 @@ def test_a_step_shares_its_draft_limit_evenly_among_its_requests() -> None:
     """Reverse-verified: without the share in `SpeculativeDecoding.drafts_for`, four requests were each offered 7."""
     scheduler, executor, speculator = build_speculative(slots=400, wrong_every=0, num_draft_tokens=8)
     config_bags.override("admin", speculative_max_drafts_per_step=8)
-    stops = {rid: StopConditions(max_new_tokens=n, ignore_eos=True) for rid, n in zip("abcd", (60, 12, 12, 12), strict=True)}
+    stops = {
+        rid: StopConditions(max_new_tokens=n, ignore_eos=True) for rid, n in zip("abcd", (60, 12, 12, 12), strict=True)
+    }
     for rid in "abcd":
         scheduler.add_request(Request(rid=rid, prompt_ids=PROMPTS[rid], stop=stops[rid]))
     executor.keep_batches = True

@@ -57,7 +57,9 @@ def test_precedence_is_cli_then_env_then_file_then_default(tmp_path: Path, suffi
     assert (args.stream_interval, args.provenance_of("stream_interval")) == (1, "default")
 
 
-@pytest.mark.parametrize(("text", "value"), [("true", True), ("1", True), ("yes", True), ("false", False), ("0", False), ("no", False)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("true", True), ("1", True), ("yes", True), ("false", False), ("0", False), ("no", False)]
+)
 def test_boolean_words(text: str, value: bool) -> None:
     assert launch_request(["--disable-cuda-graph", text], {}).server_args.disable_cuda_graph is value
     assert launch_request([], {"SERVE_DISABLE_CUDA_GRAPH": text}).server_args.disable_cuda_graph is value
@@ -99,7 +101,9 @@ BAD_ARGV = [
 
 
 @pytest.mark.parametrize(("argv", "message"), BAD_ARGV)
-def test_bad_flags_are_one_line_errors_with_exit_code_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_are_one_line_errors_with_exit_code_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--dump-config", *argv]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -108,7 +112,9 @@ def test_bad_flags_are_one_line_errors_with_exit_code_2(argv: list[str], message
     assert re.search(message, lines[0]), lines[0]
 
 
-def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_environment_variable_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("SERVE_PAGESIZE", "16")
     assert main(["--dump-config"]) == 2
     assert "unknown environment variable SERVE_PAGESIZE; did you mean SERVE_PAGE_SIZE" in capsys.readouterr().err
@@ -121,7 +127,9 @@ def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch, ca
 def test_a_bad_file_key_or_value_names_file_and_line(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("port: 8000\n\npage_sise: 16\n")
-    with pytest.raises(LaunchInputError, match=rf"{re.escape(str(config))}:3: key 'page_sise': unknown flag .*--page-size"):
+    with pytest.raises(
+        LaunchInputError, match=rf"{re.escape(str(config))}:3: key 'page_sise': unknown flag .*--page-size"
+    ):
         launch_request(["--config", str(config)], {})
     config.write_text("port: 8000\npage_size: -4\n")
     with pytest.raises(LaunchInputError, match=rf"{re.escape(str(config))}:2: page_size: .*accepted: int >= 1"):

@@ -87,19 +87,29 @@ def test_a_refused_megabyte_is_not_echoed_whole(client: TestClient) -> None:
 def test_a_body_sent_as_another_content_type_names_it(client: TestClient) -> None:
     """Reverse-verified: without the content-type clause the message was "body: Input should be a
     valid dictionary ... (got b'...')", naming neither JSON nor the content type."""
-    error = _error(client.post("/v1/completions", content=b'{"prompt": "x"}', headers={"content-type": "text/plain"}), 400)
+    error = _error(
+        client.post("/v1/completions", content=b'{"prompt": "x"}', headers={"content-type": "text/plain"}), 400
+    )
     assert "Content-Type: application/json" in error["message"] and "'text/plain'" in error["message"]
 
 
 def test_protocol_accepts_openai_and_native_spellings(client: TestClient) -> None:
-    assert client.post("/v1/completions", json={"prompt": "x", "max_new_tokens": 5, "stop": "\n"}).json() == {"lengths": {"max_new_tokens": 5}, "stop": ["\n"]}
+    assert client.post("/v1/completions", json={"prompt": "x", "max_new_tokens": 5, "stop": "\n"}).json() == {
+        "lengths": {"max_new_tokens": 5},
+        "stop": ["\n"],
+    }
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
     assert client.post("/v1/chat/completions", json=parts).json() == {"text": ["ab"]}
     _error(client.post("/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]}), 400)
 
 
 def test_api_error_and_crash_shapes(client: TestClient) -> None:
-    assert _error(client.get("/refuse"), 400) == {"message": "no such thing", "type": "invalid_request_error", "param": "thing", "code": "nope"}
+    assert _error(client.get("/refuse"), 400) == {
+        "message": "no such thing",
+        "type": "invalid_request_error",
+        "param": "thing",
+        "code": "nope",
+    }
     crash = _error(client.get("/crash"), 500)
     assert crash["type"] == "internal_server_error" and "boom" in crash["message"]
     assert _error(client.get("/missing"), 404)["type"] == "invalid_request_error"
@@ -114,7 +124,9 @@ def test_api_key_is_read_at_request_time() -> None:
         with TestClient(_app()) as c:
             assert c.get("/health").status_code == 200
             assert _error(c.get("/refuse"), 401)["code"] == "invalid_api_key"
-            assert _error(c.get("/refuse", headers={"Authorization": "Bearer k2"}), 401)["type"] == "authentication_error"
+            assert (
+                _error(c.get("/refuse", headers={"Authorization": "Bearer k2"}), 401)["type"] == "authentication_error"
+            )
             assert _error(c.get("/refuse", headers={"Authorization": "Bearer k1"}), 400)["code"] == "nope"
     finally:
         config_bags.unpublish()

@@ -106,7 +106,12 @@ SET = {"set to": "something that acts"}  # no field's no-op value
 
 
 def _entries(kind: type[Refused] | type[Metadata]) -> list[tuple[str, str]]:
-    return [(table, name) for table, (fields, _, _) in TABLES.items() for name, decision in fields.items() if isinstance(decision, kind)]
+    return [
+        (table, name)
+        for table, (fields, _, _) in TABLES.items()
+        for name, decision in fields.items()
+        if isinstance(decision, kind)
+    ]
 
 
 def _decision(table: str, name: str) -> Decision:
@@ -128,7 +133,9 @@ def _refusal(response: Any, param: str) -> str:
 
 
 @pytest.mark.parametrize(("table", "name"), _entries(Refused))
-def test_every_unserved_field_is_refused_when_set_and_served_at_its_no_op_values(client: TestClient, table: str, name: str) -> None:
+def test_every_unserved_field_is_refused_when_set_and_served_at_its_no_op_values(
+    client: TestClient, table: str, name: str
+) -> None:
     """Reverse-verified: with `served_fields` keeping every undeclared field, each set value
     answered pydantic's "Extra inputs are not permitted" (no reason, no accepted values), and every
     no-op value was refused the same way."""
@@ -193,8 +200,16 @@ ASKED = {
     "tokenize tools": tokenize(tools=[{"type": "function"}]),
     "stream_options continuous_usage_stats": stream_options(continuous_usage_stats=True),
 }
-PARAM = {"best_of above n": "best_of", "chat add_special_tokens": "add_special_tokens", "completion add_special_tokens": "add_special_tokens"}
-PARAM |= {"generate logit_bias": "sampling_params.logit_bias", "generate image_data": "image_data", "tokenize tools": "tools"}
+PARAM = {
+    "best_of above n": "best_of",
+    "chat add_special_tokens": "add_special_tokens",
+    "completion add_special_tokens": "add_special_tokens",
+}
+PARAM |= {
+    "generate logit_bias": "sampling_params.logit_bias",
+    "generate image_data": "image_data",
+    "tokenize tools": "tools",
+}
 PARAM |= {"stream_options continuous_usage_stats": "stream_options.continuous_usage_stats"}
 
 
@@ -246,9 +261,15 @@ def test_a_misspelt_field_names_its_close_match(client: TestClient) -> None:
 
 def test_an_unknown_field_without_a_close_match_lists_the_accepted_ones(client: TestClient) -> None:
     message = _refusal(sent(client, completion(flavour="vanilla")), "flavour")
-    assert "the fields accepted here are model, max_tokens," in message and "user" in message and "logit_bias" not in message
+    assert (
+        "the fields accepted here are model, max_tokens," in message
+        and "user" in message
+        and "logit_bias" not in message
+    )
     assert "text, input_ids, sampling_params" in _refusal(sent(client, generate(bogus=1)), "bogus")
-    assert "fields accepted here are model, tokens" in _refusal(client.post("/detokenize", json={"tokens": [1], "flavour": 1}), "flavour")
+    assert "fields accepted here are model, tokens" in _refusal(
+        client.post("/detokenize", json={"tokens": [1], "flavour": 1}), "flavour"
+    )
     assert "did you mean messages" in _refusal(sent(client, tokenize(message=[USER])), "message")
 
 
@@ -260,7 +281,9 @@ def test_an_unknown_field_without_a_close_match_lists_the_accepted_ones(client: 
         ({"type": "file", "file": {"file_id": "file-1"}}, "file"),
     ],
 )
-def test_content_parts_other_than_text_are_refused_by_their_type(client: TestClient, part: dict[str, Any], kind: str) -> None:
+def test_content_parts_other_than_text_are_refused_by_their_type(
+    client: TestClient, part: dict[str, Any], kind: str
+) -> None:
     """Reverse-verified: without `_text_part`'s type check, the part was refused for its payload
     field ("messages.0.content.1.image_url: unknown field"), naming neither its type nor text-only."""
     content = [{"type": "text", "text": "What is this?"}, part]
@@ -272,8 +295,14 @@ def test_content_parts_other_than_text_are_refused_by_their_type(client: TestCli
 
 
 def test_a_text_part_carries_only_its_text(client: TestClient) -> None:
-    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}]}
-    assert "unknown field" in _refusal(client.post("/v1/chat/completions", json=body), "messages.0.content.0.cache_control")
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}
+        ]
+    }
+    assert "unknown field" in _refusal(
+        client.post("/v1/chat/completions", json=body), "messages.0.content.0.cache_control"
+    )
 
 
 def test_message_fields_the_template_never_sees_are_refused(client: TestClient) -> None:
@@ -302,7 +331,10 @@ def test_a_developer_message_is_rendered_as_the_system_message(client: TestClien
     """Reverse-verified: with `template_message` giving the role as sent, the template was given
     `developer`, a role the served models' templates do not know."""
     body = {"messages": [{"role": "developer", "content": "Be brief."}, USER]}
-    assert client.post("/v1/chat/completions", json=body).json()["rendered"] == [{"role": "system", "content": "Be brief."}, USER]
+    assert client.post("/v1/chat/completions", json=body).json()["rendered"] == [
+        {"role": "system", "content": "Be brief."},
+        USER,
+    ]
 
 
 def test_a_usage_chunk_needs_a_stream(client: TestClient) -> None:
@@ -325,7 +357,9 @@ def test_top_logprobs_needs_logprobs(client: TestClient) -> None:
 def test_tokenizing_messages_adds_no_special_tokens(client: TestClient) -> None:
     """Reverse-verified: without `_messages_add_no_special_tokens`, `add_special_tokens: true` with
     messages answered 200 and the rendered prompt was encoded without them all the same."""
-    assert "the chat template writes its special tokens" in _refusal(sent(client, tokenize(add_special_tokens=True)), "add_special_tokens")
+    assert "the chat template writes its special tokens" in _refusal(
+        sent(client, tokenize(add_special_tokens=True)), "add_special_tokens"
+    )
     assert sent(client, tokenize(add_special_tokens=False)).status_code == 200
     assert client.post("/tokenize", json={"prompt": "Hi", "add_special_tokens": True}).status_code == 200
 
@@ -345,6 +379,12 @@ def test_null_means_the_default_for_a_field_that_has_one(client: TestClient) -> 
     served = client.post("/v1/completions", json={"prompt": "x", **nulls})
     assert served.status_code == 200, served.text
     body = served.json()
-    assert (body["temperature"], body["top_p"], body["n"], body["presence_penalty"], body["seed"]) == (1.0, 1.0, 1, 0.0, None)
+    assert (body["temperature"], body["top_p"], body["n"], body["presence_penalty"], body["seed"]) == (
+        1.0,
+        1.0,
+        1,
+        0.0,
+        None,
+    )
     refused = client.post("/v1/completions", json={"prompt": None})
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompt", refused.text

@@ -43,19 +43,61 @@ MESSAGES: list[Message] = [
     AbortRequest(rid="a", reason="client disconnected"),
     OverrideRequest(seq=3, source="http", leaves={"max_running_requests": 4, "schedule_policy": "lpm"}),
     OverrideAck(seq=3, process="scheduler.dp1.tp0", config_hash="0123456789abcdef", error=None),
-    ProcessReady(name="scheduler.dp1.tp0", role="scheduler", pid=42, config_hash="0123456789abcdef", role_check="enforce", model=ModelInfo(context_length=128, max_total_tokens=256, vocab_size=384,
-                                                                                                runners={"target": RunnerStamp(prefill="torch_native", decode="cpu_paged", is_draft_override=False, batch_invariant=False)})),
+    ProcessReady(
+        name="scheduler.dp1.tp0",
+        role="scheduler",
+        pid=42,
+        config_hash="0123456789abcdef",
+        role_check="enforce",
+        model=ModelInfo(
+            context_length=128,
+            max_total_tokens=256,
+            vocab_size=384,
+            runners={
+                "target": RunnerStamp(
+                    prefill="torch_native", decode="cpu_paged", is_draft_override=False, batch_invariant=False
+                )
+            },
+        ),
+    ),
     TokenBatch(
         outputs=(
-            TokenDelta(rid="a", new_ids=(7,), logprobs=(TokenLogprob(7, -0.5),), top_logprobs=((TokenLogprob(7, -0.5), TokenLogprob(8, -1.0)),)),
+            TokenDelta(
+                rid="a",
+                new_ids=(7,),
+                logprobs=(TokenLogprob(7, -0.5),),
+                top_logprobs=((TokenLogprob(7, -0.5), TokenLogprob(8, -1.0)),),
+            ),
             TokenDelta(rid="b", new_ids=(), finish="abort", error="queue full"),
         )
     ),
-    TextBatch(outputs=(TextOutput(rid="a", text="hé", new_ids=(7,), finish="stop", matched_stop="\n", logprobs=(LogprobEntry(token="h", token_id=7, logprob=-0.5),)),)),
+    TextBatch(
+        outputs=(
+            TextOutput(
+                rid="a",
+                text="hé",
+                new_ids=(7,),
+                finish="stop",
+                matched_stop="\n",
+                logprobs=(LogprobEntry(token="h", token_id=7, logprob=-0.5),),
+            ),
+        )
+    ),
     SchedulerStats(
         metrics=SchedulerMetrics(
-            num_running=1, num_waiting=2, total_pages=8, free_pages=3, cached_pages=2, evictable_pages=1, token_usage=0.5,
-            admitted_tokens=10, cached_tokens=4, cache_hit_rate=0.4, num_retractions=1, num_finished=3, num_aborted=0,
+            num_running=1,
+            num_waiting=2,
+            total_pages=8,
+            free_pages=3,
+            cached_pages=2,
+            evictable_pages=1,
+            token_usage=0.5,
+            admitted_tokens=10,
+            cached_tokens=4,
+            cache_hit_rate=0.4,
+            num_retractions=1,
+            num_finished=3,
+            num_aborted=0,
         )
     ),
 ]

@@ -22,24 +22,44 @@ pytestmark = pytest.mark.usefixtures("unpublished")
 
 
 def test_a_bf16_cache_under_float32_compute_resolves_on_cpu_paged_and_is_sized_at_its_bytes(tiny_model: Path) -> None:
-    wide = resolve(ServerArgs(model_path=str(tiny_model), device="cpu", dtype="float32", kv_cache_memory_mb=1)).server_args
-    narrow = resolve(ServerArgs(model_path=str(tiny_model), device="cpu", dtype="float32", kv_cache_memory_mb=1,
-                                kv_cache_dtype="bfloat16", attention_backend="cpu_paged")).server_args
+    wide = resolve(
+        ServerArgs(model_path=str(tiny_model), device="cpu", dtype="float32", kv_cache_memory_mb=1)
+    ).server_args
+    narrow = resolve(
+        ServerArgs(
+            model_path=str(tiny_model),
+            device="cpu",
+            dtype="float32",
+            kv_cache_memory_mb=1,
+            kv_cache_dtype="bfloat16",
+            attention_backend="cpu_paged",
+        )
+    ).server_args
     assert narrow.kv_cache_dtype == "bfloat16"
     assert narrow.max_total_tokens == 2 * wide.max_total_tokens
 
 
-@pytest.mark.parametrize(("flags", "refusal"), [
-    ({"dtype": "float32", "kv_cache_dtype": "bfloat16", "enable_deterministic_inference": False},
-     r"with attention_backend = auto \(builds torch_native for the prefill half\): attention torch_native cannot read "
-     r"a bfloat16 KV cache under float32 compute; it reads the compute dtype \(float32\); accepted: kv_cache_dtype auto"),
-    ({"dtype": "bfloat16", "kv_cache_dtype": "float32"},
-     r"with attention_backend = auto \(builds cpu_paged for the prefill half\): attention cpu_paged cannot read a "
-     r"float32 KV cache under bfloat16 compute; it reads the compute dtype \(bfloat16\) or bfloat16 under float32"),
-    ({"dtype": "float32", "kv_cache_dtype": "float16", "attention_backend": "cpu_paged"},
-     r"with attention_backend = cpu_paged: attention cpu_paged cannot read a float16 KV cache under float32 compute"),
-])
-def test_a_cache_no_attention_kernel_here_reads_is_refused_naming_the_kernel(tiny_model: Path, flags: dict[str, object],
-                                                                             refusal: str) -> None:
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (
+            {"dtype": "float32", "kv_cache_dtype": "bfloat16", "enable_deterministic_inference": False},
+            r"with attention_backend = auto \(builds torch_native for the prefill half\): attention torch_native cannot read "
+            r"a bfloat16 KV cache under float32 compute; it reads the compute dtype \(float32\); accepted: kv_cache_dtype auto",
+        ),
+        (
+            {"dtype": "bfloat16", "kv_cache_dtype": "float32"},
+            r"with attention_backend = auto \(builds cpu_paged for the prefill half\): attention cpu_paged cannot read a "
+            r"float32 KV cache under bfloat16 compute; it reads the compute dtype \(bfloat16\) or bfloat16 under float32",
+        ),
+        (
+            {"dtype": "float32", "kv_cache_dtype": "float16", "attention_backend": "cpu_paged"},
+            r"with attention_backend = cpu_paged: attention cpu_paged cannot read a float16 KV cache under float32 compute",
+        ),
+    ],
+)
+def test_a_cache_no_attention_kernel_here_reads_is_refused_naming_the_kernel(
+    tiny_model: Path, flags: dict[str, object], refusal: str
+) -> None:
     with pytest.raises(ResolutionError, match=rf"^kv_cache_dtype='{flags['kv_cache_dtype']}' \(from [^)]*\) {refusal}"):
         resolve(ServerArgs(model_path=str(tiny_model), device="cpu", **flags))  # type: ignore[arg-type]

@@ -40,8 +40,10 @@ def tokenizer_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def tokenizer(tokenizer_folder: Path) -> Iterator[Any]:
     """The tiny tokenizer, loaded as the server loads it (from the published model bag)."""
-    config_bags.publish(Bags(model=ModelBag(tokenizer_path=str(tokenizer_folder)), serving=ServingBag(stream_interval=4)),
-                        role="standalone")
+    config_bags.publish(
+        Bags(model=ModelBag(tokenizer_path=str(tokenizer_folder)), serving=ServingBag(stream_interval=4)),
+        role="standalone",
+    )
     yield load_tokenizer()
     config_bags.unpublish()
 
@@ -104,12 +106,16 @@ def test_a_request_that_cannot_be_sent_fails_and_leaves_no_entry(rig: ManagerRig
     async def scenario() -> list[TextOutput]:
         receive = asyncio.create_task(rig.manager.receive_forever())
         try:
-            with pytest.raises(RequestFailedError, match=r"could not be sent to the scheduler: OverflowError: can't serialize ints"):
+            with pytest.raises(
+                RequestFailedError, match=r"could not be sent to the scheduler: OverflowError: can't serialize ints"
+            ):
                 await _outputs(rig.manager.generate(_generate("r", SamplingParams(seed=2**70))))
             assert await rig.received_by_scheduler() == []
             served = asyncio.create_task(_outputs(rig.manager.generate(_generate("r"))))
             assert [m.rid for m in await rig.received_by_scheduler() if isinstance(m, GenerateRequest)] == ["r"]
-            rig.to_manager.send(TextBatch(outputs=(TextOutput(rid="r", text="hi", new_ids=(7,), finish="length", completion_tokens=1),)))
+            rig.to_manager.send(
+                TextBatch(outputs=(TextOutput(rid="r", text="hi", new_ids=(7,), finish="length", completion_tokens=1),))
+            )
             return await asyncio.wait_for(served, 10)
         finally:
             receive.cancel()
@@ -138,7 +144,9 @@ def test_a_request_the_scheduler_failed_raises_its_cause_and_is_forgotten(rig: M
             task = asyncio.create_task(consume())
             await rig.received_by_scheduler()
             rig.to_manager.send(TextBatch(outputs=(TextOutput(rid="r", text="He", new_ids=(5,)),)))
-            rig.to_manager.send(TextBatch(outputs=(TextOutput(rid="r", text="", new_ids=(), finish="abort", failure=CAUSE),)))
+            rig.to_manager.send(
+                TextBatch(outputs=(TextOutput(rid="r", text="", new_ids=(), finish="abort", failure=CAUSE),))
+            )
             with pytest.raises(RequestFailedError, match="Overflow when unpacking long long"):
                 await asyncio.wait_for(task, 10)
             after = await rig.received_by_scheduler()
@@ -162,7 +170,9 @@ def test_a_failed_request_is_answered_with_an_openai_shaped_500() -> None:
     answered 503 "server_unavailable", as if a process had died."""
     failed = fault_error(RequestFailedError(CAUSE))
     assert failed.status == 500
-    assert failed.body() == {"error": {"message": CAUSE, "type": "server_error", "param": None, "code": "request_failed"}}
+    assert failed.body() == {
+        "error": {"message": CAUSE, "type": "server_error", "param": None, "code": "request_failed"}
+    }
     assert json.loads(failed.response().body)["error"]["message"] == CAUSE
     died = fault_error(ServerFaultError("the scheduler process died"))
     assert died.status == 503 and died.code == "server_unavailable"

@@ -29,16 +29,31 @@ def resolved(model: Path, **leaves: object) -> ResolvedArgs:
 
 def test_handlers_are_named_and_ordered() -> None:
     names = handler_names()
-    assert names[:7] == ("absent_features", "attention_backends_run_here", "compiled_decode_traceable", "deterministic_inference",
-                         "speculation_as_built", "draft_attention_runs_here", "default_model")
-    assert names.index("context_length") < names.index("draft_model") < names.index("max_total_tokens") < names.index("chunked_prefill_size")
+    assert names[:7] == (
+        "absent_features",
+        "attention_backends_run_here",
+        "compiled_decode_traceable",
+        "deterministic_inference",
+        "speculation_as_built",
+        "draft_attention_runs_here",
+        "default_model",
+    )
+    assert (
+        names.index("context_length")
+        < names.index("draft_model")
+        < names.index("max_total_tokens")
+        < names.index("chunked_prefill_size")
+    )
     assert names.index("max_total_tokens") < names.index("max_prefill_tokens") < names.index("max_running_requests")
 
 
 def test_model_leaves_come_from_the_checkpoint(tiny_model: Path) -> None:
     args = resolved(tiny_model).server_args
     assert (args.context_length, args.provenance_of("context_length")) == (MAX_POSITIONS, "resolved:context_length")
-    assert (args.served_model_name, args.provenance_of("served_model_name")) == ("tiny-llama", "resolved:served_model_name")
+    assert (args.served_model_name, args.provenance_of("served_model_name")) == (
+        "tiny-llama",
+        "resolved:served_model_name",
+    )
     assert (args.tokenizer_path, args.provenance_of("tokenizer_path")) == (str(tiny_model), "resolved:tokenizer_path")
     assert args.provenance_of("model_path") == "cli"
 
@@ -46,8 +61,11 @@ def test_model_leaves_come_from_the_checkpoint(tiny_model: Path) -> None:
 def test_an_operator_context_length_is_kept_within_the_models_maximum(tiny_model: Path) -> None:
     args = resolved(tiny_model, context_length=128).server_args
     assert (args.context_length, args.provenance_of("context_length")) == (128, "cli")
-    with pytest.raises(ResolutionError, match=r"^context_length = 4096 requires context_length <= the model's maximum, got maximum = 512 tokens "
-                       r"\(rule context_length_within_model; from assigned 4096\)$"):
+    with pytest.raises(
+        ResolutionError,
+        match=r"^context_length = 4096 requires context_length <= the model's maximum, got maximum = 512 tokens "
+        r"\(rule context_length_within_model; from assigned 4096\)$",
+    ):
         resolved(tiny_model, context_length=4096)
 
 
@@ -62,7 +80,9 @@ def test_an_operator_context_length_is_kept_within_the_models_maximum(tiny_model
         ({"tp_size": 4}, BF16_BYTES_PER_TOKEN // 2),
     ],
 )
-def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: dict[str, object], bytes_per_token: int) -> None:
+def test_max_total_tokens_from_the_per_token_kv_size(
+    tiny_model: Path, leaves: dict[str, object], bytes_per_token: int
+) -> None:
     args = resolved(tiny_model, kv_cache_memory_mb=3, **leaves).server_args
     assert args.max_total_tokens == 3 * 1024 * 1024 // bytes_per_token
     assert args.provenance_of("max_total_tokens") == "resolved:max_total_tokens"
@@ -70,12 +90,21 @@ def test_max_total_tokens_from_the_per_token_kv_size(tiny_model: Path, leaves: d
 
 @pytest.mark.parametrize(
     ("leaf", "feature"),
-    [("pp_size", "pipeline parallelism"), ("ep_size", r"mixture-of-experts kernel choice or expert parallelism \(sparse layers run each expert in torch\)")],
+    [
+        ("pp_size", "pipeline parallelism"),
+        (
+            "ep_size",
+            r"mixture-of-experts kernel choice or expert parallelism \(sparse layers run each expert in torch\)",
+        ),
+    ],
 )
 def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: str, feature: str) -> None:
     """No runner splits the layers over pipeline stages or experts over ranks. Reverse-verified:
     without the absent_features handler (and the final rules check), pp_size=2 resolved silently."""
-    with pytest.raises(ResolutionError, match=rf"^{leaf} = 2: this build has no {feature}; accepted: 1 \(the default\) \(rule absent_.*; from assigned 2\)$"):
+    with pytest.raises(
+        ResolutionError,
+        match=rf"^{leaf} = 2: this build has no {feature}; accepted: 1 \(the default\) \(rule absent_.*; from assigned 2\)$",
+    ):
         resolved(tiny_model, **{leaf: 2})
 
 
@@ -91,7 +120,10 @@ def test_max_total_tokens_is_whole_pages_and_an_operator_value_wins(tiny_model: 
 def test_chunked_prefill_size_follows_the_pool_and_the_context(tiny_model: Path) -> None:
     small_pool = resolved(tiny_model, kv_cache_memory_mb=1, dtype="float32", context_length=4096 // 8).server_args
     assert small_pool.max_total_tokens == 2048
-    assert (small_pool.chunked_prefill_size, small_pool.provenance_of("chunked_prefill_size")) == (512, "resolved:chunked_prefill_size")
+    assert (small_pool.chunked_prefill_size, small_pool.provenance_of("chunked_prefill_size")) == (
+        512,
+        "resolved:chunked_prefill_size",
+    )
     tiny_pool = resolved(tiny_model, kv_cache_memory_mb=1, tp_size=1, page_size=16, dtype="float32").server_args
     assert tiny_pool.chunked_prefill_size == 2048 // 4
     off = resolved(tiny_model, chunked_prefill_size=-1).server_args
@@ -103,7 +135,10 @@ def test_chunked_prefill_size_follows_the_pool_and_the_context(tiny_model: Path)
 def test_max_running_requests_never_exceeds_the_pages(tiny_model: Path) -> None:
     args = resolved(tiny_model, kv_cache_memory_mb=1, dtype="float32", page_size=16).server_args
     assert args.max_total_tokens == 2048
-    assert (args.max_running_requests, args.provenance_of("max_running_requests")) == (128, "resolved:max_running_requests")
+    assert (args.max_running_requests, args.provenance_of("max_running_requests")) == (
+        128,
+        "resolved:max_running_requests",
+    )
     roomy = resolved(tiny_model).server_args
     assert roomy.max_running_requests == leaf_specs()["max_running_requests"].default
 
@@ -121,7 +156,9 @@ def test_speculation_on_a_cpu_limits_the_verify_batch_and_its_drafts(tiny_model:
     cpu = resolved(tiny_model, device="cpu", speculative_algorithm="ngram").server_args
     assert (cpu.speculative_disable_by_batch_size, cpu.speculative_max_drafts_per_step) == (4, 8)
     assert cpu.provenance_of("speculative_max_drafts_per_step") == "resolved:speculative_max_drafts_per_step"
-    mine = resolved(tiny_model, device="cpu", speculative_algorithm="ngram", speculative_max_drafts_per_step=3).server_args
+    mine = resolved(
+        tiny_model, device="cpu", speculative_algorithm="ngram", speculative_max_drafts_per_step=3
+    ).server_args
     assert (mine.speculative_max_drafts_per_step, mine.provenance_of("speculative_max_drafts_per_step")) == (3, "cli")
     off = resolved(tiny_model, device="cpu").server_args
     assert (off.speculative_disable_by_batch_size, off.speculative_max_drafts_per_step) == (None, None)
@@ -142,8 +179,11 @@ def test_an_attention_backend_that_cannot_run_here_is_refused_naming_those_that_
     check, `--attention-backend triton` resolved and the scheduler process then died with
     AttentionBackendUnavailableError."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    with pytest.raises(ResolutionError, match=rf"^{leaf} = {backend}: {re.escape(REFUSALS_ON_A_CPU[backend])} "
-                       r"\(rule attention_backends_run_here; from assigned"):
+    with pytest.raises(
+        ResolutionError,
+        match=rf"^{leaf} = {backend}: {re.escape(REFUSALS_ON_A_CPU[backend])} "
+        r"\(rule attention_backends_run_here; from assigned",
+    ):
         resolved(tiny_model, device="cpu", **{leaf: backend})
 
 
@@ -172,7 +212,10 @@ def test_every_absent_feature_is_refused_when_set_off_its_default(tiny_model: Pa
         "mm_max_items_per_request": (2, "multimodal model", "8"),
     }
     for leaf, (value, feature, default) in cases.items():
-        with pytest.raises(ResolutionError, match=rf"^{leaf} = {value!r}: this build has no {feature}.*; accepted: {default} \(the default\)"):
+        with pytest.raises(
+            ResolutionError,
+            match=rf"^{leaf} = {value!r}: this build has no {feature}.*; accepted: {default} \(the default\)",
+        ):
             resolved(tiny_model, **{leaf: value})
 
 
@@ -185,7 +228,9 @@ def test_the_bundled_default_model_when_model_path_is_unset(tiny_model: Path) ->
 def test_a_checkpoint_without_config_json_is_named(tmp_path: Path) -> None:
     with pytest.raises(ResolutionError, match=rf"model_path {tmp_path}: no config.json in {tmp_path}"):
         resolve(ServerArgs(model_path=str(tmp_path)))
-    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4, "hidden_size": 64}')
+    (tmp_path / "config.json").write_text(
+        '{"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4, "hidden_size": 64}'
+    )
     with pytest.raises(ResolutionError, match=r"config.json lacks required key 'vocab_size'"):
         resolve(ServerArgs(model_path=str(tmp_path)))
 
@@ -194,7 +239,9 @@ def test_bags_that_do_not_validate_fail_resolution_naming_the_leaf(tiny_model: P
     """A draft_model launch without a draft path names speculative_draft_model_path (it had blamed
     "context_length (from )"). Reverse-verified: with the context_length handler projecting the
     record itself and labelling every error its own, the message named context_length again."""
-    with pytest.raises(ResolutionError, match="SpecBag.speculative_algorithm = 'draft_model' requires speculative_draft_model_path"):
+    with pytest.raises(
+        ResolutionError, match="SpecBag.speculative_algorithm = 'draft_model' requires speculative_draft_model_path"
+    ):
         resolved(tiny_model, speculative_algorithm="draft_model")
 
 
@@ -218,7 +265,12 @@ def test_dump_config_prints_every_leaf_with_provenance(tiny_model: Path, capsys:
     assert main(["--model-path", str(tiny_model), "--page-size", "4", "--dump-config"]) == 0
     dump = json.loads(capsys.readouterr().out)
     assert set(dump["leaves"]) == set(leaf_specs())
-    assert dump["leaves"]["page_size"] == {"bag": "schedule", "value": 4, "provenance": "cli", "origin": "--page-size 4"}
+    assert dump["leaves"]["page_size"] == {
+        "bag": "schedule",
+        "value": 4,
+        "provenance": "cli",
+        "origin": "--page-size 4",
+    }
     assert dump["leaves"]["context_length"]["provenance"] == "resolved:context_length"
     assert dump["leaves"]["port"]["provenance"] == "default"
     assert dump["derived"]["attention_backends"] == {"prefill": "auto", "decode": "auto"}
@@ -226,8 +278,9 @@ def test_dump_config_prints_every_leaf_with_provenance(tiny_model: Path, capsys:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU host runs; a CUDA host runs triton")
-def test_dump_config_shows_configured_and_effective_linear_attention(tiny_model: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_dump_config_shows_configured_and_effective_linear_attention(
+    tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """On a CPU, nothing named: configured says nothing, effective says cpu_fused, what every runner
     there stamps and runs (this once said triton). Reverse-verified: the base default triton again
     fails it."""

@@ -35,9 +35,11 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def published(checkpoint: Path) -> Iterator[None]:
     config_bags.publish(
-        Bags(model=ModelBag(model_path=str(checkpoint), dtype="float32"),
-             schedule=ScheduleBag(page_size=4, chunked_prefill_size=64, max_prefill_tokens=128),
-             memory=MemoryBag(max_total_tokens=512)),
+        Bags(
+            model=ModelBag(model_path=str(checkpoint), dtype="float32"),
+            schedule=ScheduleBag(page_size=4, chunked_prefill_size=64, max_prefill_tokens=128),
+            memory=MemoryBag(max_total_tokens=512),
+        ),
         role="standalone",
     )
     yield
@@ -83,7 +85,9 @@ def pipes() -> Iterator[Pipes]:
 
 
 def _request(rid: str, prompt: tuple[int, ...], sampling: SamplingParams | None = None) -> GenerateRequest:
-    return GenerateRequest(request=Request(rid=rid, prompt_ids=prompt, sampling=sampling or SamplingParams(), stop=STOP))
+    return GenerateRequest(
+        request=Request(rid=rid, prompt_ids=prompt, sampling=sampling or SamplingParams(), stop=STOP)
+    )
 
 
 def test_a_failed_request_s_delta_carries_the_cause_and_the_loop_serves_on(published: None, pipes: Pipes) -> None:
@@ -98,8 +102,11 @@ def test_a_failed_request_s_delta_carries_the_cause_and_the_loop_serves_on(publi
     scheduler, _ = build_scheduler()
     loop = SchedulerLoop(scheduler, pipes.inbox, pipes.outbox)
     prompt = (5, 6, 7, 8, 9, 10)
-    for request in (_request("a", prompt), _request("bad", prompt + (11,), SamplingParams(temperature=1.0, top_k=2**63)),
-                    _request("b", prompt + (12,), SamplingParams(logprobs=True))):
+    for request in (
+        _request("a", prompt),
+        _request("bad", prompt + (11,), SamplingParams(temperature=1.0, top_k=2**63)),
+        _request("b", prompt + (12,), SamplingParams(logprobs=True)),
+    ):
         pipes.to_loop.send(request)
     pipes.run_until(loop, pipes.finished("a", "bad", "b"))
     (failed,) = pipes.deltas["bad"]

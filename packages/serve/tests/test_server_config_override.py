@@ -17,8 +17,14 @@ from serve.served_model import ServedModel
 
 @pytest.fixture
 def serving() -> Iterator[None]:
-    model = ServedModel(architecture="LlamaForCausalLM", max_positions=4096, num_attention_heads=4, num_key_value_heads=2,
-                        intermediate_size=128, linear_attention=False)
+    model = ServedModel(
+        architecture="LlamaForCausalLM",
+        max_positions=4096,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        linear_attention=False,
+    )
     config_bags.publish(Bags(), role="launcher", rules=launch_rules(model))
     config_bags.begin_serving()
     yield

@@ -102,10 +102,14 @@ def test_stream_interval_batches_tokens(tokenizer: Any) -> None:
     try:
         ids = tokenizer.encode("The quick brown fox jumps over the lazy dog.")[:9]
         state = RequestText(tokenizer, _request(tokenizer, ()))
-        sizes = [len(out.new_ids) for out, _ in (state.advance(TokenDelta(rid="r", new_ids=(t,))) for t in ids[:6]) if out]
+        sizes = [
+            len(out.new_ids) for out, _ in (state.advance(TokenDelta(rid="r", new_ids=(t,))) for t in ids[:6]) if out
+        ]
         assert sizes == [3, 3]
         config_bags.override("test", stream_interval=1)
-        sizes = [len(out.new_ids) for out, _ in (state.advance(TokenDelta(rid="r", new_ids=(t,))) for t in ids[6:]) if out]
+        sizes = [
+            len(out.new_ids) for out, _ in (state.advance(TokenDelta(rid="r", new_ids=(t,))) for t in ids[6:]) if out
+        ]
         assert sizes == [1, 1, 1]
     finally:
         config_bags.unpublish()

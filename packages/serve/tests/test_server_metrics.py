@@ -50,9 +50,21 @@ def two_replicas() -> Iterator[None]:
 
 
 def snapshot(*, running: int, total: int, free: int, usage: float, admitted: int, cached: int) -> SchedulerMetrics:
-    return SchedulerMetrics(num_running=running, num_waiting=0, total_pages=total, free_pages=free, cached_pages=0, evictable_pages=0,
-                            token_usage=usage, admitted_tokens=admitted, cached_tokens=cached,
-                            cache_hit_rate=cached / admitted if admitted else 0.0, num_retractions=0, num_finished=running, num_aborted=0)
+    return SchedulerMetrics(
+        num_running=running,
+        num_waiting=0,
+        total_pages=total,
+        free_pages=free,
+        cached_pages=0,
+        evictable_pages=0,
+        token_usage=usage,
+        admitted_tokens=admitted,
+        cached_tokens=cached,
+        cache_hit_rate=cached / admitted if admitted else 0.0,
+        num_retractions=0,
+        num_finished=running,
+        num_aborted=0,
+    )
 
 
 def test_server_wide_gauges_appear_once_every_replica_reported_and_combine_them(two_replicas: None) -> None:
@@ -64,7 +76,10 @@ def test_server_wide_gauges_appear_once_every_replica_reported_and_combine_them(
     assert "serve_time_to_first_token_seconds_bucket" in metrics.render()
     metrics.replicas[1] = snapshot(running=2, total=8, free=3, usage=0.5, admitted=10, cached=5)
     text = metrics.render()
-    assert "serve_num_running_requests" not in text and metric_value(text, 'serve_replica_num_running_requests{replica="1"}') == 2
+    assert (
+        "serve_num_running_requests" not in text
+        and metric_value(text, 'serve_replica_num_running_requests{replica="1"}') == 2
+    )
     metrics.replicas[0] = snapshot(running=1, total=24, free=20, usage=0.125, admitted=30, cached=0)
     text = metrics.render()
     assert metric_value(text, "serve_num_running_requests") == 3 and metric_value(text, "serve_kv_free_pages") == 23

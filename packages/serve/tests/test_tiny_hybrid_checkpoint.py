@@ -44,7 +44,9 @@ def one_cpu_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="module", params=VARIANTS, ids=[f"{family}-{'moe' if moe else 'dense'}" for family, moe in VARIANTS])
+@pytest.fixture(
+    scope="module", params=VARIANTS, ids=[f"{family}-{'moe' if moe else 'dense'}" for family, moe in VARIANTS]
+)
 def checkpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Family, bool, Path]:
     family, moe = request.param
     folder = build_tiny_hybrid_checkpoint(tmp_path_factory.mktemp("hybrid") / family, family=family, moe=moe)

@@ -8,8 +8,13 @@ import config_bags
 from config_bags import Bags, SpecBag
 from spec_workers import AcceptanceGate, accepted_count_of, low_acceptance_of, next_draft_length_of
 
-SPEC = SpecBag(speculative_algorithm="ngram", speculative_adaptive_window=2, speculative_adaptive_min_accept_rate=0.5,
-               speculative_adaptive_pause_steps=3, speculative_adaptive_draft_length=False)
+SPEC = SpecBag(
+    speculative_algorithm="ngram",
+    speculative_adaptive_window=2,
+    speculative_adaptive_min_accept_rate=0.5,
+    speculative_adaptive_pause_steps=3,
+    speculative_adaptive_draft_length=False,
+)
 
 
 @pytest.fixture(autouse=True)

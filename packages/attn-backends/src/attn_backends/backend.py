@@ -29,8 +29,10 @@ class AttentionBackend(ABC):
         """Record the kernel name this backend was built under (once); a name that is no kernel (an
         alias, `auto`, a misspelling) is refused, so a stamp always says what runs."""
         if effective_name not in KERNEL_NAMES:
-            raise ValueError(f"cannot stamp {type(self).__name__} {effective_name!r}: a stamp is a kernel name, "
-                             f"one of {', '.join(KERNEL_NAMES)}")
+            raise ValueError(
+                f"cannot stamp {type(self).__name__} {effective_name!r}: a stamp is a kernel name, "
+                f"one of {', '.join(KERNEL_NAMES)}"
+            )
         if self._effective_name is not None and self._effective_name != effective_name:
             raise ValueError(f"backend already stamped {self._effective_name!r}; cannot restamp it {effective_name!r}")
         self._effective_name = effective_name

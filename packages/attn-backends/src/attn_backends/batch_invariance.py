@@ -27,5 +27,7 @@ def batch_invariance_refusal(kernel: AttentionKernelName) -> str | None:
     """Why `kernel` cannot serve deterministic inference, naming what can; None when it is batch-invariant."""
     if kernel in BATCH_INVARIANT_KERNELS:
         return None
-    return (f"{kernel} is not batch-invariant ({_WHY_NOT[kernel]}); deterministic inference builds "
-            f"{', '.join(BATCH_INVARIANT_KERNELS)} for both halves, on a CPU")
+    return (
+        f"{kernel} is not batch-invariant ({_WHY_NOT[kernel]}); deterministic inference builds "
+        f"{', '.join(BATCH_INVARIANT_KERNELS)} for both halves, on a CPU"
+    )

@@ -17,11 +17,25 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_backends.varlen_layout import VarlenLayout, check_batch_rows, check_one_device, padded, unpadded, varlen_layout
+from attn_backends.varlen_layout import (
+    VarlenLayout,
+    check_batch_rows,
+    check_one_device,
+    padded,
+    unpadded,
+    varlen_layout,
+)
 
 
-def causal_conv_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                        conv_state: torch.Tensor, slots: torch.Tensor, has_initial: torch.Tensor) -> torch.Tensor:
+def causal_conv_prefill(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    cu_seqlens: torch.Tensor,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor,
+) -> torch.Tensor:
     """The conv over a varlen batch of prompts (or prompt chunks): x [T, C], weight [C, W],
     bias [C] or None, cu_seqlens int64 [B+1], conv_state the pool [S, C, W-1], slots int64 [B]
     (distinct), has_initial bool [B] (start from state[slot], else from zeros). Answers
@@ -36,8 +50,9 @@ def causal_conv_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return _conv(windows, weight, bias, layout).to(x.dtype)
 
 
-def causal_conv_decode(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                       slots: torch.Tensor) -> torch.Tensor:
+def causal_conv_decode(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor, slots: torch.Tensor
+) -> torch.Tensor:
     """One token per request: x [B, C], each request resuming from conv_state[slots[b]], which then
     drops its oldest input for this one (in place). Answers y [B, C] (SiLU applied)."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots)
@@ -49,8 +64,14 @@ def causal_conv_decode(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return F.silu(y).to(x.dtype)
 
 
-def causal_conv_verify(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                       conv_state: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv_verify(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    cu_seqlens: torch.Tensor,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A speculative verify: each request's draft tokens (packed as for prefill) run from
     conv_state[slots[b]], which stays untouched. Answers (y [T, C], windows [T, C, W-1] in the
     pool's dtype): windows[t] is the conv state after token t, for the caller to commit."""
@@ -59,27 +80,43 @@ def causal_conv_verify(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     windows = _windows(x, conv_state[slots].float(), layout)
     width = weight.shape[1]
     after = windows.unfold(2, width - 1, 1)[:, :, 1:]  # [B, C, L, W-1]: the state after each position
-    return _conv(windows, weight, bias, layout).to(x.dtype), unpadded(after.transpose(1, 2), layout).to(conv_state.dtype)
+    return _conv(windows, weight, bias, layout).to(x.dtype), unpadded(after.transpose(1, 2), layout).to(
+        conv_state.dtype
+    )
 
 
-def check_causal_conv_operands(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                               conv_state: torch.Tensor, slots: torch.Tensor, *,
-                               cu_seqlens: torch.Tensor | None = None,
-                               has_initial: torch.Tensor | None = None) -> None:
+def check_causal_conv_operands(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+    *,
+    cu_seqlens: torch.Tensor | None = None,
+    has_initial: torch.Tensor | None = None,
+) -> None:
     """Refuse operands the conv kernels (torch and triton) cannot take, naming what they take.
     Without cu_seqlens every row of x is its own request (decode). Reads nothing on the host."""
     if x.dim() != 2 or not x.is_floating_point():
         raise ValueError(f"x must be a floating-point [T, C]; got {x.dtype} of shape {tuple(x.shape)}")
     channels = x.shape[1]
     if weight.dim() != 2 or weight.shape[0] != channels or weight.shape[1] < 2:
-        raise ValueError(f"weight must be [C, W] = [{channels}, W] with a width W >= 2 (squeeze conv1d's [C, 1, W]); "
-                         f"got {tuple(weight.shape)}")
+        raise ValueError(
+            f"weight must be [C, W] = [{channels}, W] with a width W >= 2 (squeeze conv1d's [C, 1, W]); "
+            f"got {tuple(weight.shape)}"
+        )
     if bias is not None and bias.shape != (channels,):
         raise ValueError(f"bias must be [C] = [{channels}] or None; got {tuple(bias.shape)}")
     width = weight.shape[1]
-    if conv_state.dim() != 3 or tuple(conv_state.shape[1:]) != (channels, width - 1) or not conv_state.is_floating_point():
-        raise ValueError(f"conv_state must be the floating-point pool [slots, C, W-1] = [S, {channels}, {width - 1}]; "
-                         f"got {conv_state.dtype} of shape {tuple(conv_state.shape)}")
+    if (
+        conv_state.dim() != 3
+        or tuple(conv_state.shape[1:]) != (channels, width - 1)
+        or not conv_state.is_floating_point()
+    ):
+        raise ValueError(
+            f"conv_state must be the floating-point pool [slots, C, W-1] = [S, {channels}, {width - 1}]; "
+            f"got {conv_state.dtype} of shape {tuple(conv_state.shape)}"
+        )
     check_batch_rows(x.shape[0], slots, cu_seqlens, has_initial)
     check_one_device(x, weight, bias, conv_state, slots, cu_seqlens, has_initial)
 

@@ -34,8 +34,10 @@ class CpuPagedBackend(AttentionBackend):
     def plan(self, metadata: AttentionMetadataView) -> None:
         """Each query row's request, batch row and visible key count (one host pass per forward)."""
         if metadata.page_table.device.type != "cpu":
-            raise RuntimeError(f"cpu_paged runs on a CPU only; this forward is on {metadata.page_table.device}: "
-                               "use triton, flashinfer or torch_native there")
+            raise RuntimeError(
+                f"cpu_paged runs on a CPU only; this forward is on {metadata.page_table.device}: "
+                "use triton, flashinfer or torch_native there"
+            )
         extend_lens: list[int] = metadata.extend_lens.tolist()
         prefix_lens: list[int] = metadata.prefix_lens.tolist()
         requests: list[int] = []
@@ -44,9 +46,14 @@ class CpuPagedBackend(AttentionBackend):
             requests += [r] * length
             seq_lens += range(prefix + 1, prefix + length + 1)
         self._native = None
-        self._queries = paged_queries(requests, list(range(metadata.num_tokens)), seq_lens,
-                                      page_table=metadata.page_table, page_size=metadata.page_size,
-                                      num_tokens=metadata.num_tokens)
+        self._queries = paged_queries(
+            requests,
+            list(range(metadata.num_tokens)),
+            seq_lens,
+            page_table=metadata.page_table,
+            page_size=metadata.page_size,
+            num_tokens=metadata.num_tokens,
+        )
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor:
         """Attention of the planned forward for one layer, rows in batch order."""

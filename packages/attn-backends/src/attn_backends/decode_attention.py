@@ -17,8 +17,14 @@ from attn_backends.decode_plan import DecodeGroup
 from attn_backends.gather_workspace import GatherWorkspace
 
 
-def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: DecodeGroup,
-                     scale: float, workspace: GatherWorkspace) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    group: DecodeGroup,
+    scale: float,
+    workspace: GatherWorkspace,
+) -> torch.Tensor:
     """q [requests, heads, d] against each request's keys in the pool [kv_heads, slots, d]; answers [requests, heads, d]."""
     requests, heads, head_dim = q.shape
     kv_heads = k_cache.shape[0]
@@ -53,9 +59,16 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     keys_total = key_slots.shape[0]
     rows = key_slots.view(1, -1).expand(per_kv, -1).reshape(-1)
     bags = (torch.arange(per_kv, device=q.device)[:, None] * keys_total + first_key[None, :]).view(-1)
-    per_head = [F.embedding_bag(rows, v_cache[h], bags, mode="sum", per_sample_weights=weights[h].reshape(-1))
-                for h in range(kv_heads)]
-    return torch.stack(per_head).view(kv_heads, per_kv, requests, head_dim).permute(2, 0, 1, 3).reshape(requests, heads, head_dim)
+    per_head = [
+        F.embedding_bag(rows, v_cache[h], bags, mode="sum", per_sample_weights=weights[h].reshape(-1))
+        for h in range(kv_heads)
+    ]
+    return (
+        torch.stack(per_head)
+        .view(kv_heads, per_kv, requests, head_dim)
+        .permute(2, 0, 1, 3)
+        .reshape(requests, heads, head_dim)
+    )
 
 
 def _gathered(cache: torch.Tensor, group: DecodeGroup, workspace: GatherWorkspace, part: int) -> torch.Tensor:

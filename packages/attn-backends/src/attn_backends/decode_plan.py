@@ -38,7 +38,9 @@ class DecodeGroup:
     token_rows: torch.Tensor | None  # [requests]: their tokens' rows in the batch (None: the whole batch, in order)
     page_size: int  # slots per page (the gather unit)
     pages: torch.Tensor  # [chunks, pages_per_chunk]: pool page gathered into each chunk (page 0 past the end)
-    key_bias: torch.Tensor | None  # [chunks, 1, chunk] fp32: 0 on a request's keys, -inf past its end (None: all keys real)
+    key_bias: (
+        torch.Tensor | None
+    )  # [chunks, 1, chunk] fp32: 0 on a request's keys, -inf past its end (None: all keys real)
     chunk_request: torch.Tensor | None  # [chunks]: request of each chunk (None: chunk r is request r's only chunk)
     grid: torch.Tensor | None  # [requests, max_chunks]: chunk of each request's j-th cell; the spare chunk past its own
     grid_cell: torch.Tensor | None  # [real chunks]: each real chunk's flat cell in `grid`
@@ -52,11 +54,15 @@ def pages_per_chunk_of(page_size: int) -> int:
     return max(1, round(CHUNK_KEYS / page_size))
 
 
-def decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None) -> DecodeGroup:
+def decode_group(
+    page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None
+) -> DecodeGroup:
     """The cheaper layout for decodes whose pages are the rows of `page_table`, of `seq_lens` keys each."""
     if len(seq_lens) != page_table.shape[0] or min(seq_lens, default=0) < 1:
-        raise ValueError(f"decode_group needs one length >= 1 per page-table row; got {len(seq_lens)} lengths "
-                         f"(min {min(seq_lens, default=0)}) for {page_table.shape[0]} rows")
+        raise ValueError(
+            f"decode_group needs one length >= 1 per page-table row; got {len(seq_lens)} lengths "
+            f"(min {min(seq_lens, default=0)}) for {page_table.shape[0]} rows"
+        )
     chunk = pages_per_chunk_of(page_size) * page_size
     chunked_keys = (sum(-(-n // chunk) for n in seq_lens) + 1) * chunk
     padded_keys = len(seq_lens) * -(-max(seq_lens) // page_size) * page_size
@@ -65,7 +71,9 @@ def decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], 
     return padded_decode_group(page_size, page_table, seq_lens, token_rows)
 
 
-def padded_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None) -> DecodeGroup:
+def padded_decode_group(
+    page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None
+) -> DecodeGroup:
     """One chunk per request, all as long as the longest; keys past a request's end masked.
 
     A lone request gathers exactly its own keys slot by slot: nothing to mask, and the same shape of
@@ -74,7 +82,9 @@ def padded_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list
     device = page_table.device
     pages_each = -(-max(seq_lens) // page_size)
     if page_table.shape[1] < pages_each:
-        raise ValueError(f"page table has {page_table.shape[1]} pages per row; {max(seq_lens)} keys need {pages_each} of {page_size}")
+        raise ValueError(
+            f"page table has {page_table.shape[1]} pages per row; {max(seq_lens)} keys need {pages_each} of {page_size}"
+        )
     if len(seq_lens) == 1:
         in_page = torch.arange(page_size, device=device)
         slots = (page_table[0, :pages_each, None] * page_size + in_page).view(-1)[: seq_lens[0]]
@@ -84,11 +94,23 @@ def padded_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list
         key_pos = torch.arange(pages_each * page_size, device=device)
         lens = torch.tensor(seq_lens, device=device)
         bias = _bias_of(key_pos[None, :] < lens[:, None])
-    return DecodeGroup(token_rows, page_size, page_table[:, :pages_each].contiguous(), bias, None, None, None, None, None,
-                       pooled=len(seq_lens) > 1)
+    return DecodeGroup(
+        token_rows,
+        page_size,
+        page_table[:, :pages_each].contiguous(),
+        bias,
+        None,
+        None,
+        None,
+        None,
+        None,
+        pooled=len(seq_lens) > 1,
+    )
 
 
-def chunked_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None) -> DecodeGroup:
+def chunked_decode_group(
+    page_size: int, page_table: torch.Tensor, seq_lens: list[int], token_rows: torch.Tensor | None
+) -> DecodeGroup:
     """Each request in as many chunks as its own length needs, plus one spare, fully masked chunk."""
     device = page_table.device
     pages_per_chunk = pages_per_chunk_of(page_size)
@@ -96,7 +118,9 @@ def chunked_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: lis
     counts = [-(-n // chunk) for n in seq_lens]
     chunks, max_chunks = sum(counts), max(counts)
     if page_table.shape[1] * page_size < max(seq_lens):
-        raise ValueError(f"page table has {page_table.shape[1]} pages per row; {max(seq_lens)} keys need more of {page_size}")
+        raise ValueError(
+            f"page table has {page_table.shape[1]} pages per row; {max(seq_lens)} keys need more of {page_size}"
+        )
     requests = torch.arange(len(seq_lens), device=device)
     counts_t = torch.tensor(counts, device=device)
     first = torch.cumsum(counts_t, 0) - counts_t
@@ -113,11 +137,13 @@ def chunked_decode_group(page_size: int, page_table: torch.Tensor, seq_lens: lis
     grid = torch.where(cell_j[None, :] < counts_t[:, None], first[:, None] + cell_j[None, :], spare)
     in_page = torch.arange(page_size, device=device)
     return DecodeGroup(
-        token_rows, page_size,
+        token_rows,
+        page_size,
         torch.cat([pages, pages.new_zeros(1, pages_per_chunk)]),
         _bias_of(torch.cat([real, real.new_zeros(1, chunk)])),
         torch.cat([chunk_request, chunk_request.new_zeros(1)]),
-        grid, chunk_request * max_chunks + in_request,
+        grid,
+        chunk_request * max_chunks + in_request,
         (pages[:, :, None] * page_size + in_page).view(-1),
         first * chunk,
         pooled=True,

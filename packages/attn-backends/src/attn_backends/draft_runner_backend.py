@@ -22,8 +22,9 @@ _REFUSED: tuple[ForwardMode, ...] = ("target_verify", "idle")
 class DraftRunnerBackend(ContainerBackend):
     """The draft runner's two backends; each forward runs on the one its mode dispatches to."""
 
-    stamp_refusal = ("a draft runner's backend carries no stamp of its own;"
-                     " its extend and multi-step backends carry them")
+    stamp_refusal = (
+        "a draft runner's backend carries no stamp of its own; its extend and multi-step backends carry them"
+    )
 
     def __init__(self, extend: DraftExtendBackend, multi_step: MultiStepDraftBackend) -> None:
         self.extend = extend
@@ -37,8 +38,10 @@ class DraftRunnerBackend(ContainerBackend):
     def backend_for(self, forward_mode: ForwardMode) -> AttentionBackend:
         """The backend a draft runner's forward of `forward_mode` runs on."""
         if forward_mode in _REFUSED:
-            raise ValueError(f"a draft runner serves extend, mixed, draft_extend and decode forwards, got {forward_mode!r} "
-                             "(a target verify runs on the target runner; an idle forward has nothing to draft)")
+            raise ValueError(
+                f"a draft runner serves extend, mixed, draft_extend and decode forwards, got {forward_mode!r} "
+                "(a target verify runs on the target runner; an idle forward has nothing to draft)"
+            )
         return self.multi_step if dispatched_half(forward_mode) == "decode" else self.extend
 
     def select_child(self, metadata: AttentionMetadataView) -> AttentionBackend:

@@ -27,7 +27,9 @@ def auto_kernel_of(half: AttentionHalf, device_type: str, *, batch_invariant: bo
     return "flashinfer" if importlib.util.find_spec("flashinfer") is not None else "triton"
 
 
-def effective_backend_name(name: str, *, half: AttentionHalf, device_type: str, batch_invariant: bool) -> AttentionKernelName:
+def effective_backend_name(
+    name: str, *, half: AttentionHalf, device_type: str, batch_invariant: bool
+) -> AttentionKernelName:
     """The kernel `name` builds for `half` on a `device_type` host, batch-invariant or not; refuses
     a name that is none of kernel, alias or auto. (Building an alias warns; answering what it
     builds does not.)"""

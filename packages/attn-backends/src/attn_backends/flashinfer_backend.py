@@ -137,7 +137,8 @@ class FlashInferBackend(AttentionBackend):
         tensor_cores = shape.heads // shape.kv_heads not in CUDA_CORE_DECODE_GROUPS
         if tensor_cores not in self._decode:
             self._decode[tensor_cores] = self._flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-                self._workspace, "HND", use_tensor_cores=tensor_cores)
+                self._workspace, "HND", use_tensor_cores=tensor_cores
+            )
         return self._decode[tensor_cores]
 
     def _plan_wrapper(self, wrapper: Any, forward: ForwardPlan, shape: KernelShape) -> None:
@@ -148,7 +149,9 @@ class FlashInferBackend(AttentionBackend):
         if forward.all_decode:
             wrapper.plan(csr.kv_indptr, csr.kv_indices, csr.kv_last_page_len, *dims, **types)
         else:
-            wrapper.plan(csr.qo_indptr, csr.kv_indptr, csr.kv_indices, csr.kv_last_page_len, *dims, causal=True, **types)
+            wrapper.plan(
+                csr.qo_indptr, csr.kv_indptr, csr.kv_indices, csr.kv_last_page_len, *dims, causal=True, **types
+            )
 
 
 def _require_cuda(device: torch.device) -> None:

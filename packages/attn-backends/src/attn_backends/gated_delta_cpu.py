@@ -78,22 +78,61 @@ _ACTIVATION_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 class _GatedDeltaArgs(ctypes.Structure):
     """GatedDeltaArgs in gated_delta_cpu.cpp, field for field."""
 
-    _fields_ = [(name, ctypes.c_void_p) for name in
-                ("q", "k", "v", "g", "beta", "state", "slots", "cu_seqlens", "has_initial", "out", "states_out")] + [
-        (name, ctypes.c_int64) for name in
-        ("write_pool", "requests", "heads", "dk", "dv", "pool_slots", "q_token", "q_head", "k_token", "k_head",
-         "v_token", "v_head", "g_token", "g_head", "beta_token", "beta_head", "state_slot", "state_head", "state_row",
-         "activation_code", "pool_code", "threads")]
+    _fields_ = [
+        (name, ctypes.c_void_p)
+        for name in ("q", "k", "v", "g", "beta", "state", "slots", "cu_seqlens", "has_initial", "out", "states_out")
+    ] + [
+        (name, ctypes.c_int64)
+        for name in (
+            "write_pool",
+            "requests",
+            "heads",
+            "dk",
+            "dv",
+            "pool_slots",
+            "q_token",
+            "q_head",
+            "k_token",
+            "k_head",
+            "v_token",
+            "v_head",
+            "g_token",
+            "g_head",
+            "beta_token",
+            "beta_head",
+            "state_slot",
+            "state_head",
+            "state_row",
+            "activation_code",
+            "pool_code",
+            "threads",
+        )
+    ]
 
 
 class _CausalConvArgs(ctypes.Structure):
     """CausalConvArgs in gated_delta_cpu.cpp, field for field."""
 
-    _fields_ = [(name, ctypes.c_void_p) for name in
-                ("x", "weight", "bias", "conv_state", "slots", "cu_seqlens", "has_initial", "y", "windows_out")] + [
-        (name, ctypes.c_int64) for name in
-        ("write_pool", "requests", "channels", "width", "pool_slots", "x_token", "state_slot", "state_channel",
-         "state_column", "activation_code", "pool_code", "threads")]
+    _fields_ = [
+        (name, ctypes.c_void_p)
+        for name in ("x", "weight", "bias", "conv_state", "slots", "cu_seqlens", "has_initial", "y", "windows_out")
+    ] + [
+        (name, ctypes.c_int64)
+        for name in (
+            "write_pool",
+            "requests",
+            "channels",
+            "width",
+            "pool_slots",
+            "x_token",
+            "state_slot",
+            "state_channel",
+            "state_column",
+            "activation_code",
+            "pool_code",
+            "threads",
+        )
+    ]
 
 
 @functools.cache
@@ -106,9 +145,17 @@ def _library() -> ctypes.CDLL:
     return library
 
 
-def gated_delta_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                        cu_seqlens: torch.Tensor, state: torch.Tensor, slots: torch.Tensor,
-                        has_initial: torch.Tensor) -> torch.Tensor:
+def gated_delta_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor,
+) -> torch.Tensor:
     """gated_delta_rule.gated_delta_prefill on CPU tensors, by the recurrence: out [T, H, Dv] in
     q's dtype, each sequence's final state written into state[slots[b]] (zeros for an empty fresh one)."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots, cu_seqlens=cu_seqlens, has_initial=has_initial)
@@ -117,8 +164,15 @@ def gated_delta_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: to
     return out
 
 
-def gated_delta_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                       state: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+def gated_delta_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+) -> torch.Tensor:
     """gated_delta_rule.gated_delta_decode on CPU tensors: one step per request, each state[slots[b]]
     updated in place (read and written once); out [B, H, Dv] in q's dtype."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots)
@@ -126,9 +180,16 @@ def gated_delta_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: tor
     return out
 
 
-def gated_delta_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                       cu_seqlens: torch.Tensor, state: torch.Tensor,
-                       slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def gated_delta_verify(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """gated_delta_rule.gated_delta_verify on CPU tensors: (out [T, H, Dv], the state after each
     token [T, H, Dk, Dv] in the pool's dtype); the pool stays untouched."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots, cu_seqlens=cu_seqlens)
@@ -136,18 +197,28 @@ def gated_delta_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: tor
     return _gated_delta(q, k, v, g, beta, state, slots, cu_seqlens, None, write_pool=False, keep_states=True)
 
 
-def causal_conv_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                        conv_state: torch.Tensor, slots: torch.Tensor, has_initial: torch.Tensor) -> torch.Tensor:
+def causal_conv_prefill(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    cu_seqlens: torch.Tensor,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor,
+) -> torch.Tensor:
     """causal_conv_state.causal_conv_prefill on CPU tensors: y [T, C] (SiLU applied) in x's dtype,
     each sequence's last W-1 inputs written into conv_state[slots[b]]."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots, cu_seqlens=cu_seqlens, has_initial=has_initial)
     checked_offsets(cu_seqlens, x.shape[0])
-    y, _ = _causal_conv(x, weight, bias, conv_state, slots, cu_seqlens, has_initial, write_pool=True, keep_windows=False)
+    y, _ = _causal_conv(
+        x, weight, bias, conv_state, slots, cu_seqlens, has_initial, write_pool=True, keep_windows=False
+    )
     return y
 
 
-def causal_conv_decode(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                       slots: torch.Tensor) -> torch.Tensor:
+def causal_conv_decode(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor, slots: torch.Tensor
+) -> torch.Tensor:
     """causal_conv_state.causal_conv_decode on CPU tensors: y [B, C], each conv_state[slots[b]]
     shifted by its request's input in place."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots)
@@ -155,8 +226,14 @@ def causal_conv_decode(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return y
 
 
-def causal_conv_verify(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                       conv_state: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv_verify(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    cu_seqlens: torch.Tensor,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """causal_conv_state.causal_conv_verify on CPU tensors: (y [T, C], the conv state after each
     token [T, C, W-1] in the pool's dtype); the pool stays untouched."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots, cu_seqlens=cu_seqlens)
@@ -168,8 +245,9 @@ def _check_on_cpu(pool: torch.Tensor, what: str) -> None:
     """Refuse operands the C++ cannot address (they have passed the shared checks, so all share
     one device): it reads CPU memory only."""
     if pool.device.type != "cpu":
-        raise ValueError(f"the cpu_fused {what} kernels run on CPU tensors, not on {pool.device}; there use triton "
-                         "or torch_native")
+        raise ValueError(
+            f"the cpu_fused {what} kernels run on CPU tensors, not on {pool.device}; there use triton or torch_native"
+        )
 
 
 def _rows(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -188,13 +266,19 @@ def _activation_dtype(*xs: torch.Tensor) -> torch.dtype:
     return only if not dtypes and only in _ACTIVATION_DTYPES else torch.float32
 
 
-def _request_rows(slots: torch.Tensor, cu_seqlens: torch.Tensor | None,
-                  has_initial: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def _request_rows(
+    slots: torch.Tensor, cu_seqlens: torch.Tensor | None, has_initial: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """slots and cu_seqlens as contiguous int64, has_initial as contiguous bools (one byte each)."""
+
     def int64(t: torch.Tensor) -> torch.Tensor:
         return t.contiguous() if t.dtype == torch.int64 else t.to(torch.int64).contiguous()
-    return (int64(slots), None if cu_seqlens is None else int64(cu_seqlens),
-            None if has_initial is None else has_initial.contiguous())
+
+    return (
+        int64(slots),
+        None if cu_seqlens is None else int64(cu_seqlens),
+        None if has_initial is None else has_initial.contiguous(),
+    )
 
 
 def _pointer(t: torch.Tensor | None) -> int | None:
@@ -205,22 +289,37 @@ def _pointer(t: torch.Tensor | None) -> int | None:
 def _raise_for(code: int, slots: torch.Tensor, pool_slots: int) -> None:
     """The C++ answer as an exception, if it is one: -1 is success, b >= 0 the first bad slot."""
     if code >= 0:
-        raise IndexError(f"slots[{code}] = {int(slots[code])} is outside the pool's {pool_slots} slots "
-                         f"(0 to {pool_slots - 1})")
+        raise IndexError(
+            f"slots[{code}] = {int(slots[code])} is outside the pool's {pool_slots} slots (0 to {pool_slots - 1})"
+        )
     if code != -1:
-        raise RuntimeError(f"{WHAT} have no code for these element types (code {code}); this is a bug in gated_delta_cpu.py")
+        raise RuntimeError(
+            f"{WHAT} have no code for these element types (code {code}); this is a bug in gated_delta_cpu.py"
+        )
 
 
-def _gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                 state: torch.Tensor, slots: torch.Tensor, cu_seqlens: torch.Tensor | None,
-                 has_initial: torch.Tensor | None, *, write_pool: bool,
-                 keep_states: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _gated_delta(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+    cu_seqlens: torch.Tensor | None,
+    has_initial: torch.Tensor | None,
+    *,
+    write_pool: bool,
+    keep_states: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The C++ recurrence over checked operands: (out [T, H, Dv] in q's dtype, the per-token
     states when keep_states, else an empty tensor)."""
     _check_on_cpu(state, "gated-delta")
     if state.stride(3) != 1 and state.shape[3] > 1:
-        raise ValueError(f"the cpu_fused gated-delta kernels update the pool in place and read its state rows whole: "
-                         f"its last (Dv) dimension must have stride 1; got strides {state.stride()}")
+        raise ValueError(
+            f"the cpu_fused gated-delta kernels update the pool in place and read its state rows whole: "
+            f"its last (Dv) dimension must have stride 1; got strides {state.stride()}"
+        )
     dtype, given = _activation_dtype(q, k, v), q.dtype
     q, k, v = (_rows(x, dtype) for x in (q, k, v))
     g, beta = g.float(), beta.float()
@@ -230,19 +329,56 @@ def _gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Ten
     out = torch.empty(tokens, heads, dv, dtype=dtype)
     states = torch.empty(tokens if keep_states else 0, heads, dk, dv, dtype=state.dtype)
     args = _GatedDeltaArgs(
-        q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(), slots.data_ptr(),
-        _pointer(cu_seqlens), _pointer(has_initial), out.data_ptr(), states.data_ptr() if keep_states else None,
-        int(write_pool), slots.shape[0], heads, dk, dv, state.shape[0], q.stride(0), q.stride(1), k.stride(0),
-        k.stride(1), v.stride(0), v.stride(1), g.stride(0), g.stride(1), beta.stride(0), beta.stride(1),
-        state.stride(0), state.stride(1), state.stride(2), _CODE_OF_DTYPE[dtype], _CODE_OF_DTYPE[state.dtype],
-        torch.get_num_threads())
+        q.data_ptr(),
+        k.data_ptr(),
+        v.data_ptr(),
+        g.data_ptr(),
+        beta.data_ptr(),
+        state.data_ptr(),
+        slots.data_ptr(),
+        _pointer(cu_seqlens),
+        _pointer(has_initial),
+        out.data_ptr(),
+        states.data_ptr() if keep_states else None,
+        int(write_pool),
+        slots.shape[0],
+        heads,
+        dk,
+        dv,
+        state.shape[0],
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        g.stride(0),
+        g.stride(1),
+        beta.stride(0),
+        beta.stride(1),
+        state.stride(0),
+        state.stride(1),
+        state.stride(2),
+        _CODE_OF_DTYPE[dtype],
+        _CODE_OF_DTYPE[state.dtype],
+        torch.get_num_threads(),
+    )
     _raise_for(_library().gated_delta_recurrence(ctypes.byref(args)), slots, state.shape[0])
     return (out if dtype == given else out.to(given)), states
 
 
-def _causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                 slots: torch.Tensor, cu_seqlens: torch.Tensor | None, has_initial: torch.Tensor | None, *,
-                 write_pool: bool, keep_windows: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _causal_conv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+    cu_seqlens: torch.Tensor | None,
+    has_initial: torch.Tensor | None,
+    *,
+    write_pool: bool,
+    keep_windows: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The C++ conv over checked operands: (y [T, C] in x's dtype, the per-token windows when
     keep_windows, else an empty tensor)."""
     _check_on_cpu(conv_state, "causal-conv")
@@ -258,9 +394,27 @@ def _causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     y = torch.empty(tokens, channels, dtype=dtype)
     windows = torch.empty(tokens if keep_windows else 0, channels, width - 1, dtype=conv_state.dtype)
     args = _CausalConvArgs(
-        x.data_ptr(), weight.data_ptr(), _pointer(bias), conv_state.data_ptr(), slots.data_ptr(), _pointer(cu_seqlens),
-        _pointer(has_initial), y.data_ptr(), windows.data_ptr() if keep_windows else None, int(write_pool),
-        slots.shape[0], channels, width, conv_state.shape[0], x.stride(0), conv_state.stride(0), conv_state.stride(1),
-        conv_state.stride(2), _CODE_OF_DTYPE[dtype], _CODE_OF_DTYPE[conv_state.dtype], torch.get_num_threads())
+        x.data_ptr(),
+        weight.data_ptr(),
+        _pointer(bias),
+        conv_state.data_ptr(),
+        slots.data_ptr(),
+        _pointer(cu_seqlens),
+        _pointer(has_initial),
+        y.data_ptr(),
+        windows.data_ptr() if keep_windows else None,
+        int(write_pool),
+        slots.shape[0],
+        channels,
+        width,
+        conv_state.shape[0],
+        x.stride(0),
+        conv_state.stride(0),
+        conv_state.stride(1),
+        conv_state.stride(2),
+        _CODE_OF_DTYPE[dtype],
+        _CODE_OF_DTYPE[conv_state.dtype],
+        torch.get_num_threads(),
+    )
     _raise_for(_library().causal_conv_recurrence(ctypes.byref(args)), slots, conv_state.shape[0])
     return (y if dtype == given else y.to(given)), windows

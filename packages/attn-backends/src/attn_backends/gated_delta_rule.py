@@ -32,16 +32,31 @@ from __future__ import annotations
 
 import torch
 
-from attn_backends.varlen_layout import VarlenLayout, check_batch_rows, check_one_device, padded, unpadded, varlen_layout
+from attn_backends.varlen_layout import (
+    VarlenLayout,
+    check_batch_rows,
+    check_one_device,
+    padded,
+    unpadded,
+    varlen_layout,
+)
 
 CHUNK = 64  # tokens per chunk of the chunked prefill
 L2_EPS = 1e-6  # inside the root of the q/k L2 norm, as Qwen3-Next's reference computes it
 POOL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # the mamba_ssm_dtype choices
 
 
-def gated_delta_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                        cu_seqlens: torch.Tensor, state: torch.Tensor, slots: torch.Tensor,
-                        has_initial: torch.Tensor) -> torch.Tensor:
+def gated_delta_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor,
+) -> torch.Tensor:
     """The gated delta rule over a varlen batch of prompts (or prompt chunks), chunked.
 
     q, k [T, H, Dk], v [T, H, Dv], g (log decay, <= 0) and beta [T, H]: H value heads (repeat the
@@ -61,8 +76,15 @@ def gated_delta_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: to
     return unpadded(out.transpose(1, 2), layout).to(q.dtype)
 
 
-def gated_delta_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                       state: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+def gated_delta_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+) -> torch.Tensor:
     """One recurrent step per request: q, k [B, H, Dk], v [B, H, Dv], g and beta [B, H], each
     request resuming from state[slots[b]], which is updated in place. Answers out [B, H, Dv] in q's dtype."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots)
@@ -72,9 +94,16 @@ def gated_delta_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: tor
     return out.to(q.dtype)
 
 
-def gated_delta_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                       cu_seqlens: torch.Tensor, state: torch.Tensor,
-                       slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def gated_delta_verify(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A speculative verify: each request's draft tokens (packed as for prefill) run the recurrence
     from state[slots[b]], which stays untouched. Answers (out [T, H, Dv] in q's dtype, states
     [T, H, Dk, Dv] in the pool's dtype): states[t] is the state after token t, so the caller commits
@@ -93,8 +122,9 @@ def gated_delta_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: tor
     return unpadded(torch.stack(outs, 1), layout).to(q.dtype), unpadded(torch.stack(states, 1), layout)
 
 
-def recurrent_step(s: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                   beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def recurrent_step(
+    s: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One token of the rule on fp32 operands (q, k already normalised and q scaled): s [..., Dk, Dv],
     q, k [..., Dk], v [..., Dv], g, beta [...]; answers (the new state, the token's output [..., Dv])."""
     s = s * g.exp()[..., None, None]
@@ -104,20 +134,34 @@ def recurrent_step(s: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     return s, (q[..., None] * s).sum(-2)
 
 
-def check_gated_delta_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                               beta: torch.Tensor, state: torch.Tensor, slots: torch.Tensor, *,
-                               cu_seqlens: torch.Tensor | None = None,
-                               has_initial: torch.Tensor | None = None) -> None:
+def check_gated_delta_operands(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+    *,
+    cu_seqlens: torch.Tensor | None = None,
+    has_initial: torch.Tensor | None = None,
+) -> None:
     """Refuse operands the gated-delta kernels (torch and triton) cannot take, naming what they take.
     Without cu_seqlens every token is its own request (decode). Reads nothing on the host."""
     if q.dim() != 3 or k.shape != q.shape or v.dim() != 3 or v.shape[:2] != q.shape[:2]:
-        raise ValueError(f"q and k must be [T, H, Dk] and v [T, H, Dv] with the same T and H (repeat q/k heads to "
-                         f"the value heads first); got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"q and k must be [T, H, Dk] and v [T, H, Dv] with the same T and H (repeat q/k heads to "
+            f"the value heads first); got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     if g.shape != q.shape[:2] or beta.shape != q.shape[:2]:
-        raise ValueError(f"g and beta must be [T, H] = {tuple(q.shape[:2])}; got g {tuple(g.shape)}, beta {tuple(beta.shape)}")
+        raise ValueError(
+            f"g and beta must be [T, H] = {tuple(q.shape[:2])}; got g {tuple(g.shape)}, beta {tuple(beta.shape)}"
+        )
     heads, dk, dv = q.shape[1], q.shape[2], v.shape[2]
     if state.dim() != 4 or tuple(state.shape[1:]) != (heads, dk, dv):
-        raise ValueError(f"state must be the pool [slots, H, Dk, Dv] = [S, {heads}, {dk}, {dv}]; got {tuple(state.shape)}")
+        raise ValueError(
+            f"state must be the pool [slots, H, Dk, Dv] = [S, {heads}, {dk}, {dv}]; got {tuple(state.shape)}"
+        )
     if state.dtype not in POOL_DTYPES:
         raise ValueError(f"the state pool holds float32, bfloat16 or float16 (mamba_ssm_dtype), not {state.dtype}")
     for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
@@ -127,8 +171,9 @@ def check_gated_delta_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     check_one_device(q, k, v, g, beta, state, slots, cu_seqlens, has_initial)
 
 
-def _fp32_normalised(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                     beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _fp32_normalised(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The operands in fp32, q and k L2-normalised and q scaled by Dk**-0.5."""
     qf, kf = q.float(), k.float()
     qf = qf * torch.rsqrt((qf * qf).sum(-1, keepdim=True) + L2_EPS) * q.shape[-1] ** -0.5
@@ -141,8 +186,9 @@ def _heads_first(layout: VarlenLayout, length: int, *xs: torch.Tensor) -> tuple[
     return tuple(padded(x, layout, length).transpose(1, 2) for x in xs)
 
 
-def _chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-             s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The chunked rule (module docstring) on a padded batch: q, k [B, H, L, Dk], v [B, H, L, Dv],
     g, beta [B, H, L] with L a multiple of CHUNK, s [B, H, Dk, Dv] the initial states; answers
     (out [B, H, L, Dv], the final states)."""

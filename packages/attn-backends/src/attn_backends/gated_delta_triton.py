@@ -55,11 +55,25 @@ CONV_BLOCK_C = 128  # channels per conv program
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
 def _recurrent_kernel(
-    q_ptr: tl.tensor, k_ptr: tl.tensor, v_ptr: tl.tensor, g_ptr: tl.tensor, beta_ptr: tl.tensor,
-    out_ptr: tl.tensor, state_ptr: tl.tensor, states_ptr: tl.tensor, cu_ptr: tl.tensor, slots_ptr: tl.tensor,
-    scale: tl.float32, eps: tl.float32,
-    H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    KEEP_EACH: tl.constexpr, KEEP_FINAL: tl.constexpr,
+    q_ptr: tl.tensor,
+    k_ptr: tl.tensor,
+    v_ptr: tl.tensor,
+    g_ptr: tl.tensor,
+    beta_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    state_ptr: tl.tensor,
+    states_ptr: tl.tensor,
+    cu_ptr: tl.tensor,
+    slots_ptr: tl.tensor,
+    scale: tl.float32,
+    eps: tl.float32,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    KEEP_EACH: tl.constexpr,
+    KEEP_FINAL: tl.constexpr,
 ) -> None:
     seq = tl.program_id(0)
     head = tl.program_id(1).to(tl.int64)
@@ -99,9 +113,21 @@ def _recurrent_kernel(
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
 def _chunk_prepare_kernel(
-    k_ptr: tl.tensor, v_ptr: tl.tensor, g_ptr: tl.tensor, beta_ptr: tl.tensor, chunks_ptr: tl.tensor,
-    w_ptr: tl.tensor, u_ptr: tl.tensor, c_ptr: tl.tensor, eps: tl.float32,
-    H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BDV: tl.constexpr, BT: tl.constexpr,
+    k_ptr: tl.tensor,
+    v_ptr: tl.tensor,
+    g_ptr: tl.tensor,
+    beta_ptr: tl.tensor,
+    chunks_ptr: tl.tensor,
+    w_ptr: tl.tensor,
+    u_ptr: tl.tensor,
+    c_ptr: tl.tensor,
+    eps: tl.float32,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    BK: tl.constexpr,
+    BDV: tl.constexpr,
+    BT: tl.constexpr,
 ) -> None:
     chunk = tl.program_id(0)
     head = tl.program_id(1).to(tl.int64)
@@ -145,10 +171,24 @@ def _chunk_prepare_kernel(
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
 def _chunk_scan_kernel(
-    q_ptr: tl.tensor, k_ptr: tl.tensor, w_ptr: tl.tensor, u_ptr: tl.tensor, c_ptr: tl.tensor, out_ptr: tl.tensor,
-    state_ptr: tl.tensor, cu_ptr: tl.tensor, slots_ptr: tl.tensor, has_initial_ptr: tl.tensor,
-    scale: tl.float32, eps: tl.float32,
-    H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BT: tl.constexpr,
+    q_ptr: tl.tensor,
+    k_ptr: tl.tensor,
+    w_ptr: tl.tensor,
+    u_ptr: tl.tensor,
+    c_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    state_ptr: tl.tensor,
+    cu_ptr: tl.tensor,
+    slots_ptr: tl.tensor,
+    has_initial_ptr: tl.tensor,
+    scale: tl.float32,
+    eps: tl.float32,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BT: tl.constexpr,
 ) -> None:
     seq = tl.program_id(0)
     head = tl.program_id(1).to(tl.int64)
@@ -184,7 +224,9 @@ def _chunk_scan_kernel(
         c_last = tl.sum(tl.where(rows == tl.minimum(end - first, BT) - 1, c, 0.0), 0)
 
         delta = u - tl.dot(w, s, input_precision="ieee")  # zero on padded rows (u = w = 0 there)
-        within = tl.dot(q, tl.trans(k), input_precision="ieee") * tl.exp(tl.where(causal, c[:, None] - c[None, :], float("-inf")))
+        within = tl.dot(q, tl.trans(k), input_precision="ieee") * tl.exp(
+            tl.where(causal, c[:, None] - c[None, :], float("-inf"))
+        )
         out = tl.dot(q * tl.exp(c)[:, None], s, input_precision="ieee") + tl.dot(within, delta, input_precision="ieee")
         tl.store(out_ptr + token_row[:, None] * DV + dv[None, :], out.to(out_ptr.dtype.element_ty), mask=v_tile)
         k_to_end = k * tl.exp(c_last - c)[:, None]
@@ -194,9 +236,19 @@ def _chunk_scan_kernel(
 
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
-def _conv_input(x_ptr: tl.tensor, conv_state_ptr: tl.tensor, start: tl.tensor, slot: tl.tensor, resume: tl.tensor,
-                position: tl.tensor, channels: tl.tensor, token_ok: tl.tensor, channel_ok: tl.tensor,
-                C: tl.constexpr, W: tl.constexpr) -> tl.tensor:
+def _conv_input(
+    x_ptr: tl.tensor,
+    conv_state_ptr: tl.tensor,
+    start: tl.tensor,
+    slot: tl.tensor,
+    resume: tl.tensor,
+    position: tl.tensor,
+    channels: tl.tensor,
+    token_ok: tl.tensor,
+    channel_ok: tl.tensor,
+    C: tl.constexpr,
+    W: tl.constexpr,
+) -> tl.tensor:
     # The [tokens, channels] inputs at `position` of each token's sequence: from x at positions >= 0,
     # before the sequence's start from its slot's conv state (when resuming) or zeros.
     in_x = position >= 0
@@ -204,18 +256,32 @@ def _conv_input(x_ptr: tl.tensor, conv_state_ptr: tl.tensor, start: tl.tensor, s
     from_state = (token_ok & ~in_x & resume)[:, None] & channel_ok[None, :]
     xs = tl.load(x_ptr + (start + position)[:, None] * C + channels[None, :], mask=from_x, other=0.0)
     column = (W - 1) + position  # position -1 is the state's newest column, W-2
-    state = tl.load(conv_state_ptr + (slot[:, None] * C + channels[None, :]) * (W - 1) + column[:, None],
-                    mask=from_state, other=0.0)
+    state = tl.load(
+        conv_state_ptr + (slot[:, None] * C + channels[None, :]) * (W - 1) + column[:, None], mask=from_state, other=0.0
+    )
     return xs.to(tl.float32) + state.to(tl.float32)
 
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
 def _conv_kernel(
-    x_ptr: tl.tensor, weight_ptr: tl.tensor, bias_ptr: tl.tensor, y_ptr: tl.tensor, conv_state_ptr: tl.tensor,
-    windows_ptr: tl.tensor, sequence_ptr: tl.tensor, cu_ptr: tl.tensor, slots_ptr: tl.tensor,
-    has_initial_ptr: tl.tensor, T: tl.int64,
-    C: tl.constexpr, W: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr,
-    HAS_BIAS: tl.constexpr, HAS_FLAGS: tl.constexpr, EVERY_TOKEN: tl.constexpr,
+    x_ptr: tl.tensor,
+    weight_ptr: tl.tensor,
+    bias_ptr: tl.tensor,
+    y_ptr: tl.tensor,
+    conv_state_ptr: tl.tensor,
+    windows_ptr: tl.tensor,
+    sequence_ptr: tl.tensor,
+    cu_ptr: tl.tensor,
+    slots_ptr: tl.tensor,
+    has_initial_ptr: tl.tensor,
+    T: tl.int64,
+    C: tl.constexpr,
+    W: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_FLAGS: tl.constexpr,
+    EVERY_TOKEN: tl.constexpr,
 ) -> None:
     tokens = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -233,8 +299,9 @@ def _conv_kernel(
 
     acc = tl.zeros([BLOCK_T, BLOCK_C], tl.float32)
     for j in tl.static_range(W):
-        inputs = _conv_input(x_ptr, conv_state_ptr, start, slot, resume, position + j - (W - 1), channels,
-                             token_ok, channel_ok, C, W)
+        inputs = _conv_input(
+            x_ptr, conv_state_ptr, start, slot, resume, position + j - (W - 1), channels, token_ok, channel_ok, C, W
+        )
         tap = tl.load(weight_ptr + channels * W + j, mask=channel_ok, other=0.0).to(tl.float32)
         acc += inputs * tap[None, :]
     if HAS_BIAS:
@@ -251,19 +318,31 @@ def _conv_kernel(
         window_row = seq.to(tl.int64)
         keep = tile_ok & (tokens == end - 1)[:, None]
     for j in tl.static_range(W - 1):
-        inputs = _conv_input(x_ptr, conv_state_ptr, start, slot, resume, position + 1 + j - (W - 1), channels,
-                             token_ok, channel_ok, C, W)
-        tl.store(windows_ptr + (window_row[:, None] * C + channels[None, :]) * (W - 1) + j,
-                 inputs.to(windows_ptr.dtype.element_ty), mask=keep)
+        inputs = _conv_input(
+            x_ptr, conv_state_ptr, start, slot, resume, position + 1 + j - (W - 1), channels, token_ok, channel_ok, C, W
+        )
+        tl.store(
+            windows_ptr + (window_row[:, None] * C + channels[None, :]) * (W - 1) + j,
+            inputs.to(windows_ptr.dtype.element_ty),
+            mask=keep,
+        )
 
 
 # Read when the kernels above were decorated: whether they run in Triton's interpreter (on CPU tensors).
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 
 
-def gated_delta_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                        cu_seqlens: torch.Tensor, state: torch.Tensor, slots: torch.Tensor,
-                        has_initial: torch.Tensor) -> torch.Tensor:
+def gated_delta_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor,
+) -> torch.Tensor:
     """The chunked gated delta rule over a varlen batch; operands and results as
     gated_delta_rule.gated_delta_prefill. Reads cu_seqlens on the host once (to list the chunks)."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots, cu_seqlens=cu_seqlens, has_initial=has_initial)
@@ -283,17 +362,54 @@ def gated_delta_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: to
     bk, bv = _pow2(dk), min(BLOCK_V, _pow2(dv))
     if chunks.shape[0]:
         _chunk_prepare_kernel[(chunks.shape[0], heads)](
-            k, v, g, beta, chunks, w, u, c, L2_EPS, H=heads, DK=dk, DV=dv, BK=bk, BDV=_pow2(dv), BT=CHUNK,
+            k,
+            v,
+            g,
+            beta,
+            chunks,
+            w,
+            u,
+            c,
+            L2_EPS,
+            H=heads,
+            DK=dk,
+            DV=dv,
+            BK=bk,
+            BDV=_pow2(dv),
+            BT=CHUNK,
         )
     _chunk_scan_kernel[(requests, heads, triton.cdiv(dv, bv))](
-        q, k, w, u, c, out, state, cu_seqlens, slots, has_initial, dk ** -0.5, L2_EPS,
-        H=heads, DK=dk, DV=dv, BK=bk, BV=bv, BT=CHUNK,
+        q,
+        k,
+        w,
+        u,
+        c,
+        out,
+        state,
+        cu_seqlens,
+        slots,
+        has_initial,
+        dk**-0.5,
+        L2_EPS,
+        H=heads,
+        DK=dk,
+        DV=dv,
+        BK=bk,
+        BV=bv,
+        BT=CHUNK,
     )
     return out
 
 
-def gated_delta_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                       state: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+def gated_delta_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+) -> torch.Tensor:
     """One recurrent step per request; operands and results as gated_delta_rule.gated_delta_decode."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots)
     _check_pool(state, "state")
@@ -303,9 +419,16 @@ def gated_delta_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: tor
     return out
 
 
-def gated_delta_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                       cu_seqlens: torch.Tensor, state: torch.Tensor,
-                       slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def gated_delta_verify(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A speculative verify (the pool untouched, the state after every token answered); operands
     and results as gated_delta_rule.gated_delta_verify. Reads nothing on the host."""
     check_gated_delta_operands(q, k, v, g, beta, state, slots, cu_seqlens=cu_seqlens)
@@ -316,8 +439,15 @@ def gated_delta_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: tor
     return out, states
 
 
-def causal_conv_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                        conv_state: torch.Tensor, slots: torch.Tensor, has_initial: torch.Tensor) -> torch.Tensor:
+def causal_conv_prefill(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    cu_seqlens: torch.Tensor,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor,
+) -> torch.Tensor:
     """The conv over a varlen batch; operands and results as causal_conv_state.causal_conv_prefill.
     Reads nothing on the host."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots, cu_seqlens=cu_seqlens, has_initial=has_initial)
@@ -332,8 +462,9 @@ def causal_conv_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return y
 
 
-def causal_conv_decode(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                       slots: torch.Tensor) -> torch.Tensor:
+def causal_conv_decode(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor, slots: torch.Tensor
+) -> torch.Tensor:
     """One token per request; operands and results as causal_conv_state.causal_conv_decode."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots)
     _check_pool(conv_state, "conv_state")
@@ -346,8 +477,14 @@ def causal_conv_decode(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return y
 
 
-def causal_conv_verify(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                       conv_state: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv_verify(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    cu_seqlens: torch.Tensor,
+    conv_state: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A speculative verify (conv_state untouched, the state after every token answered); operands
     and results as causal_conv_state.causal_conv_verify. Reads nothing on the host."""
     check_causal_conv_operands(x, weight, bias, conv_state, slots, cu_seqlens=cu_seqlens)
@@ -359,9 +496,20 @@ def causal_conv_verify(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return y, windows
 
 
-def _launch_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                      out: torch.Tensor, state: torch.Tensor, states: torch.Tensor, cu_seqlens: torch.Tensor,
-                      slots: torch.Tensor, *, keep_each: bool) -> None:
+def _launch_recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    out: torch.Tensor,
+    state: torch.Tensor,
+    states: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    slots: torch.Tensor,
+    *,
+    keep_each: bool,
+) -> None:
     """The token-by-token kernel over every request; keep_each: write the state after each token
     into `states` and leave the pool alone (verify), else write each final state into the pool."""
     requests = slots.numel()
@@ -372,14 +520,41 @@ def _launch_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torc
     bv = min(BLOCK_V, _pow2(dv))
     q, k, v, g, beta, cu_seqlens, slots = (x.contiguous() for x in (q, k, v, g, beta, cu_seqlens, slots))
     _recurrent_kernel[(requests, heads, triton.cdiv(dv, bv))](
-        q, k, v, g, beta, out, state, states, cu_seqlens, slots, dk ** -0.5, L2_EPS,
-        H=heads, DK=dk, DV=dv, BK=_pow2(dk), BV=bv, KEEP_EACH=keep_each, KEEP_FINAL=not keep_each,
+        q,
+        k,
+        v,
+        g,
+        beta,
+        out,
+        state,
+        states,
+        cu_seqlens,
+        slots,
+        dk**-0.5,
+        L2_EPS,
+        H=heads,
+        DK=dk,
+        DV=dv,
+        BK=_pow2(dk),
+        BV=bv,
+        KEEP_EACH=keep_each,
+        KEEP_FINAL=not keep_each,
     )
 
 
-def _launch_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                 windows: torch.Tensor, sequence: torch.Tensor, cu_seqlens: torch.Tensor, slots: torch.Tensor,
-                 has_initial: torch.Tensor | None, *, every_token: bool) -> torch.Tensor:
+def _launch_conv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    conv_state: torch.Tensor,
+    windows: torch.Tensor,
+    sequence: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    slots: torch.Tensor,
+    has_initial: torch.Tensor | None,
+    *,
+    every_token: bool,
+) -> torch.Tensor:
     """The conv kernel over every token; answers y [T, C]. Without has_initial every request resumes."""
     tokens, channels = x.shape
     y = x.new_empty((tokens, channels))
@@ -389,26 +564,45 @@ def _launch_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     grid = (triton.cdiv(tokens, CONV_BLOCK_T), triton.cdiv(channels, CONV_BLOCK_C))
     # Pointers that a constexpr switch leaves unread still need a tensor: x stands in.
     _conv_kernel[grid](
-        x, weight, x if bias is None else bias.contiguous(), y, conv_state, windows, sequence, cu_seqlens, slots,
-        x if has_initial is None else has_initial.contiguous(), tokens,
-        C=channels, W=weight.shape[1], BLOCK_T=CONV_BLOCK_T, BLOCK_C=CONV_BLOCK_C,
-        HAS_BIAS=bias is not None, HAS_FLAGS=has_initial is not None, EVERY_TOKEN=every_token,
+        x,
+        weight,
+        x if bias is None else bias.contiguous(),
+        y,
+        conv_state,
+        windows,
+        sequence,
+        cu_seqlens,
+        slots,
+        x if has_initial is None else has_initial.contiguous(),
+        tokens,
+        C=channels,
+        W=weight.shape[1],
+        BLOCK_T=CONV_BLOCK_T,
+        BLOCK_C=CONV_BLOCK_C,
+        HAS_BIAS=bias is not None,
+        HAS_FLAGS=has_initial is not None,
+        EVERY_TOKEN=every_token,
     )
     return y
 
 
 def _chunk_list(offsets: list[int], device: torch.device) -> torch.Tensor:
     """[chunks, 2] int64 (first token, token count): every sequence cut into CHUNK-token chunks."""
-    rows = [(first, min(CHUNK, end - first)) for start, end in zip(offsets, offsets[1:], strict=False)
-            for first in range(start, end, CHUNK)]
+    rows = [
+        (first, min(CHUNK, end - first))
+        for start, end in zip(offsets, offsets[1:], strict=False)
+        for first in range(start, end, CHUNK)
+    ]
     return torch.tensor(rows, dtype=torch.int64).reshape(-1, 2).to(device)
 
 
 def _check_pool(pool: torch.Tensor, name: str) -> None:
     """The kernels address a pool row-major and write it in place: it cannot be a strided view."""
     if not pool.is_contiguous():
-        raise ValueError(f"the triton kernels write {name} in place and address it row-major: pass a contiguous "
-                         f"pool (this one has strides {pool.stride()}), or use torch_native")
+        raise ValueError(
+            f"the triton kernels write {name} in place and address it row-major: pass a contiguous "
+            f"pool (this one has strides {pool.stride()}), or use torch_native"
+        )
 
 
 def _pow2(n: int) -> int:

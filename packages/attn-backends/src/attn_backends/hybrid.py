@@ -19,8 +19,9 @@ from attn_backends.metadata import AttentionMetadataView
 class HybridAttentionBackend(ContainerBackend):
     """Two backends, one per half; each forward runs on the one its mode dispatches to."""
 
-    stamp_refusal = ("a hybrid attention container carries no stamp of its own;"
-                     " stamp its children (stamps_children=True)")
+    stamp_refusal = (
+        "a hybrid attention container carries no stamp of its own; stamp its children (stamps_children=True)"
+    )
 
     def __init__(self, prefill: AttentionBackend, decode: AttentionBackend) -> None:
         self.attn_backends: tuple[AttentionBackend, AttentionBackend] = (prefill, decode)

@@ -24,9 +24,13 @@ def kv_dtype_refusal(kernel: AttentionKernelName, dtype: torch.dtype, kv_dtype: 
     reads; None when it can."""
     if kv_dtype == dtype or (dtype, kv_dtype) in _NARROWER_KV.get(kernel, frozenset()):
         return None
-    narrower = [f"{_name(kv)} under {_name(compute)}" for compute, kv in sorted(_NARROWER_KV.get(kernel, frozenset()), key=str)]
+    narrower = [
+        f"{_name(kv)} under {_name(compute)}" for compute, kv in sorted(_NARROWER_KV.get(kernel, frozenset()), key=str)
+    ]
     accepted = " or ".join([f"the compute dtype ({_name(dtype)})", *narrower])
-    return f"attention {kernel} cannot read a {_name(kv_dtype)} KV cache under {_name(dtype)} compute; it reads {accepted}"
+    return (
+        f"attention {kernel} cannot read a {_name(kv_dtype)} KV cache under {_name(dtype)} compute; it reads {accepted}"
+    )
 
 
 def _name(dtype: torch.dtype) -> str:

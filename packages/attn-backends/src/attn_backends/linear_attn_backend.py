@@ -63,6 +63,8 @@ class LinearAttnBackendFactory:
         """The backend of the kernels `runner.linear_attn_backends` names (AttributeError when the
         runner holds no stamp); a name that cannot run on `device_type` is refused here."""
         stamp = runner.linear_attn_backends
-        return LinearAttnBackend(prefill=linear_attn_kernels_for(stamp.prefill, device_type),
-                                 decode=linear_attn_kernels_for(stamp.decode, device_type),
-                                 verify=linear_attn_kernels_for(stamp.verify, device_type))
+        return LinearAttnBackend(
+            prefill=linear_attn_kernels_for(stamp.prefill, device_type),
+            decode=linear_attn_kernels_for(stamp.decode, device_type),
+            verify=linear_attn_kernels_for(stamp.verify, device_type),
+        )

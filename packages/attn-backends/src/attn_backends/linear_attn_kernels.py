@@ -28,45 +28,91 @@ from attn_backends.registry import AttentionBackendUnavailableError
 class GatedDeltaPrefill(Protocol):
     """gated_delta_rule.gated_delta_prefill's signature: out [T, H, Dv]; final states into state[slots]."""
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                 cu_seqlens: torch.Tensor, state: torch.Tensor, slots: torch.Tensor,
-                 has_initial: torch.Tensor) -> torch.Tensor: ...
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        state: torch.Tensor,
+        slots: torch.Tensor,
+        has_initial: torch.Tensor,
+    ) -> torch.Tensor: ...
 
 
 class GatedDeltaDecode(Protocol):
     """gated_delta_rule.gated_delta_decode's signature: out [B, H, Dv]; state[slots] stepped in place."""
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                 state: torch.Tensor, slots: torch.Tensor) -> torch.Tensor: ...
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> torch.Tensor: ...
 
 
 class GatedDeltaVerify(Protocol):
     """gated_delta_rule.gated_delta_verify's signature: (out [T, H, Dv], states after each token [T, H, Dk, Dv])."""
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                 cu_seqlens: torch.Tensor, state: torch.Tensor,
-                 slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class CausalConvPrefill(Protocol):
     """causal_conv_state.causal_conv_prefill's signature: y [T, C]; last W-1 inputs into conv_state[slots]."""
 
-    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                 conv_state: torch.Tensor, slots: torch.Tensor, has_initial: torch.Tensor) -> torch.Tensor: ...
+    def __call__(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        cu_seqlens: torch.Tensor,
+        conv_state: torch.Tensor,
+        slots: torch.Tensor,
+        has_initial: torch.Tensor,
+    ) -> torch.Tensor: ...
 
 
 class CausalConvDecode(Protocol):
     """causal_conv_state.causal_conv_decode's signature: y [B, C]; conv_state[slots] shifted in place."""
 
-    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                 slots: torch.Tensor) -> torch.Tensor: ...
+    def __call__(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        conv_state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> torch.Tensor: ...
 
 
 class CausalConvVerify(Protocol):
     """causal_conv_state.causal_conv_verify's signature: (y [T, C], conv states after each token [T, C, W-1])."""
 
-    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                 conv_state: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __call__(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        cu_seqlens: torch.Tensor,
+        conv_state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 @dataclass(frozen=True)
@@ -119,16 +165,19 @@ def linear_attn_kernels_for(name: LinearAttnBackendName, device_type: str) -> Li
     if name == "flashinfer":
         raise AttentionBackendUnavailableError(
             "linear-attention backend 'flashinfer' is unavailable: this build lacks flashinfer's linear-attention "
-            "kernels; use triton or torch_native")
+            "kernels; use triton or torch_native"
+        )
     raise UnknownAttentionBackendError(
-        f"linear-attention backend {name!r} is not one of {', '.join(get_args(LinearAttnBackendName))}")
+        f"linear-attention backend {name!r} is not one of {', '.join(get_args(LinearAttnBackendName))}"
+    )
 
 
 def _cpu_fused_kernels(device_type: str) -> LinearAttnKernels:
     if device_type != "cpu":
         raise AttentionBackendUnavailableError(
             f"linear-attention backend 'cpu_fused' runs on a CPU, not on {device_type}; there use "
-            f"{'triton or torch_native' if device_type == 'cuda' else 'torch_native'}")
+            f"{'triton or torch_native' if device_type == 'cuda' else 'torch_native'}"
+        )
     return CPU_FUSED_KERNELS
 
 
@@ -136,18 +185,21 @@ def _triton_kernels(device_type: str) -> LinearAttnKernels:
     if device_type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise AttentionBackendUnavailableError(
             "linear-attention backend 'triton' runs on a CPU only under TRITON_INTERPRET=1 (its interpreter, for "
-            "tests); on a CPU use torch_native")
+            "tests); on a CPU use torch_native"
+        )
     if device_type not in ("cuda", "cpu"):
         raise AttentionBackendUnavailableError(
             f"linear-attention backend 'triton' runs on CUDA devices (or a CPU under TRITON_INTERPRET=1), not on "
-            f"{device_type}; there use torch_native")
+            f"{device_type}; there use torch_native"
+        )
     from attn_backends import gated_delta_triton
 
     if device_type == "cpu" and not gated_delta_triton.INTERPRETED:
         raise AttentionBackendUnavailableError(
             "linear-attention backend 'triton' on a CPU needs its kernels interpreted, but they were compiled: "
             "TRITON_INTERPRET=1 was set after attn_backends.gated_delta_triton was imported; set it before, "
-            "or use torch_native")
+            "or use torch_native"
+        )
     return LinearAttnKernels(
         name="triton",
         gated_delta_prefill=gated_delta_triton.gated_delta_prefill,

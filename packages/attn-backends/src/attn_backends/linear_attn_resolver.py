@@ -32,7 +32,11 @@ PrefillDefault = LinearAttnBackendName | Callable[[], LinearAttnBackendName | No
 def _applied_default(prefill_default: PrefillDefault) -> LinearAttnBackendName | None:
     """The per-runner default, asked of its gate only when the operator left the prefill kernel to it."""
     kernel = get_exec().kernel
-    if prefill_default is None or kernel.linear_attn_prefill_backend is not None or kernel.linear_attn_backend is not None:
+    if (
+        prefill_default is None
+        or kernel.linear_attn_prefill_backend is not None
+        or kernel.linear_attn_backend is not None
+    ):
         return None
     choice = prefill_default() if callable(prefill_default) else prefill_default
     if choice is not None:

@@ -34,4 +34,6 @@ class AttentionMetadataView(Protocol):
     @property
     def max_seq_len(self) -> int: ...
     @property
-    def draft_step(self) -> int | None: ...  # None except on a draft runner's proposal decode: which step (from 0) it is
+    def draft_step(
+        self,
+    ) -> int | None: ...  # None except on a draft runner's proposal decode: which step (from 0) it is

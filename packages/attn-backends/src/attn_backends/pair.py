@@ -15,15 +15,18 @@ from attn_backends.registry import build_attention_backend
 from attn_backends.stamping import stamp_built
 
 
-def build_attention_pair(prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False,
-                         batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]:
+def build_attention_pair(
+    prefill: str, decode: str, *, device_type: str, is_draft_override: bool = False, batch_invariant: bool = False
+) -> tuple[AttentionStamp, AttentionBackend]:
     """Build the `prefill` and `decode` halves as configured (kernels, aliases or auto) for a
     `device_type` host, each batch-invariant when `batch_invariant` (refused where it cannot be);
     answers (stamp, backend)."""
-    prefill_kernel, prefill_backend = build_attention_backend(prefill, half="prefill", device_type=device_type,
-                                                              batch_invariant=batch_invariant)
-    decode_kernel, decode_backend = build_attention_backend(decode, half="decode", device_type=device_type,
-                                                            batch_invariant=batch_invariant)
+    prefill_kernel, prefill_backend = build_attention_backend(
+        prefill, half="prefill", device_type=device_type, batch_invariant=batch_invariant
+    )
+    decode_kernel, decode_backend = build_attention_backend(
+        decode, half="decode", device_type=device_type, batch_invariant=batch_invariant
+    )
     stamp = AttentionStamp(prefill=prefill_kernel, decode=decode_kernel, is_draft_override=is_draft_override)
     if prefill_kernel == decode_kernel:
         return stamp, stamp_built(prefill_backend, (prefill_kernel,), stamps_children=False)

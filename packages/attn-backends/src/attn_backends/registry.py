@@ -48,7 +48,10 @@ def _flashinfer(half: AttentionHalf, device_type: str, batch_invariant: bool) ->
 
 
 _KERNEL_ENTRIES: dict[str, Entry] = {
-    "torch_native": _torch_native, "cpu_paged": _cpu_paged, "triton": _triton, "flashinfer": _flashinfer,
+    "torch_native": _torch_native,
+    "cpu_paged": _cpu_paged,
+    "triton": _triton,
+    "flashinfer": _flashinfer,
 }
 
 
@@ -62,18 +65,26 @@ def _deprecated_alias(alias: str) -> Entry:
 
     def entry(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
         target = DEPRECATED_ALIASES[alias]
-        warnings.warn(f"attention backend {alias!r} is a deprecated alias of {target!r}; it builds {target!r}: name {target!r} instead",
-                      FutureWarning, stacklevel=3)
+        warnings.warn(
+            f"attention backend {alias!r} is a deprecated alias of {target!r}; it builds {target!r}: name {target!r} instead",
+            FutureWarning,
+            stacklevel=3,
+        )
         return _KERNEL_ENTRIES[target](half, device_type, batch_invariant)
 
     return entry
 
 
-REGISTRY: dict[str, Entry] = {**_KERNEL_ENTRIES, **{alias: _deprecated_alias(alias) for alias in DEPRECATED_ALIASES}, AUTO: _auto}
+REGISTRY: dict[str, Entry] = {
+    **_KERNEL_ENTRIES,
+    **{alias: _deprecated_alias(alias) for alias in DEPRECATED_ALIASES},
+    AUTO: _auto,
+}
 
 
-def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str,
-                            batch_invariant: bool) -> tuple[AttentionKernelName, AttentionBackend]:
+def build_attention_backend(
+    name: str, *, half: AttentionHalf, device_type: str, batch_invariant: bool
+) -> tuple[AttentionKernelName, AttentionBackend]:
     """Build what `name` names for `half` on a `device_type` host, for a batch-invariant runner or
     not; answers (effective_name, backend).
 
@@ -81,13 +92,18 @@ def build_attention_backend(name: str, *, half: AttentionHalf, device_type: str,
     choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
     shown = name if name == choice.kernel else f"{name} (builds {choice.kernel})"
     if choice.host_refusal is not None:
-        raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot run here: "
-                                               f"{choice.host_refusal}")
+        raise AttentionBackendUnavailableError(
+            f"attention backend {shown} for the {half} half cannot run here: {choice.host_refusal}"
+        )
     if choice.invariance_refusal is not None:
-        raise AttentionBackendUnavailableError(f"attention backend {shown} for the {half} half cannot serve deterministic "
-                                               f"inference: {choice.invariance_refusal}")
+        raise AttentionBackendUnavailableError(
+            f"attention backend {shown} for the {half} half cannot serve deterministic "
+            f"inference: {choice.invariance_refusal}"
+        )
     effective, backend = REGISTRY[name](half, device_type, batch_invariant)
     built = kernel_named(effective)
     if built is not None:
         return built, backend
-    raise AssertionError(f"registry entry {name!r} answered {effective!r}, which is no kernel; an entry answers what it built")
+    raise AssertionError(
+        f"registry entry {name!r} answered {effective!r}, which is no kernel; an entry answers what it built"
+    )

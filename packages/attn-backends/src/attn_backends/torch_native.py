@@ -103,19 +103,24 @@ class TorchNativeBackend(AttentionBackend):
             return _extend_attention(q, k_cache, v_cache, plan.extends[0], scale)
         out = q.new_empty(plan.num_tokens, q.shape[1], q.shape[2])
         if decode is not None and decode.token_rows is not None:
-            decoded = decode_attention(q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale, self._workspace)
+            decoded = decode_attention(
+                q.index_select(0, decode.token_rows), k_cache, v_cache, decode, scale, self._workspace
+            )
             out.index_copy_(0, decode.token_rows, decoded)
         for request in plan.extends:
-            out[request.start: request.start + request.length] = _extend_attention(q, k_cache, v_cache, request, scale)
+            out[request.start : request.start + request.length] = _extend_attention(q, k_cache, v_cache, request, scale)
         return out
 
 
-def _extend_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, request: ExtendRequest, scale: float) -> torch.Tensor:
+def _extend_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, request: ExtendRequest, scale: float
+) -> torch.Tensor:
     """One request's new tokens [length, heads, d] against its own keys, causally."""
     heads, kv_heads = q.shape[1], k_cache.shape[0]
-    rows = q[request.start: request.start + request.length].transpose(0, 1)[None]
+    rows = q[request.start : request.start + request.length].transpose(0, 1)[None]
     k = k_cache.index_select(1, request.kv_slots)[None]
     v = v_cache.index_select(1, request.kv_slots)[None]
-    out = F.scaled_dot_product_attention(rows, k, v, attn_mask=request.mask, is_causal=request.mask is None,
-                                         scale=scale, enable_gqa=heads != kv_heads)
+    out = F.scaled_dot_product_attention(
+        rows, k, v, attn_mask=request.mask, is_causal=request.mask is None, scale=scale, enable_gqa=heads != kv_heads
+    )
     return out[0].transpose(0, 1)

@@ -53,8 +53,10 @@ class TritonBackend(AttentionBackend):
         """Choose the kernel of this forward and build what it reads."""
         page_table = metadata.page_table
         if page_table.device.type == "cpu" and not INTERPRETED:
-            raise RuntimeError("triton runs on a CPU only under TRITON_INTERPRET=1 (set before import); "
-                               "on a CPU use torch_native or cpu_paged")
+            raise RuntimeError(
+                "triton runs on a CPU only under TRITON_INTERPRET=1 (set before import); "
+                "on a CPU use torch_native or cpu_paged"
+            )
         table = page_table.contiguous()
         if metadata.max_extend_len == 1:
             self._plan = DecodeLaunch(metadata.page_size, table, metadata.seq_lens.contiguous())

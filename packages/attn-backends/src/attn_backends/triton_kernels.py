@@ -55,13 +55,29 @@ _LOG2_E = 1.4426950408889634  # the softmax runs on exp2: exp(x) = exp2(x * log2
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
 def _extend_kernel(
-    q_ptr: tl.tensor, k_ptr: tl.tensor, v_ptr: tl.tensor, out_ptr: tl.tensor,
-    page_table_ptr: tl.tensor, blocks_ptr: tl.tensor, qk_scale: tl.float32,
-    stride_qt: tl.int64, stride_qh: tl.int64, stride_kh: tl.int64, stride_ks: tl.int64,
-    stride_vh: tl.int64, stride_vs: tl.int64, stride_ot: tl.int64, stride_oh: tl.int64,
+    q_ptr: tl.tensor,
+    k_ptr: tl.tensor,
+    v_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    page_table_ptr: tl.tensor,
+    blocks_ptr: tl.tensor,
+    qk_scale: tl.float32,
+    stride_qt: tl.int64,
+    stride_qh: tl.int64,
+    stride_kh: tl.int64,
+    stride_ks: tl.int64,
+    stride_vh: tl.int64,
+    stride_vs: tl.int64,
+    stride_ot: tl.int64,
+    stride_oh: tl.int64,
     stride_pt: tl.int64,
-    GROUP: tl.constexpr, PAGE_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr,
-    BLOCK_ROWS: tl.constexpr, BLOCK_PAGES: tl.constexpr, PRECISION: tl.constexpr,
+    GROUP: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_PAGES: tl.constexpr,
+    PRECISION: tl.constexpr,
 ) -> None:
     BLOCK_N: tl.constexpr = BLOCK_PAGES * PAGE_SIZE  # keys per block; annotated, or the interpreter makes it a tensor
     block = tl.program_id(0)
@@ -79,8 +95,14 @@ def _extend_kernel(
     q_pos = first_pos + token
     head = kv_head * GROUP + in_group
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + (first_row + token)[:, None] * stride_qt + head[:, None] * stride_qh + dims[None, :],
-                mask=row_ok[:, None], other=0.0).to(tl.float32) * qk_scale
+    q = (
+        tl.load(
+            q_ptr + (first_row + token)[:, None] * stride_qt + head[:, None] * stride_qh + dims[None, :],
+            mask=row_ok[:, None],
+            other=0.0,
+        ).to(tl.float32)
+        * qk_scale
+    )
 
     m_i = tl.full([BLOCK_ROWS], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_ROWS], tl.float32)
@@ -96,10 +118,12 @@ def _extend_kernel(
         slot = tl.reshape(page_id[:, None] * PAGE_SIZE + in_page[None, :], [BLOCK_N])
         pos = first_page * PAGE_SIZE + tl.arange(0, BLOCK_N)  # the tile's row-major order, which reshape keeps
         key_ok = pos < kv_end
-        k = tl.load(k_ptr + kv_head * stride_kh + slot[:, None] * stride_ks + dims[None, :],
-                    mask=key_ok[:, None], other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + kv_head * stride_vh + slot[:, None] * stride_vs + dims[None, :],
-                    mask=key_ok[:, None], other=0.0).to(tl.float32)
+        k = tl.load(
+            k_ptr + kv_head * stride_kh + slot[:, None] * stride_ks + dims[None, :], mask=key_ok[:, None], other=0.0
+        ).to(tl.float32)
+        v = tl.load(
+            v_ptr + kv_head * stride_vh + slot[:, None] * stride_vs + dims[None, :], mask=key_ok[:, None], other=0.0
+        ).to(tl.float32)
         scores = tl.dot(q, tl.trans(k), input_precision=PRECISION)
         visible = (pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
         scores = tl.where(visible, scores, float("-inf"))
@@ -112,18 +136,35 @@ def _extend_kernel(
         first_page += BLOCK_PAGES
 
     out = acc / l_i[:, None]
-    tl.store(out_ptr + (first_row + token)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(
+        out_ptr + (first_row + token)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=row_ok[:, None],
+    )
 
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no types
 def _decode_kernel(
-    q_ptr: tl.tensor, k_ptr: tl.tensor, v_ptr: tl.tensor, out_ptr: tl.tensor,
-    page_table_ptr: tl.tensor, seq_lens_ptr: tl.tensor, qk_scale: tl.float32,
-    stride_qt: tl.int64, stride_qh: tl.int64, stride_kh: tl.int64, stride_ks: tl.int64,
-    stride_vh: tl.int64, stride_vs: tl.int64, stride_ot: tl.int64, stride_oh: tl.int64,
+    q_ptr: tl.tensor,
+    k_ptr: tl.tensor,
+    v_ptr: tl.tensor,
+    out_ptr: tl.tensor,
+    page_table_ptr: tl.tensor,
+    seq_lens_ptr: tl.tensor,
+    qk_scale: tl.float32,
+    stride_qt: tl.int64,
+    stride_qh: tl.int64,
+    stride_kh: tl.int64,
+    stride_ks: tl.int64,
+    stride_vh: tl.int64,
+    stride_vs: tl.int64,
+    stride_ot: tl.int64,
+    stride_oh: tl.int64,
     stride_pt: tl.int64,
-    GROUP: tl.constexpr, PAGE_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr,
+    GROUP: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
     BLOCK_PAGES: tl.constexpr,
 ) -> None:
     BLOCK_N: tl.constexpr = BLOCK_PAGES * PAGE_SIZE  # keys per block; annotated, or the interpreter makes it a tensor
@@ -135,8 +176,12 @@ def _decode_kernel(
     head_ok = in_group < GROUP
     head = kv_head * GROUP + in_group
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + request * stride_qt + head[:, None] * stride_qh + dims[None, :],
-                mask=head_ok[:, None], other=0.0).to(tl.float32) * qk_scale
+    q = (
+        tl.load(
+            q_ptr + request * stride_qt + head[:, None] * stride_qh + dims[None, :], mask=head_ok[:, None], other=0.0
+        ).to(tl.float32)
+        * qk_scale
+    )
 
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
@@ -150,10 +195,12 @@ def _decode_kernel(
         slot = tl.reshape(page_id[:, None] * PAGE_SIZE + in_page[None, :], [BLOCK_N])
         pos = first_page * PAGE_SIZE + tl.arange(0, BLOCK_N)
         key_ok = pos < seq
-        k = tl.load(k_ptr + kv_head * stride_kh + slot[:, None] * stride_ks + dims[None, :],
-                    mask=key_ok[:, None], other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + kv_head * stride_vh + slot[:, None] * stride_vs + dims[None, :],
-                    mask=key_ok[:, None], other=0.0).to(tl.float32)
+        k = tl.load(
+            k_ptr + kv_head * stride_kh + slot[:, None] * stride_ks + dims[None, :], mask=key_ok[:, None], other=0.0
+        ).to(tl.float32)
+        v = tl.load(
+            v_ptr + kv_head * stride_vh + slot[:, None] * stride_vs + dims[None, :], mask=key_ok[:, None], other=0.0
+        ).to(tl.float32)
         scores = tl.sum(q[:, None, :] * k[None, :, :], 2)
         scores = tl.where(key_ok[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, 1))
@@ -165,16 +212,26 @@ def _decode_kernel(
         first_page += BLOCK_PAGES
 
     out = acc / l_i[:, None]
-    tl.store(out_ptr + request * stride_ot + head[:, None] * stride_oh + dims[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+    tl.store(
+        out_ptr + request * stride_ot + head[:, None] * stride_oh + dims[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=head_ok[:, None],
+    )
 
 
 # Read when the kernels above were decorated: whether they run in Triton's interpreter (on CPU tensors).
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 
 
-def launch_extend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,
-                  blocks: torch.Tensor, page_size: int, scale: float) -> torch.Tensor:
+def launch_extend(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    blocks: torch.Tensor,
+    page_size: int,
+    scale: float,
+) -> torch.Tensor:
     """Causal attention of q [tokens, heads, d] over the pool, one program per row of `blocks`
     ([n, 4] int32: request, first batch row, first position, token count) and kv head."""
     group = _check_operands(q, k_cache, v_cache)
@@ -183,10 +240,27 @@ def launch_extend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     block_h = triton.next_power_of_2(group)
     rows, dim = EXTEND_BLOCK_M * block_h, q.shape[2]
     _extend_kernel[(blocks.shape[0], k_cache.shape[0])](
-        q, k_cache, v_cache, out, page_table, blocks, scale * _LOG2_E,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
-        v_cache.stride(0), v_cache.stride(1), out.stride(0), out.stride(1), page_table.stride(0),
-        GROUP=group, PAGE_SIZE=page_size, HEAD_DIM=dim, BLOCK_H=block_h, BLOCK_ROWS=rows,
+        q,
+        k_cache,
+        v_cache,
+        out,
+        page_table,
+        blocks,
+        scale * _LOG2_E,
+        q.stride(0),
+        q.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        out.stride(0),
+        out.stride(1),
+        page_table.stride(0),
+        GROUP=group,
+        PAGE_SIZE=page_size,
+        HEAD_DIM=dim,
+        BLOCK_H=block_h,
+        BLOCK_ROWS=rows,
         BLOCK_PAGES=_block_pages(EXTEND_BLOCK_N, page_size),
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=8 if rows * dim > 8192 else 4,
@@ -194,8 +268,15 @@ def launch_extend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     return out
 
 
-def launch_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, page_table: torch.Tensor,
-                  seq_lens: torch.Tensor, page_size: int, scale: float) -> torch.Tensor:
+def launch_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    page_size: int,
+    scale: float,
+) -> torch.Tensor:
     """Attention of one new token per request (q [requests, heads, d]) over the first seq_lens[r]
     keys of each request, one program per request and kv head."""
     group = _check_operands(q, k_cache, v_cache)
@@ -205,10 +286,26 @@ def launch_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     dim = q.shape[2]
     block_n = max(8, min(64, 8192 // (block_h * dim)))
     _decode_kernel[(q.shape[0], k_cache.shape[0])](
-        q, k_cache, v_cache, out, page_table, seq_lens, scale * _LOG2_E,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
-        v_cache.stride(0), v_cache.stride(1), out.stride(0), out.stride(1), page_table.stride(0),
-        GROUP=group, PAGE_SIZE=page_size, HEAD_DIM=dim, BLOCK_H=block_h,
+        q,
+        k_cache,
+        v_cache,
+        out,
+        page_table,
+        seq_lens,
+        scale * _LOG2_E,
+        q.stride(0),
+        q.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        out.stride(0),
+        out.stride(1),
+        page_table.stride(0),
+        GROUP=group,
+        PAGE_SIZE=page_size,
+        HEAD_DIM=dim,
+        BLOCK_H=block_h,
         BLOCK_PAGES=_block_pages(block_n, page_size),
     )
     return out
@@ -222,19 +319,25 @@ def _block_pages(keys: int, page_size: int) -> int:
 def _check_page_size(page_size: int) -> None:
     """Refuse a page size the kernels cannot tile: a page is a `tl.arange(0, PAGE_SIZE)`."""
     if page_size < 1 or page_size & (page_size - 1):
-        raise ValueError(f"triton tiles a page with tl.arange, which takes powers of two: page_size = {page_size}; "
-                         "use 1, 2, 4, 8, 16, ... or torch_native / cpu_paged")
+        raise ValueError(
+            f"triton tiles a page with tl.arange, which takes powers of two: page_size = {page_size}; "
+            "use 1, 2, 4, 8, 16, ... or torch_native / cpu_paged"
+        )
 
 
 def _check_operands(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> int:
     """Refuse what the kernels cannot read; answers the GQA group size (query heads per kv head)."""
     dim = q.shape[2]
     if dim < 16 or dim > 256 or dim & (dim - 1):
-        raise ValueError(f"the triton attention kernels take head_dim a power of two from 16 to 256, got {dim}; "
-                         "use torch_native for this model")
+        raise ValueError(
+            f"the triton attention kernels take head_dim a power of two from 16 to 256, got {dim}; "
+            "use torch_native for this model"
+        )
     if k_cache.shape != v_cache.shape or k_cache.shape[2] != dim:
-        raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both be "
-                         f"[kv_heads, slots, {dim}] for q {tuple(q.shape)}")
+        raise ValueError(
+            f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both be "
+            f"[kv_heads, slots, {dim}] for q {tuple(q.shape)}"
+        )
     heads, kv_heads = q.shape[1], k_cache.shape[0]
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads are not a multiple of {kv_heads} kv heads")
@@ -242,4 +345,3 @@ def _check_operands(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         if t.stride(2) != 1:
             raise ValueError(f"{name} must be contiguous in head_dim (stride {t.stride(2)}); pass {name}.contiguous()")
     return heads // kv_heads
-

@@ -39,30 +39,39 @@ def checked_offsets(cu_seqlens: torch.Tensor, tokens: int) -> list[int]:
     """cu_seqlens read on the host (one sync); refuses offsets that do not start at 0, decrease,
     or end elsewhere than `tokens`."""
     if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1 or cu_seqlens.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"cu_seqlens must be a 1-D int64 (or int32) tensor of B+1 offsets, got "
-                         f"{cu_seqlens.dtype} of shape {tuple(cu_seqlens.shape)}")
+        raise ValueError(
+            f"cu_seqlens must be a 1-D int64 (or int32) tensor of B+1 offsets, got "
+            f"{cu_seqlens.dtype} of shape {tuple(cu_seqlens.shape)}"
+        )
     offsets = [int(o) for o in cu_seqlens.tolist()]
     if offsets[0] != 0 or offsets[-1] != tokens or any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
         raise ValueError(f"cu_seqlens must rise from 0 to the {tokens} packed tokens, never decreasing; got {offsets}")
     return offsets
 
 
-def check_batch_rows(tokens: int, slots: torch.Tensor, cu_seqlens: torch.Tensor | None,
-                     has_initial: torch.Tensor | None) -> None:
+def check_batch_rows(
+    tokens: int, slots: torch.Tensor, cu_seqlens: torch.Tensor | None, has_initial: torch.Tensor | None
+) -> None:
     """Refuse a batch's per-request operands that do not fit its `tokens` packed tokens: slots
     [B] int64 (or int32), cu_seqlens [B+1] (None: a decode, one token per request), has_initial
     bool [B]. Reads nothing on the host."""
     requests = slots.numel()
     if slots.dim() != 1 or slots.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"slots must be a 1-D int64 (or int32) tensor, one pool row per request; got "
-                         f"{slots.dtype} of shape {tuple(slots.shape)}")
+        raise ValueError(
+            f"slots must be a 1-D int64 (or int32) tensor, one pool row per request; got "
+            f"{slots.dtype} of shape {tuple(slots.shape)}"
+        )
     if cu_seqlens is None:
         if requests != tokens:
             raise ValueError(f"a decode has one token per request: {tokens} tokens but {requests} slots")
     elif cu_seqlens.dim() != 1 or cu_seqlens.numel() != requests + 1:
-        raise ValueError(f"cu_seqlens must hold B+1 = {requests + 1} offsets for {requests} slots; got shape {tuple(cu_seqlens.shape)}")
+        raise ValueError(
+            f"cu_seqlens must hold B+1 = {requests + 1} offsets for {requests} slots; got shape {tuple(cu_seqlens.shape)}"
+        )
     if has_initial is not None and (has_initial.dtype != torch.bool or has_initial.shape != (requests,)):
-        raise ValueError(f"has_initial must be a bool tensor [B] = [{requests}]; got {has_initial.dtype} of shape {tuple(has_initial.shape)}")
+        raise ValueError(
+            f"has_initial must be a bool tensor [B] = [{requests}]; got {has_initial.dtype} of shape {tuple(has_initial.shape)}"
+        )
 
 
 def check_one_device(*tensors: torch.Tensor | None) -> None:

@@ -29,7 +29,6 @@ from config_bags.bags_accessors import get_exec, get_parallel, get_schedule, get
 from config_bags.errors import LeafValueError
 
 
-
 class AttentionBackends(NamedTuple):
     """The attention backend of each half, with the base-field fallback applied."""
 

@@ -77,14 +77,22 @@ def _nodes_divide_ranks(bags: Bags) -> str | None:
     parallel = bags.parallel
     nodes, ranks = parallel.nnodes, parallel.tp_size * parallel.pp_size
     if ranks % nodes:
-        return f"tp_size * pp_size = {parallel.tp_size} * {parallel.pp_size} = {ranks} not divisible by nnodes = {nodes}"
+        return (
+            f"tp_size * pp_size = {parallel.tp_size} * {parallel.pp_size} = {ranks} not divisible by nnodes = {nodes}"
+        )
     return None
 
 
 INVARIANTS: tuple[Rule, ...] = (
     Rule(
         "attention_page_size",
-        ("page_size", "attention_backend", "prefill_attention_backend", "decode_attention_backend", "speculative_draft_attention_backend"),
+        (
+            "page_size",
+            "attention_backend",
+            "prefill_attention_backend",
+            "decode_attention_backend",
+            "speculative_draft_attention_backend",
+        ),
         _attention_page_size,
     ),
     Rule("draft_tree_page_size", ("speculative_eagle_topk", "page_size"), _draft_tree_page_size),
@@ -99,5 +107,7 @@ INVARIANTS: tuple[Rule, ...] = (
 def context_length_within_model(model_max_length: int) -> Rule:
     """The rule that the served context length does not exceed the model's own maximum."""
     return Rule(
-        "context_length_within_model", ("context_length",), lambda bags: context_length_refusal(bags.model, model_max_length)
+        "context_length_within_model",
+        ("context_length",),
+        lambda bags: context_length_refusal(bags.model, model_max_length),
     )

@@ -9,4 +9,11 @@ no torch, no other package of this repository.
 from native_build.amx import amx_tiles_available
 from native_build.library import NativeBuildError, build_library, cache_dir_of, default_compiler, load_library
 
-__all__ = ["NativeBuildError", "amx_tiles_available", "build_library", "cache_dir_of", "default_compiler", "load_library"]
+__all__ = [
+    "NativeBuildError",
+    "amx_tiles_available",
+    "build_library",
+    "cache_dir_of",
+    "default_compiler",
+    "load_library",
+]

@@ -40,8 +40,10 @@ def default_compiler(what: str) -> str:
     """$CXX, else g++ or c++ on PATH; `what` names the library that needs it, for the error."""
     compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if compiler is None:
-        raise NativeBuildError(f"{what} needs a C++ compiler with OpenMP (g++), as torch.compile does on a CPU; none was "
-                               "found on PATH and $CXX is unset. Install g++ or set CXX.")
+        raise NativeBuildError(
+            f"{what} needs a C++ compiler with OpenMP (g++), as torch.compile does on a CPU; none was "
+            "found on PATH and $CXX is unset. Install g++ or set CXX."
+        )
     return compiler
 
 
@@ -50,8 +52,9 @@ def _headers_text(include_dir: Path) -> str:
     return "\0".join(f"{h.relative_to(include_dir)}\0{h.read_text()}" for h in sorted(include_dir.rglob("*.h")))
 
 
-def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, compiler: str, what: str,
-                  include_dir: Path = INCLUDE_DIR) -> Path:
+def build_library(
+    source: Path, flags: tuple[str, ...], *, cache_dir: Path, compiler: str, what: str, include_dir: Path = INCLUDE_DIR
+) -> Path:
     """The shared library built from `source` with `compiler` and `flags` (and the shared headers of
     `include_dir` on the include path), compiled into `cache_dir` unless a build of the same source,
     headers, compiler, flags and CPU is already there.
@@ -66,22 +69,29 @@ def build_library(source: Path, flags: tuple[str, ...], *, cache_dir: Path, comp
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise NativeBuildError(f"cannot create the cache {path.parent} for {what}: {error}; set XDG_CACHE_HOME to a "
-                               "writable directory") from error
+        raise NativeBuildError(
+            f"cannot create the cache {path.parent} for {what}: {error}; set XDG_CACHE_HOME to a writable directory"
+        ) from error
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         built = Path(scratch) / path.name
         try:
             command = [compiler, *flags, "-I", str(include_dir), str(source), "-o", str(built)]
             result = subprocess.run(command, capture_output=True, text=True)
         except OSError as error:
-            raise NativeBuildError(f"could not run the C++ compiler {compiler!r} to build {source.name}: {error}; "
-                                   "install g++ or point CXX at a C++ compiler with OpenMP") from error
+            raise NativeBuildError(
+                f"could not run the C++ compiler {compiler!r} to build {source.name}: {error}; "
+                "install g++ or point CXX at a C++ compiler with OpenMP"
+            ) from error
         if result.returncode != 0:
-            raise NativeBuildError(f"compiling {source.name} with {compiler} failed (exit {result.returncode}):\n{result.stderr}")
+            raise NativeBuildError(
+                f"compiling {source.name} with {compiler} failed (exit {result.returncode}):\n{result.stderr}"
+            )
         os.replace(built, path)
     return path
 
 
 def load_library(source: Path, flags: tuple[str, ...], *, package: str, what: str) -> ctypes.CDLL:
     """`source` built with the default compiler into `package`'s cache (unless already there), loaded."""
-    return ctypes.CDLL(str(build_library(source, flags, cache_dir=cache_dir_of(package), compiler=default_compiler(what), what=what)))
+    return ctypes.CDLL(
+        str(build_library(source, flags, cache_dir=cache_dir_of(package), compiler=default_compiler(what), what=what))
+    )

@@ -50,7 +50,9 @@ class AttentionBackend(Protocol):
 
     def plan(self, metadata: AttentionMetadata) -> None: ...
 
-    def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float) -> torch.Tensor: ...
+    def attend(
+        self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, scale: float
+    ) -> torch.Tensor: ...
 
     def native_attention(self, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativeAttentionView | None:
         """The planned forward's attention as a C entry the native step calls per layer, or None."""
@@ -62,5 +64,13 @@ class AttentionPairFactory(Protocol):
     (refused where it cannot be); answers the runner's stamp (each half's effective kernel) and
     the backend to drive, stamped."""
 
-    def __call__(self, prefill: str, decode: str, /, *, device_type: str, is_draft_override: bool = False,
-                 batch_invariant: bool = False) -> tuple[AttentionStamp, AttentionBackend]: ...
+    def __call__(
+        self,
+        prefill: str,
+        decode: str,
+        /,
+        *,
+        device_type: str,
+        is_draft_override: bool = False,
+        batch_invariant: bool = False,
+    ) -> tuple[AttentionStamp, AttentionBackend]: ...

@@ -16,11 +16,15 @@ def batch_invariance_refusal_of(exec: ExecBag, device_type: str) -> str | None:
     if not deterministic_inference_of(exec, device_type):
         return None
     if device_type not in DETERMINISTIC_DEVICE_TYPES:
-        return (f"enable_deterministic_inference = True: this build has batch-invariant kernels for "
-                f"{', '.join(DETERMINISTIC_DEVICE_TYPES)} only, not for {device_type}; accepted on {device_type}: False or unset")
+        return (
+            f"enable_deterministic_inference = True: this build has batch-invariant kernels for "
+            f"{', '.join(DETERMINISTIC_DEVICE_TYPES)} only, not for {device_type}; accepted on {device_type}: False or unset"
+        )
     if exec.graph.enable_torch_compile:
-        return ("enable_deterministic_inference = True runs the decode step eagerly, but enable_torch_compile = True "
-                "compiles it into a graph that rounds otherwise; accepted: one of the two")
+        return (
+            "enable_deterministic_inference = True runs the decode step eagerly, but enable_torch_compile = True "
+            "compiles it into a graph that rounds otherwise; accepted: one of the two"
+        )
     return None
 
 

@@ -26,17 +26,30 @@ class KVPool:
     block per head, which batched matmuls take without a layout copy.
     """
 
-    def __init__(self, *, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device,
-                 num_slots: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        num_slots: int | None = None,
+    ) -> None:
         """Sized from the bags, or to exactly `num_slots` (a draft runner's pool mirrors its
         target's slots, so the scheduler's page tables index both)."""
         page_size = get_schedule().page_size
-        wanted = num_slots if num_slots is not None else max_total_tokens_of(
-            get_memory(), kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype))
+        wanted = (
+            num_slots
+            if num_slots is not None
+            else max_total_tokens_of(get_memory(), kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype))
+        )
         slots = wanted // page_size * page_size
         if slots == 0:
-            raise BatchError(f"the KV pool would hold {wanted} token slots, less than one page of {page_size}; "
-                             "accepted: memory.max_total_tokens (or kv_cache_memory_mb) of at least one page")
+            raise BatchError(
+                f"the KV pool would hold {wanted} token slots, less than one page of {page_size}; "
+                "accepted: memory.max_total_tokens (or kv_cache_memory_mb) of at least one page"
+            )
         shape = (num_kv_heads, slots, head_dim)
         self.k = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers))
         self.v = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers))

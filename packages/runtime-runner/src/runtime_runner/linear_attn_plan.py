@@ -54,13 +54,17 @@ class LinearAttnPlanner:
                 continue
             history = self._slots.get(r.state_slot)
             if history is None or history.rid != r.rid:
-                raise BatchError(f"request {r.rid!r} resumes at {r.prefix_len} tokens in recurrent-state slot {r.state_slot}, "
-                                 f"which holds {'no state' if history is None else f'request {history.rid!r}'}; accepted: "
-                                 "prefix_len 0 for a request new to its slot")
+                raise BatchError(
+                    f"request {r.rid!r} resumes at {r.prefix_len} tokens in recurrent-state slot {r.state_slot}, "
+                    f"which holds {'no state' if history is None else f'request {history.rid!r}'}; accepted: "
+                    "prefix_len 0 for a request new to its slot"
+                )
             if r.prefix_len != history.position and r.prefix_len not in history.kept:
                 kept = sorted(history.kept)
-                raise BatchError(f"request {r.rid!r} resumes at {r.prefix_len} tokens, but its recurrent state is known after "
-                                 f"{history.position} tokens{f' or {kept}' if kept else ''}; accepted: one of those")
+                raise BatchError(
+                    f"request {r.rid!r} resumes at {r.prefix_len} tokens, but its recurrent state is known after "
+                    f"{history.position} tokens{f' or {kept}' if kept else ''}; accepted: one of those"
+                )
 
     def plan(self, requests: Sequence[RequestView], forward_mode: str, draft_step: int | None) -> LinearLayerAttention:
         """Bring each request's slot to its prefix_len (checked already), and answer the per-layer
@@ -92,13 +96,17 @@ class LinearAttnPlanner:
                 q, k = q.repeat_interleave(ratio, dim=1), k.repeat_interleave(ratio, dim=1)
             return q, k, v.reshape(tokens, s.value_heads, s.value_dim)
 
-        def extend_layer(layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        def extend_layer(
+            layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+        ) -> torch.Tensor:
             kernels = backend.prefill
             c = kernels.causal_conv_prefill(x, weight, None, cu_seqlens, pool.conv[layer], slots, has_initial)
             q, k, v = heads(c)
             return kernels.gated_delta_prefill(q, k, v, g, beta, cu_seqlens, pool.ssm[layer], slots, has_initial)
 
-        def decode_layer(layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        def decode_layer(
+            layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+        ) -> torch.Tensor:
             kernels = backend.decode
             q, k, v = heads(kernels.causal_conv_decode(x, weight, None, pool.conv[layer], slots))
             out = kernels.gated_delta_decode(q, k, v, g, beta, pool.ssm[layer], slots)
@@ -106,7 +114,9 @@ class LinearAttnPlanner:
                 self._keep_pool_state(requests, layer)
             return out
 
-        def verify_layer(layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        def verify_layer(
+            layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
+        ) -> torch.Tensor:
             kernels: LinearAttnKernelsView = backend.verify
             c, conv_states = kernels.causal_conv_verify(x, weight, None, cu_seqlens, pool.conv[layer], slots)
             q, k, v = heads(c)
@@ -140,8 +150,9 @@ class LinearAttnPlanner:
                 self.pool.ssm[layer][r.state_slot].copy_(ssm)
             history.position = r.prefix_len
 
-    def _keep_token_states(self, requests: Sequence[RequestView], cu: list[int], conv_states: torch.Tensor,
-                           states: torch.Tensor) -> None:
+    def _keep_token_states(
+        self, requests: Sequence[RequestView], cu: list[int], conv_states: torch.Tensor, states: torch.Tensor
+    ) -> None:
         for b, r in enumerate(requests):
             kept = self._slots[r.state_slot].kept
             for t in range(cu[b], cu[b + 1]):
@@ -150,5 +161,6 @@ class LinearAttnPlanner:
     def _keep_pool_state(self, requests: Sequence[RequestView], layer: int) -> None:
         for r in requests:
             kept = self._slots[r.state_slot].kept
-            kept.setdefault(r.prefix_len + 1, []).append((self.pool.conv[layer][r.state_slot].clone(),
-                                                         self.pool.ssm[layer][r.state_slot].clone()))
+            kept.setdefault(r.prefix_len + 1, []).append(
+                (self.pool.conv[layer][r.state_slot].clone(), self.pool.ssm[layer][r.state_slot].clone())
+            )

@@ -20,25 +20,71 @@ class LinearAttnKernelsView(Protocol):
     @property
     def name(self) -> str: ...
 
-    def gated_delta_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                            cu_seqlens: torch.Tensor, state: torch.Tensor, slots: torch.Tensor,
-                            has_initial: torch.Tensor) -> torch.Tensor: ...
+    def gated_delta_prefill(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        state: torch.Tensor,
+        slots: torch.Tensor,
+        has_initial: torch.Tensor,
+    ) -> torch.Tensor: ...
 
-    def gated_delta_decode(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                           state: torch.Tensor, slots: torch.Tensor) -> torch.Tensor: ...
+    def gated_delta_decode(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> torch.Tensor: ...
 
-    def gated_delta_verify(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                           cu_seqlens: torch.Tensor, state: torch.Tensor,
-                           slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def gated_delta_verify(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
-    def causal_conv_prefill(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                            conv_state: torch.Tensor, slots: torch.Tensor, has_initial: torch.Tensor) -> torch.Tensor: ...
+    def causal_conv_prefill(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        cu_seqlens: torch.Tensor,
+        conv_state: torch.Tensor,
+        slots: torch.Tensor,
+        has_initial: torch.Tensor,
+    ) -> torch.Tensor: ...
 
-    def causal_conv_decode(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor,
-                           slots: torch.Tensor) -> torch.Tensor: ...
+    def causal_conv_decode(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        conv_state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> torch.Tensor: ...
 
-    def causal_conv_verify(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, cu_seqlens: torch.Tensor,
-                           conv_state: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def causal_conv_verify(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        cu_seqlens: torch.Tensor,
+        conv_state: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class LinearAttnBackendView(Protocol):

@@ -17,7 +17,9 @@ def device_of(device: DeviceBag) -> torch.device:
     return torch.device(device.device)
 
 
-def model_dtype_of(model: ModelBag, checkpoint_dtype: str, device: torch.device, *, quantized: bool = False) -> torch.dtype:
+def model_dtype_of(
+    model: ModelBag, checkpoint_dtype: str, device: torch.device, *, quantized: bool = False
+) -> torch.dtype:
     """model.dtype; auto means the checkpoint's, except on a CPU: float32 becomes bfloat16 (AMX
     matmuls) for dense weights, and `quantized` weights (a GGUF file's, or int8) compute in float32:
     their kernels de-quantize to fp32 and read the same bytes whatever the activations, so bfloat16

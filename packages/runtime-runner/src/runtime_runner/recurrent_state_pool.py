@@ -44,18 +44,28 @@ class RecurrentStatePool:
     """`conv[i]` [slots, conv_channels, conv_width - 1] and `ssm[i]` [slots, heads, k_dim, v_dim]
     of linear layer i (in the order of the model's linear layers)."""
 
-    def __init__(self, layers: Sequence[LinearLayerState], *, conv_dtype: torch.dtype, device: torch.device,
-                 num_slots: int | None = None) -> None:
+    def __init__(
+        self,
+        layers: Sequence[LinearLayerState],
+        *,
+        conv_dtype: torch.dtype,
+        device: torch.device,
+        num_slots: int | None = None,
+    ) -> None:
         """Sized from the bags, or to exactly `num_slots`."""
         if not layers:
             raise ValueError("a recurrent-state pool holds the state of at least one linear-attention layer; got none")
         slots = num_slots if num_slots is not None else mamba_cache_slots()
         if slots < 1:
-            raise BatchError(f"the recurrent-state pool would hold {slots} slots; accepted: at least 1 "
-                             "(exec.mamba.max_mamba_cache_size or schedule.max_running_requests)")
+            raise BatchError(
+                f"the recurrent-state pool would hold {slots} slots; accepted: at least 1 "
+                "(exec.mamba.max_mamba_cache_size or schedule.max_running_requests)"
+            )
         ssm_dtype = _SSM_DTYPES[get_exec().mamba.mamba_ssm_dtype]
         self.layers = tuple(layers)
-        self.conv = tuple(torch.zeros(slots, s.conv_channels, s.conv_width - 1, dtype=conv_dtype, device=device) for s in layers)
+        self.conv = tuple(
+            torch.zeros(slots, s.conv_channels, s.conv_width - 1, dtype=conv_dtype, device=device) for s in layers
+        )
         self.ssm = tuple(torch.zeros(slots, s.heads, s.k_dim, s.v_dim, dtype=ssm_dtype, device=device) for s in layers)
 
     @property
@@ -73,6 +83,10 @@ class RecurrentStatePool:
         (before anything is computed)."""
         bad = [s for s in slots if not 0 <= s < self.num_slots]
         if bad:
-            raise BatchError(f"batch names recurrent-state slots {bad[:8]}; accepted: 0..{self.num_slots - 1}, one per request")
+            raise BatchError(
+                f"batch names recurrent-state slots {bad[:8]}; accepted: 0..{self.num_slots - 1}, one per request"
+            )
         if len(set(slots)) != len(slots):
-            raise BatchError(f"two requests of the batch share a recurrent-state slot: {list(slots)[:16]}; accepted: one slot per request")
+            raise BatchError(
+                f"two requests of the batch share a recurrent-state slot: {list(slots)[:16]}; accepted: one slot per request"
+            )

@@ -58,7 +58,8 @@ def _refuse_unpublished() -> None:
         raise NotPublishedError(
             "a ModelRunner reads every setting from the published bags, and this process has published none; publish "
             "them before building it, as serve does in each of its processes: a test or a tool publishes its own with "
-            "config_bags.publish(Bags(...), role=\"standalone\") (Bags() serves the bundled default model)")
+            'config_bags.publish(Bags(...), role="standalone") (Bags() serves the bundled default model)'
+        )
 
 
 def _use_torch_threads() -> None:
@@ -82,9 +83,14 @@ class BatchTensors:
 class ModelRunner:
     """One model on one device with its paged KV cache (and a hybrid's recurrent-state pool)."""
 
-    def __init__(self, attention_pair_factory: AttentionPairFactory, *, target: ModelRunner | None = None,
-                 linear_attn_factory: LinearAttnFactory | None = None,
-                 tensor_parallel_group: dist.ProcessGroup | None = None) -> None:
+    def __init__(
+        self,
+        attention_pair_factory: AttentionPairFactory,
+        *,
+        target: ModelRunner | None = None,
+        linear_attn_factory: LinearAttnFactory | None = None,
+        tensor_parallel_group: dist.ProcessGroup | None = None,
+    ) -> None:
         """Build the served model's runner; with `target`, that target's draft runner
         (spec.speculative_draft_model_path; serve hands it attn_backends.DraftBackendFactory).
         A model with linear-attention layers needs `linear_attn_factory` (serve hands it
@@ -100,8 +106,13 @@ class ModelRunner:
         dtype = model_dtype_of(get_model(), checkpoint.cfg.checkpoint_dtype, device, quantized=checkpoint.quantized)
         batch_invariant = batch_invariance_for(device.type)
         self.model: DecoderForCausalLM | HybridDecoder = load_model(
-            checkpoint, dtype, device, batch_invariant=batch_invariant, tensor_parallel_group=tensor_parallel_group,
-            target=None if target is None else target.model)
+            checkpoint,
+            dtype,
+            device,
+            batch_invariant=batch_invariant,
+            tensor_parallel_group=tensor_parallel_group,
+            target=None if target is None else target.model,
+        )
         self.pool = self._kv_pool(checkpoint.cfg, dtype, device, target)
         self._generator = torch.Generator().manual_seed(get_device().random_seed)
         # The stamp first: every decision below that depends on a kernel asks it for its half.
@@ -114,13 +125,19 @@ class ModelRunner:
     def _kv_pool(self, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, target: ModelRunner | None) -> KVPool:
         """The paged KV cache of the layers that hold K/V, over this rank's own KV heads under tensor
         parallelism; a draft's holds as many slots as its target's."""
-        return KVPool(num_layers=cfg.kv_layers, num_kv_heads=self.arch.num_kv_heads, head_dim=cfg.head_dim,
-                      dtype=kv_dtype_of(get_memory(), dtype), device=device,
-                      num_slots=None if target is None else target.pool.num_slots)
+        return KVPool(
+            num_layers=cfg.kv_layers,
+            num_kv_heads=self.arch.num_kv_heads,
+            head_dim=cfg.head_dim,
+            dtype=kv_dtype_of(get_memory(), dtype),
+            device=device,
+            num_slots=None if target is None else target.pool.num_slots,
+        )
 
     @staticmethod
-    def _attention_pair(factory: AttentionPairFactory, device: torch.device,
-                        batch_invariant: bool) -> tuple[AttentionStamp, AttentionBackend]:
+    def _attention_pair(
+        factory: AttentionPairFactory, device: torch.device, batch_invariant: bool
+    ) -> tuple[AttentionStamp, AttentionBackend]:
         """The configured (prefill, decode) pair built through `factory`, with its stamp; the compiled
         decode step (enable_torch_compile) refused where the stamp's decode half cannot be traced."""
         prefill, decode = attention_backends()
@@ -129,8 +146,14 @@ class ModelRunner:
             check_compiled_decode_traceable(stamp)
         return stamp, backend
 
-    def _linear_attention(self, cfg: ArchConfig, factory: LinearAttnFactory | None, device: torch.device, dtype: torch.dtype,
-                          target: ModelRunner | None) -> LinearAttnPlanner | None:
+    def _linear_attention(
+        self,
+        cfg: ArchConfig,
+        factory: LinearAttnFactory | None,
+        device: torch.device,
+        dtype: torch.dtype,
+        target: ModelRunner | None,
+    ) -> LinearAttnPlanner | None:
         """A hybrid's linear attention (None for a model without linear-attention layers): the stamp
         first (`linear_attn_backends`, this runner's own choice, never recorded into the bags), then
         the backend that reads it off this runner, over a state pool of mamba_cache_slots() slots (a
@@ -138,15 +161,24 @@ class ModelRunner:
         if cfg.hybrid is None:
             return None
         if factory is None:
-            raise UnsupportedConfigError(f"{cfg.architecture} has linear-attention layers; its runner needs a linear-attention "
-                                         "factory (serve passes attn_backends.LinearAttnBackendFactory), got none")
+            raise UnsupportedConfigError(
+                f"{cfg.architecture} has linear-attention layers; its runner needs a linear-attention "
+                "factory (serve passes attn_backends.LinearAttnBackendFactory), got none"
+            )
         self.linear_attn_backends = factory.resolve(device_type=device.type, is_draft=self.is_draft)
         backend = factory.build(self, device_type=device.type)
         shape = cfg.hybrid.linear
-        layer = LinearLayerState(conv_channels=shape.conv_channels, conv_width=shape.conv_width, heads=shape.value_heads,
-                                 k_dim=shape.key_dim, v_dim=shape.value_dim)
+        layer = LinearLayerState(
+            conv_channels=shape.conv_channels,
+            conv_width=shape.conv_width,
+            heads=shape.value_heads,
+            k_dim=shape.key_dim,
+            v_dim=shape.value_dim,
+        )
         slots = None if target is None else target.state_slots
-        pool = RecurrentStatePool([layer] * len(cfg.hybrid.linear_layers), conv_dtype=dtype, device=device, num_slots=slots)
+        pool = RecurrentStatePool(
+            [layer] * len(cfg.hybrid.linear_layers), conv_dtype=dtype, device=device, num_slots=slots
+        )
         return LinearAttnPlanner(pool, shape, backend)
 
     def _native_step(self) -> NativeDecoderStep | None:
@@ -223,9 +255,15 @@ class ModelRunner:
         over the state pool, whose slots then hold the states after the batch."""
         attention = self._planned_attention(tensors)
         if isinstance(self.model, DecoderForCausalLM):
-            native = None if self.native_step is None else self._attention.native_attention(self.model.dtype, self.pool.dtype)
+            native = (
+                None
+                if self.native_step is None
+                else self._attention.native_attention(self.model.dtype, self.pool.dtype)
+            )
             if self.native_step is not None and native is not None:
-                return self.native_step.hidden_states(tensors.input_ids, tensors.positions, tensors.out_cache_loc, native)
+                return self.native_step.hidden_states(
+                    tensors.input_ids, tensors.positions, tensors.out_cache_loc, native
+                )
             return self.model.hidden_states(tensors.input_ids, tensors.positions, attention)
         assert self._linear is not None  # a hybrid's runner built its planner
         draft_step = tensors.metadata.draft_step if batch.forward_mode == "decode" else None
@@ -254,7 +292,12 @@ class ModelRunner:
 
     def _compiled_decode_for(self, batch: ForwardBatchView) -> CompiledDecode | None:
         """The compiled graph when exec.graph.enable_torch_compile is on and `batch` decodes one request."""
-        if batch.forward_mode != "decode" or len(batch.requests) != 1 or not get_exec().graph.enable_torch_compile or self.is_draft:
+        if (
+            batch.forward_mode != "decode"
+            or len(batch.requests) != 1
+            or not get_exec().graph.enable_torch_compile
+            or self.is_draft
+        ):
             return None  # a draft runner decodes eagerly: its steps plan different backends
         if not isinstance(self.model, DecoderForCausalLM):
             return None  # a hybrid refused enable_torch_compile at construction
@@ -277,14 +320,20 @@ class ModelRunner:
         """The batch as device tensors, refused with BatchError (before any pool write) when inconsistent."""
         requests = batch.requests
         if batch.forward_mode not in SERVED_FORWARD_MODES:
-            raise BatchError(f"forward mode {batch.forward_mode!r} is not served by this build; accepted: {', '.join(SERVED_FORWARD_MODES)}")
+            raise BatchError(
+                f"forward mode {batch.forward_mode!r} is not served by this build; accepted: {', '.join(SERVED_FORWARD_MODES)}"
+            )
         verify_or_draft = "target_verify" if self.is_draft else "draft_extend"
         if batch.forward_mode == verify_or_draft:
-            raise BatchError(f"forward mode {verify_or_draft!r} is not a {'draft' if self.is_draft else 'target'} runner's; "
-                             f"a target verifies, a draft runner extends its drafts")
+            raise BatchError(
+                f"forward mode {verify_or_draft!r} is not a {'draft' if self.is_draft else 'target'} runner's; "
+                f"a target verifies, a draft runner extends its drafts"
+            )
         if draft_step is not None and (not self.is_draft or batch.forward_mode != "decode" or draft_step < 0):
-            raise BatchError(f"draft_step={draft_step} names a step of a draft runner's decode proposal (an int >= 0); "
-                             f"this is a {'draft' if self.is_draft else 'target'} runner's {batch.forward_mode} forward")
+            raise BatchError(
+                f"draft_step={draft_step} names a step of a draft runner's decode proposal (an int >= 0); "
+                f"this is a {'draft' if self.is_draft else 'target'} runner's {batch.forward_mode} forward"
+            )
         if self.is_draft and batch.forward_mode == "decode" and draft_step is None:
             draft_step = 0
         if not requests:
@@ -293,12 +342,16 @@ class ModelRunner:
         extend = [r.extend_len for r in requests]
         tokens = sum(extend)
         if min(extend) < 1 or min(prefix) < 0:
-            raise BatchError(f"extend_len must be >= 1 and prefix_len >= 0; got extend_len {extend}, prefix_len {prefix}")
+            raise BatchError(
+                f"extend_len must be >= 1 and prefix_len >= 0; got extend_len {extend}, prefix_len {prefix}"
+            )
         if batch.forward_mode == "decode" and max(extend) != 1:
             raise BatchError(f"a decode batch computes one token per request; got extend_len {extend}")
         sizes = (len(batch.input_ids), len(batch.positions), len(batch.out_cache_loc))
         if sizes != (tokens, tokens, tokens):
-            raise BatchError(f"input_ids, positions and out_cache_loc have lengths {sizes}; all must equal sum(extend_len) = {tokens}")
+            raise BatchError(
+                f"input_ids, positions and out_cache_loc have lengths {sizes}; all must equal sum(extend_len) = {tokens}"
+            )
         seq = [p + e for p, e in zip(prefix, extend, strict=True)]
         limit = self.context_length
         if max(seq) > limit:
@@ -307,7 +360,9 @@ class ModelRunner:
         tables = [list(r.page_table) for r in requests]
         for r, table, length in zip(requests, tables, seq, strict=True):
             if len(table) * page_size < length:
-                raise BatchError(f"request {r.rid!r} holds {length} tokens but its page table has {len(table)} pages of {page_size}")
+                raise BatchError(
+                    f"request {r.rid!r} holds {length} tokens but its page table has {len(table)} pages of {page_size}"
+                )
         # Checked on Python ints: a decode step's batch is a few values, and a dozen small torch ops
         # to check them cost more than a batch-1 step's attention (docs/benchmarks.md, CPU speed).
         lowest, highest = min(min(t) for t in tables), max(max(t) for t in tables)
@@ -320,21 +375,34 @@ class ModelRunner:
         positions = list(batch.positions)
         expected_pos = [start + i for start, length in zip(prefix, extend, strict=True) for i in range(length)]
         if positions != expected_pos:
-            raise BatchError("positions must run prefix_len, prefix_len+1, ... within each request; "
-                             f"got {positions[:16]}, expected {expected_pos[:16]}")
+            raise BatchError(
+                "positions must run prefix_len, prefix_len+1, ... within each request; "
+                f"got {positions[:16]}, expected {expected_pos[:16]}"
+            )
         owners = [table for table, length in zip(tables, extend, strict=True) for _ in range(length)]
-        expected_loc = [table[pos // page_size] * page_size + pos % page_size for table, pos in zip(owners, positions, strict=True)]
+        expected_loc = [
+            table[pos // page_size] * page_size + pos % page_size for table, pos in zip(owners, positions, strict=True)
+        ]
         if loc != expected_loc:
-            raise BatchError("out_cache_loc must be the page-table slot of each token's position; "
-                             f"got {loc[:16]}, expected {expected_loc[:16]}")
+            raise BatchError(
+                "out_cache_loc must be the page-table slot of each token's position; "
+                f"got {loc[:16]}, expected {expected_loc[:16]}"
+            )
         width = max(len(t) for t in tables)
         page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
         prefix_t, extend_t = torch.tensor(prefix), torch.tensor(extend)
         device = self.model.device
         metadata = AttentionMetadata(
-            forward_mode=batch.forward_mode, page_size=page_size, page_table=page_table.to(device), prefix_lens=prefix_t.to(device),
-            extend_lens=extend_t.to(device), seq_lens=(prefix_t + extend_t).to(device), num_tokens=tokens,
-            max_extend_len=max(extend), max_seq_len=max(seq), draft_step=draft_step,
+            forward_mode=batch.forward_mode,
+            page_size=page_size,
+            page_table=page_table.to(device),
+            prefix_lens=prefix_t.to(device),
+            extend_lens=extend_t.to(device),
+            seq_lens=(prefix_t + extend_t).to(device),
+            num_tokens=tokens,
+            max_extend_len=max(extend),
+            max_seq_len=max(seq),
+            draft_step=draft_step,
         )
         as_tensor = functools.partial(torch.tensor, dtype=torch.int64, device=device)
         return BatchTensors(as_tensor(batch.input_ids), as_tensor(positions), as_tensor(loc), metadata)

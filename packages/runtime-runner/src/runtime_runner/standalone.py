@@ -118,7 +118,9 @@ class StandaloneDriver:
         seq = Running(rid=f"r{self._next_id}", prompt=tuple(prompt), sampling=sampling or Sampling())
         if self.runner.state_slots:
             if not self.free_state_slots:
-                raise BatchError(f"sequence {seq.rid} needs a recurrent-state slot; all {self.runner.state_slots} are held")
+                raise BatchError(
+                    f"sequence {seq.rid} needs a recurrent-state slot; all {self.runner.state_slots} are held"
+                )
             seq.state_slot = self.free_state_slots.pop()
         self._next_id += 1
         self.active.append(seq)
@@ -155,8 +157,19 @@ class StandaloneDriver:
                 positions.append(pos)
                 locs.append(seq.pages[pos // page_size] * page_size + pos % page_size)
             ends_prompt = not seq.prefilling or start + count == len(seq.prompt)
-            requests.append(Request(seq.rid, start, count, tuple(seq.pages), ends_prompt, seq.sampling, seq.prompt, tuple(seq.output),
-                                    seq.state_slot))
+            requests.append(
+                Request(
+                    seq.rid,
+                    start,
+                    count,
+                    tuple(seq.pages),
+                    ends_prompt,
+                    seq.sampling,
+                    seq.prompt,
+                    tuple(seq.output),
+                    seq.state_slot,
+                )
+            )
         decoding = [not s.prefilling for s in self.active]
         mode: ForwardMode = "decode" if all(decoding) else "extend" if not any(decoding) else "mixed"
         out = self.runner.forward(Batch(mode, tuple(ids), tuple(positions), tuple(locs), tuple(requests)))
@@ -184,8 +197,13 @@ class StandaloneDriver:
             self.finish(seq)
         return logits
 
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, sampling: Sampling | None = None,
-                 chunk: int | None = None) -> list[list[int]]:
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        sampling: Sampling | None = None,
+        chunk: int | None = None,
+    ) -> list[list[int]]:
         """Run `prompts` together to `max_new_tokens` each (no stop tokens) and answer their outputs."""
         seqs = [self.add(p, sampling) for p in prompts]
         while any(len(s.output) < max_new_tokens for s in seqs):

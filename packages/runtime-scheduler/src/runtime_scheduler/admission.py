@@ -13,7 +13,9 @@ from runtime_scheduler.request import Request
 from runtime_scheduler.request_state import RequestState
 
 
-def refusal_reason(req: Request, context_length: int, pool_tokens: int, waiting: int, max_queued: int | None) -> str | None:
+def refusal_reason(
+    req: Request, context_length: int, pool_tokens: int, waiting: int, max_queued: int | None
+) -> str | None:
     """Why `req` must be refused now, or None when it can be queued."""
     n = len(req.prompt_ids)
     if n >= context_length:
@@ -22,7 +24,9 @@ def refusal_reason(req: Request, context_length: int, pool_tokens: int, waiting:
             f"{context_length - 1} tokens (one position is kept for the first new token)"
         )
     if n > pool_tokens:
-        return f"prompt has {n} tokens but the whole KV pool holds {pool_tokens}; a prompt may have at most {pool_tokens}"
+        return (
+            f"prompt has {n} tokens but the whole KV pool holds {pool_tokens}; a prompt may have at most {pool_tokens}"
+        )
     if max_queued is not None and waiting >= max_queued:
         return f"the waiting queue is full ({waiting} requests, max_queued_requests={max_queued}); retry later"
     return None

@@ -58,7 +58,9 @@ def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequ
     lost = sorted(set(range(memory.allocator.num_pages)) - set(owners))
     foreign = sorted(p for p in owners if not 0 <= p < memory.allocator.num_pages)
     if wrong or lost or foreign:
-        _fail(f"pages with two owners: {wrong[:10]}, pages with none: {lost[:10]}, pages outside the pool: {foreign[:10]}")
+        _fail(
+            f"pages with two owners: {wrong[:10]}, pages with none: {lost[:10]}, pages outside the pool: {foreign[:10]}"
+        )
     _audit_state_slots(memory, running, waiting)
     protected = 0
     for cached in nodes:

@@ -17,6 +17,7 @@ from config_bags import ForwardMode
 
 from runtime_scheduler.request import SamplingParams
 
+
 class BatchRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One request's part of a step: `extend_len` tokens after `prefix_len` already in the pool."""
 

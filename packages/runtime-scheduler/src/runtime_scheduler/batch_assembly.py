@@ -12,8 +12,9 @@ from runtime_scheduler.request_state import RequestState
 Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step
 
 
-def forward_batch_of(extends: list[Extend], decodes: list[RequestState],
-                     drafts: Sequence[Sequence[int]] | None = None) -> ForwardBatch:
+def forward_batch_of(
+    extends: list[Extend], decodes: list[RequestState], drafts: Sequence[Sequence[int]] | None = None
+) -> ForwardBatch:
     """The batch for this step's extends (each with its token count) followed by its decodes; with
     `drafts` (one list per decode, on a step without extends) a target_verify batch in which each
     decode computes its last token and then its drafts."""
@@ -39,7 +40,9 @@ def forward_batch_of(extends: list[Extend], decodes: list[RequestState],
     if drafts is not None:
         assert not extends, "a verify step carries no prompt work"
         mode = "target_verify"
-    return ForwardBatch(forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries)
+    return ForwardBatch(
+        forward_mode=mode, input_ids=input_ids, positions=positions, out_cache_loc=locs, requests=entries
+    )
 
 
 def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:

@@ -30,13 +30,25 @@ class RequestEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     error: str | None = None
 
 
-def event_of(state: RequestState, finish_reason: FinishReason | None, *, token: int | None = None,
-             logprob: float | None = None, top: Sequence[tuple[int, float]] | None = None,
-             error: str | None = None) -> RequestEvent:
+def event_of(
+    state: RequestState,
+    finish_reason: FinishReason | None,
+    *,
+    token: int | None = None,
+    logprob: float | None = None,
+    top: Sequence[tuple[int, float]] | None = None,
+    error: str | None = None,
+) -> RequestEvent:
     """`state`'s event of this step: a sampled token with its logprobs, or (no token) how it ended."""
-    return RequestEvent(rid=state.req.rid, token_id=token, logprob=logprob,
-                        top_logprobs=None if top is None else tuple(top), finish_reason=finish_reason,
-                        cached_tokens=state.cached_tokens or 0, error=error)
+    return RequestEvent(
+        rid=state.req.rid,
+        token_id=token,
+        logprob=logprob,
+        top_logprobs=None if top is None else tuple(top),
+        finish_reason=finish_reason,
+        cached_tokens=state.cached_tokens or 0,
+        error=error,
+    )
 
 
 class Refusal(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -204,7 +204,10 @@ class RadixCache:
         live = [
             entry
             for entry in self._candidates
-            if entry[2].parent is not None and not entry[2].children and entry[2].lock_ref == 0 and entry[2].last_access == entry[0]
+            if entry[2].parent is not None
+            and not entry[2].children
+            and entry[2].lock_ref == 0
+            and entry[2].last_access == entry[0]
         ]
         heapq.heapify(live)
         self._candidates = live

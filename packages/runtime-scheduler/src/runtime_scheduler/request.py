@@ -33,7 +33,9 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
         _require(self.top_k == -1 or self.top_k >= 1, "top_k", self.top_k, "-1 (disabled) or an int >= 1")
         _require(0.0 <= self.min_p <= 1.0, "min_p", self.min_p, "a float in [0, 1]")
         _require(self.repetition_penalty > 0.0, "repetition_penalty", self.repetition_penalty, "a float > 0")
-        _require(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty", self.frequency_penalty, "a float in [-2, 2]")
+        _require(
+            -2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty", self.frequency_penalty, "a float in [-2, 2]"
+        )
         _require(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty", self.presence_penalty, "a float in [-2, 2]")
         _require(self.top_logprobs >= 0, "top_logprobs", self.top_logprobs, "an int >= 0")
 

@@ -55,21 +55,34 @@ class Scheduler:
     model reuses no cached prefix (kv_memory.py says why).
     """
 
-    def __init__(self, executor: ModelExecutor, *, model_max_length: int, max_total_tokens: int,
-                 speculator: Speculator | None = None, state_slots: int = 0) -> None:
+    def __init__(
+        self,
+        executor: ModelExecutor,
+        *,
+        model_max_length: int,
+        max_total_tokens: int,
+        speculator: Speculator | None = None,
+        state_slots: int = 0,
+    ) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
         page_size = get_schedule().page_size
         if max_total_tokens < page_size:
-            raise ValueError(f"max_total_tokens={max_total_tokens} is not accepted; accepted: at least one page ({page_size} slots)")
+            raise ValueError(
+                f"max_total_tokens={max_total_tokens} is not accepted; accepted: at least one page ({page_size} slots)"
+            )
         algorithm = get_spec().speculative_algorithm
         if (algorithm is None) != (speculator is None):
-            raise ValueError(f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
-                             f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it is set")
+            raise ValueError(
+                f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
+                f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it is set"
+            )
         self._executor = executor
         self._model_max_length = model_max_length
         if state_slots < 0:
-            raise ValueError(f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool")
+            raise ValueError(
+                f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool"
+            )
         self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
         self._speculation = None if speculator is None else SpeculativeDecoding(speculator, self._memory)
         self._waiting: list[RequestState] = []  # by arrival
@@ -310,8 +323,9 @@ class Scheduler:
 
     # ---- results ----------------------------------------------------------------------------
 
-    def _absorb(self, extends: list[Extend], decodes: list[RequestState], output: ForwardOutputView,
-                events: list[RequestEvent]) -> None:
+    def _absorb(
+        self, extends: list[Extend], decodes: list[RequestState], output: ForwardOutputView, events: list[RequestEvent]
+    ) -> None:
         """Advance every request of the batch: cache completed chunks, append and report sampled
         tokens, finish the requests that are done. A request the executor reports failed (or
         answers no token for where it samples) fails alone."""
@@ -338,8 +352,13 @@ class Scheduler:
         for s in done:
             self._finish(s)
 
-    def _absorb_verify(self, decodes: list[RequestState], drafts: list[list[int]], output: ForwardOutputView,
-                       events: list[RequestEvent]) -> None:
+    def _absorb_verify(
+        self,
+        decodes: list[RequestState],
+        drafts: list[list[int]],
+        output: ForwardOutputView,
+        events: list[RequestEvent],
+    ) -> None:
         """Advance every request of a verify step by the samples it keeps (speculation.py judges its
         drafts against the target's samples): each is appended and reported, up to a stop, and a
         request that goes on gives back the pages of the positions it did not keep."""
@@ -352,8 +371,9 @@ class Scheduler:
                 self._fail(s, kept, events)
                 continue
             for j in range(kept):
-                reason = self._emit(s, verified.token_ids[j], verified.logprobs[j], verified.top_logprobs[j],
-                                    context, events)
+                reason = self._emit(
+                    s, verified.token_ids[j], verified.logprobs[j], verified.top_logprobs[j], context, events
+                )
                 if s.status != "running":  # the sample was no token: it failed
                     break
                 s.kv_len += 1
@@ -365,13 +385,24 @@ class Scheduler:
         for s in done:
             self._finish(s)
 
-    def _emit(self, s: RequestState, token: int, logprob: float | None, top: Sequence[tuple[int, float]] | None,
-              context: int, events: list[RequestEvent]) -> FinishReason | None:
+    def _emit(
+        self,
+        s: RequestState,
+        token: int,
+        logprob: float | None,
+        top: Sequence[tuple[int, float]] | None,
+        context: int,
+        events: list[RequestEvent],
+    ) -> FinishReason | None:
         """Append and report `token`, sampled for `s`; its finish reason, else None. A sample that is
         no token fails `s` instead."""
         if token < 0:
-            self._fail(s, f"request failed: the executor returned token {token} for it where it samples; "
-                          "accepted: a token id >= 0", events)
+            self._fail(
+                s,
+                f"request failed: the executor returned token {token} for it where it samples; "
+                "accepted: a token id >= 0",
+                events,
+            )
             return None
         s.append_output(token)
         reason = finish_reason_of(s, token, context)
@@ -416,4 +447,3 @@ class Scheduler:
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
         self._retractions += 1
-

@@ -100,14 +100,24 @@ class SpeculativeDecoding:
             room = min(budget, s.req.stop.max_new_tokens - len(s.output_ids) - 1, context - s.fill_len)
             if room > 0:
                 room = self._reserve_draft_pages(s, room)
-            offers.append(DraftRequest(rid=s.req.rid, kv_len=s.kv_len, max_drafts=max(room, 0), page_table=s.page_table,
-                                       prompt_ids=s.req.prompt_ids, output_ids=s.output_ids,
-                                       state_slot=-1 if s.state_slot is None else s.state_slot))
+            offers.append(
+                DraftRequest(
+                    rid=s.req.rid,
+                    kv_len=s.kv_len,
+                    max_drafts=max(room, 0),
+                    page_table=s.page_table,
+                    prompt_ids=s.req.prompt_ids,
+                    output_ids=s.output_ids,
+                    state_slot=-1 if s.state_slot is None else s.state_slot,
+                )
+            )
         wanted = [o for o in offers if o.max_drafts > 0]
         proposed = list(self._speculator.propose(wanted)) if wanted else []
         if len(proposed) != len(wanted):
-            raise RuntimeError(f"the speculator answered {len(proposed)} draft lists for {len(wanted)} requests; "
-                               "accepted: one per request")
+            raise RuntimeError(
+                f"the speculator answered {len(proposed)} draft lists for {len(wanted)} requests; "
+                "accepted: one per request"
+            )
         answers = iter(proposed)
         drafts = [_checked_drafts(o, next(answers)) if o.max_drafts > 0 else [] for o in offers]
         for s, d in zip(decodes, drafts, strict=True):
@@ -116,8 +126,13 @@ class SpeculativeDecoding:
             del s.page_table[keep:]
         return drafts if any(drafts) else None
 
-    def judge(self, decodes: Sequence[RequestState], drafts: Sequence[list[int]], verified: Sequence[VerifiedView],
-              errors: Sequence[str | None]) -> list[int | str]:
+    def judge(
+        self,
+        decodes: Sequence[RequestState],
+        drafts: Sequence[list[int]],
+        verified: Sequence[VerifiedView],
+        errors: Sequence[str | None],
+    ) -> list[int | str]:
         """For each decode of a verify step, how many of its samples it keeps (those at the drafts the
         speculator accepts, and the one after them), or why it fails: the executor's error, or an
         acceptance its drafts cannot give. Counted for the metrics."""
@@ -129,8 +144,10 @@ class SpeculativeDecoding:
                 continue
             accepted = self._speculator.verify(s.req.rid, own, samples.token_ids) if own else 0
             if not 0 <= accepted <= len(own):
-                kept.append(f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; "
-                            f"accepted: 0..{len(own)}")
+                kept.append(
+                    f"request failed: the speculator accepted {accepted} of its {len(own)} drafts; "
+                    f"accepted: 0..{len(own)}"
+                )
                 continue
             if own:
                 self._draft_tokens += len(own)
@@ -144,8 +161,11 @@ class SpeculativeDecoding:
     def counted_in(self, metrics: SchedulerMetrics) -> SchedulerMetrics:
         """`metrics` with the verify steps, drafts and acceptance counted so far."""
         return msgspec.structs.replace(
-            metrics, spec_verify_steps=self._verify_steps, spec_draft_tokens=self._draft_tokens,
-            spec_accepted_tokens=self._accepted_tokens, spec_accept_length_counts=tuple(self._accept_lengths),
+            metrics,
+            spec_verify_steps=self._verify_steps,
+            spec_draft_tokens=self._draft_tokens,
+            spec_accepted_tokens=self._accepted_tokens,
+            spec_accept_length_counts=tuple(self._accept_lengths),
         )
 
     def _reserve_draft_pages(self, s: RequestState, room: int) -> int:
@@ -168,14 +188,18 @@ def check_verify_answer(verified: Sequence[VerifiedView] | None, drafts: Sequenc
     lengths = [1 + len(d) for d in drafts]
     got = None if verified is None else [len(v.token_ids) for v in verified]
     if got != lengths:
-        raise RuntimeError(f"the executor answered a target_verify batch with samples of lengths {got}; accepted: "
-                           f"{lengths} (one per input token of each request)")
+        raise RuntimeError(
+            f"the executor answered a target_verify batch with samples of lengths {got}; accepted: "
+            f"{lengths} (one per input token of each request)"
+        )
 
 
 def _checked_drafts(offer: DraftRequest, drafts: Sequence[int]) -> list[int]:
     """A speculator's drafts for `offer`, refused (failing the step) when they break its offer."""
     own = list(drafts)
     if len(own) > offer.max_drafts or any(not isinstance(t, int) or t < 0 for t in own):
-        raise RuntimeError(f"the speculator proposed {own[:8]} for request {offer.rid!r}; accepted: at most "
-                           f"{offer.max_drafts} token ids >= 0")
+        raise RuntimeError(
+            f"the speculator proposed {own[:8]} for request {offer.rid!r}; accepted: at most "
+            f"{offer.max_drafts} token ids >= 0"
+        )
     return own

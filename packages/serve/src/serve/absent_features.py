@@ -18,7 +18,10 @@ ABSENT_FEATURES: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "pipeline parallelism": ("pp_size",),
         "CUDA-graph capture (decode runs eagerly)": ("disable_cuda_graph", "cuda_graph_max_bs", "cuda_graph_decode_bs"),
         "mixture-of-experts kernel choice or expert parallelism (sparse layers run each expert in torch)": (
-            "moe_runner_backend", "ep_size", "disable_shared_experts_fusion"),
+            "moe_runner_backend",
+            "ep_size",
+            "disable_shared_experts_fusion",
+        ),
         "overlap scheduler (each batch is scheduled after the previous one finished)": ("disable_overlap_schedule",),
         "two-batch overlap": ("enable_two_batch_overlap",),
         "prefill/decode disaggregation": ("disaggregation_mode", "disaggregation_bootstrap_port"),
@@ -44,7 +47,9 @@ def _absent_rule(feature: str, leaves: tuple[str, ...]) -> Rule:
                 return f"{leaf} = {value!r}: this build has no {feature}; accepted: {default!r} (the default)"
         return None
 
-    return Rule("absent_" + feature.split(" (")[0].lower().replace(" ", "_").replace("-", "_").replace("/", "_"), leaves, broken)
+    return Rule(
+        "absent_" + feature.split(" (")[0].lower().replace(" ", "_").replace("-", "_").replace("/", "_"), leaves, broken
+    )
 
 
 def absent_feature_rules() -> tuple[Rule, ...]:

@@ -53,12 +53,15 @@ def _untraceable_compiled_decode(bags: Bags) -> str | None:
     if device_type is None:
         return None
     leaf, name = attention_leaf_of(bags.exec.kernel, "decode")
-    kernel = attention_choice(name, half="decode", device_type=device_type,
-                              batch_invariant=deterministic_inference_of(bags.exec, device_type)).kernel
+    kernel = attention_choice(
+        name, half="decode", device_type=device_type, batch_invariant=deterministic_inference_of(bags.exec, device_type)
+    ).kernel
     if kernel in TRACEABLE_DECODE_KERNELS:
         return None
-    return (f"enable_torch_compile = True compiles the decode step, which needs a decode half torch.compile can trace "
-            f"({', '.join(TRACEABLE_DECODE_KERNELS)}); got {leaf} = {name}, building {kernel}")
+    return (
+        f"enable_torch_compile = True compiles the decode step, which needs a decode half torch.compile can trace "
+        f"({', '.join(TRACEABLE_DECODE_KERNELS)}); got {leaf} = {name}, building {kernel}"
+    )
 
 
 def _nondeterministic_kernels(bags: Bags) -> str | None:
@@ -73,18 +76,25 @@ def _nondeterministic_kernels(bags: Bags) -> str | None:
         leaf, name = attention_leaf_of(bags.exec.kernel, half)
         choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=True)
         if choice.invariance_refusal is not None:
-            return ("enable_deterministic_inference = True needs batch-invariant attention, but "
-                    f"{leaf} = {name}{choice.builds}: {choice.invariance_refusal}")
+            return (
+                "enable_deterministic_inference = True needs batch-invariant attention, but "
+                f"{leaf} = {name}{choice.builds}: {choice.invariance_refusal}"
+            )
     return None
 
 
-ATTENTION_BACKENDS_RUN_HERE = Rule("attention_backends_run_here", (*ATTENTION_BACKEND_LEAVES, "device"), _unrunnable_backend)
+ATTENTION_BACKENDS_RUN_HERE = Rule(
+    "attention_backends_run_here", (*ATTENTION_BACKEND_LEAVES, "device"), _unrunnable_backend
+)
 COMPILED_DECODE_TRACEABLE = Rule(
-    "compiled_decode_traceable", ("enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"), _untraceable_compiled_decode
+    "compiled_decode_traceable",
+    ("enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"),
+    _untraceable_compiled_decode,
 )
 
 DETERMINISTIC_KERNELS = Rule(
-    "deterministic_kernels", ("enable_deterministic_inference", "enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"),
+    "deterministic_kernels",
+    ("enable_deterministic_inference", "enable_torch_compile", *ATTENTION_BACKEND_LEAVES, "device"),
     _nondeterministic_kernels,
 )
 
@@ -106,8 +116,10 @@ def _idle_spec_leaf(bags: Bags) -> str | None:
         if algorithm == "ngram" and leaf in DRAFT_MODEL_LEAVES:
             return f"{leaf} = {value!r} configures a draft model, but speculative_algorithm = 'ngram' has none; accepted: draft_model with it"
     if spec.speculative_eagle_topk > 1:
-        return (f"speculative_eagle_topk = {spec.speculative_eagle_topk} asks for a tree of drafts; this build verifies a chain "
-                "of drafts, not a tree; accepted: 1")
+        return (
+            f"speculative_eagle_topk = {spec.speculative_eagle_topk} asks for a tree of drafts; this build verifies a chain "
+            "of drafts, not a tree; accepted: 1"
+        )
     return None
 
 
@@ -124,14 +136,17 @@ def _unrunnable_draft_backend(bags: Bags) -> str | None:
         if choice.host_refusal is not None:
             return f"speculative_draft_attention_backend = {name}{choice.builds}: {choice.host_refusal}"
         if choice.invariance_refusal is not None:
-            return (f"speculative_draft_attention_backend = {name}{choice.builds} is not batch-invariant, and "
-                    f"deterministic inference is on: {choice.invariance_refusal}")
+            return (
+                f"speculative_draft_attention_backend = {name}{choice.builds} is not batch-invariant, and "
+                f"deterministic inference is on: {choice.invariance_refusal}"
+            )
     return None
 
 
 SPECULATION_AS_BUILT = Rule("speculation_as_built", SPEC_LEAVES, _idle_spec_leaf)
 DRAFT_ATTENTION_RUNS_HERE = Rule(
-    "draft_attention_runs_here", ("speculative_draft_attention_backend", "enable_deterministic_inference", "device"),
+    "draft_attention_runs_here",
+    ("speculative_draft_attention_backend", "enable_deterministic_inference", "device"),
     _unrunnable_draft_backend,
 )
 
@@ -166,11 +181,14 @@ def _unserved_quantized_weights(bags: Bags) -> str | None:
         gguf = None if model.model_path is None else gguf_file_of(Path(model.model_path))
     except CheckpointError:
         return None  # a model path the model's handlers name
-    return quantized_weights_refusal_of(model, bags.exec, device_type, gguf, lambda: _checkpoint_config(model.model_path))
+    return quantized_weights_refusal_of(
+        model, bags.exec, device_type, gguf, lambda: _checkpoint_config(model.model_path)
+    )
 
 
 QUANTIZED_WEIGHTS_RUN_HERE = Rule(
-    "quantized_weights_run_here", ("quantization", "model_path", "dtype", "enable_torch_compile", "device"),
+    "quantized_weights_run_here",
+    ("quantization", "model_path", "dtype", "enable_torch_compile", "device"),
     _unserved_quantized_weights,
 )
 
@@ -178,6 +196,15 @@ QUANTIZED_WEIGHTS_RUN_HERE = Rule(
 def launch_rules(model: ServedModel) -> tuple[Rule, ...]:
     """Every rule of a launch serving `model` (its positions bound the context length; its shape
     must split over the tensor-parallel ranks: serve.parallel_rules)."""
-    return (*absent_feature_rules(), ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE, DETERMINISTIC_KERNELS,
-            SPECULATION_AS_BUILT, DRAFT_ATTENTION_RUNS_HERE, QUANTIZED_WEIGHTS_RUN_HERE, PARALLEL_AS_BUILT,
-            tensor_parallel_fits_model(model), context_length_within_model(model.max_positions))
+    return (
+        *absent_feature_rules(),
+        ATTENTION_BACKENDS_RUN_HERE,
+        COMPILED_DECODE_TRACEABLE,
+        DETERMINISTIC_KERNELS,
+        SPECULATION_AS_BUILT,
+        DRAFT_ATTENTION_RUNS_HERE,
+        QUANTIZED_WEIGHTS_RUN_HERE,
+        PARALLEL_AS_BUILT,
+        tensor_parallel_fits_model(model),
+        context_length_within_model(model.max_positions),
+    )

@@ -54,17 +54,21 @@ def say(text: str) -> None:
     print(f"serve: {text}", flush=True)
 
 
-def start_children(handover: Handover, addresses: Addresses, ranks: Sequence[RankPlacement], *,
-                   detokenizer: bool) -> dict[str, BaseProcess]:
+def start_children(
+    handover: Handover, addresses: Addresses, ranks: Sequence[RankPlacement], *, detokenizer: bool
+) -> dict[str, BaseProcess]:
     """Start a scheduler process for each of `ranks` and, with `detokenizer`, the detokenizer
     (spawned: no state shared but the handover), keyed by process name."""
     context = multiprocessing.get_context("spawn")
     children: dict[str, BaseProcess] = {}
     for placement in ranks:
-        children[placement.name] = context.Process(target=run_scheduler, args=(handover, addresses, placement),
-                                                   name=f"serve-{placement.name}", daemon=True)
+        children[placement.name] = context.Process(
+            target=run_scheduler, args=(handover, addresses, placement), name=f"serve-{placement.name}", daemon=True
+        )
     if detokenizer:
-        children[DETOKENIZER] = context.Process(target=run_detokenizer, args=(handover, addresses), name="serve-detokenizer", daemon=True)
+        children[DETOKENIZER] = context.Process(
+            target=run_detokenizer, args=(handover, addresses), name="serve-detokenizer", daemon=True
+        )
     for child in children.values():
         child.start()
     return children
@@ -217,5 +221,3 @@ def launch(resolved: ResolvedConfig) -> int:
         stop_children(children)
         shutil.rmtree(addresses.folder(), ignore_errors=True)
         say("stopped")
-
-

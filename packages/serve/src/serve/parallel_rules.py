@@ -28,26 +28,40 @@ from serve.visible_device import visible_device_type
 def _unbuilt_parallel(bags: Bags) -> str | None:
     parallel, tp = bags.parallel, bags.parallel.tp_size
     if parallel.dp_size > 1 and parallel.nnodes > 1:
-        return (f"dp_size = {parallel.dp_size} with nnodes = {parallel.nnodes}: data-parallel replicas run on node 0, whose tokenizer "
-                "hands each its requests over local ipc; accepted: dp_size = 1 with nnodes > 1 (one tensor-parallel group across "
-                "the nodes)")
+        return (
+            f"dp_size = {parallel.dp_size} with nnodes = {parallel.nnodes}: data-parallel replicas run on node 0, whose tokenizer "
+            "hands each its requests over local ipc; accepted: dp_size = 1 with nnodes > 1 (one tensor-parallel group across "
+            "the nodes)"
+        )
     if tp > 1 and bags.exec.graph.enable_torch_compile:
-        return (f"enable_torch_compile = True compiles a one-process decode step, and tp_size = {tp} splits the model over "
-                "processes; accepted: enable_torch_compile off with tp_size > 1")
+        return (
+            f"enable_torch_compile = True compiles a one-process decode step, and tp_size = {tp} splits the model over "
+            "processes; accepted: enable_torch_compile off with tp_size > 1"
+        )
     if tp > 1 and bags.spec.speculative_algorithm == "draft_model":
-        return (f"speculative_algorithm = 'draft_model' runs an unsharded draft runner, and tp_size = {tp} splits the target; "
-                "accepted: ngram or no speculation with tp_size > 1")
+        return (
+            f"speculative_algorithm = 'draft_model' runs an unsharded draft runner, and tp_size = {tp} splits the target; "
+            "accepted: ngram or no speculation with tp_size > 1"
+        )
     if tp > 1 and _quantized(bags):
-        what = f"quantization = {bags.model.quantization!r}" if bags.model.quantization else f"model_path = {bags.model.model_path} (GGUF)"
-        return (f"tp_size = {tp} slices dense weight matrices, and {what} keeps them quantized; accepted: tp_size = 1 with "
-                "quantized weights, or a dense Hugging Face checkpoint")
+        what = (
+            f"quantization = {bags.model.quantization!r}"
+            if bags.model.quantization
+            else f"model_path = {bags.model.model_path} (GGUF)"
+        )
+        return (
+            f"tp_size = {tp} slices dense weight matrices, and {what} keeps them quantized; accepted: tp_size = 1 with "
+            "quantized weights, or a dense Hugging Face checkpoint"
+        )
     device_type = visible_device_type(bags)
     if device_type is None:
         return None
     ranks, devices = parallel.dp_size * tp // parallel.nnodes, torch.cuda.device_count()
     if device_type == "cuda" and ranks > devices:
-        return (f"dp_size * tp_size / nnodes = {parallel.dp_size} * {tp} / {parallel.nnodes} = {ranks} ranks on this node need "
-                f"{ranks} CUDA devices, and torch sees {devices}")
+        return (
+            f"dp_size * tp_size / nnodes = {parallel.dp_size} * {tp} / {parallel.nnodes} = {ranks} ranks on this node need "
+            f"{ranks} CUDA devices, and torch sees {devices}"
+        )
     return None
 
 
@@ -61,7 +75,16 @@ def _quantized(bags: Bags) -> bool:
 
 PARALLEL_AS_BUILT = Rule(
     "parallel_as_built",
-    ("dp_size", "tp_size", "nnodes", "enable_torch_compile", "speculative_algorithm", "quantization", "model_path", "device"),
+    (
+        "dp_size",
+        "tp_size",
+        "nnodes",
+        "enable_torch_compile",
+        "speculative_algorithm",
+        "quantization",
+        "model_path",
+        "device",
+    ),
     _unbuilt_parallel,
 )
 
@@ -75,8 +98,12 @@ def tensor_parallel_fits_model(model: ServedModel) -> Rule:
         if tp == 1:
             return None
         if model.linear_attention:
-            return (f"tp_size = {tp}: {model.architecture} has linear-attention layers, which run unsharded in one process; "
-                    "accepted: tp_size = 1")
-        return tensor_parallel_refusal(model.num_attention_heads, model.num_key_value_heads, model.intermediate_size, tp)
+            return (
+                f"tp_size = {tp}: {model.architecture} has linear-attention layers, which run unsharded in one process; "
+                "accepted: tp_size = 1"
+            )
+        return tensor_parallel_refusal(
+            model.num_attention_heads, model.num_key_value_heads, model.intermediate_size, tp
+        )
 
     return Rule("tensor_parallel_fits_model", ("tp_size",), broken)

@@ -9,7 +9,7 @@ DETOKENIZER = "detokenizer"
 
 
 def scheduler_name(replica: int, rank: int) -> str:
-    """"scheduler" when the server runs one scheduler process, else "scheduler.dp{replica}.tp{rank}"
+    """ "scheduler" when the server runs one scheduler process, else "scheduler.dp{replica}.tp{rank}"
     (data-parallel replica, tensor-parallel rank)."""
     parallel = get_parallel()
     if parallel.dp_size == parallel.tp_size == 1:

@@ -21,6 +21,11 @@ class ServedModel(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def of(cls, arch: ArchConfig) -> ServedModel:
         """The shape of the checkpoint `arch` was read from."""
-        return cls(architecture=arch.architecture, max_positions=arch.max_position_embeddings, num_attention_heads=arch.num_heads,
-                   num_key_value_heads=arch.num_kv_heads, intermediate_size=arch.intermediate_size,
-                   linear_attention=arch.hybrid is not None)
+        return cls(
+            architecture=arch.architecture,
+            max_positions=arch.max_position_embeddings,
+            num_attention_heads=arch.num_heads,
+            num_key_value_heads=arch.num_kv_heads,
+            intermediate_size=arch.intermediate_size,
+            linear_attention=arch.hybrid is not None,
+        )

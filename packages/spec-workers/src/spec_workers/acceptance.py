@@ -21,8 +21,10 @@ def accepted_count_of(drafts: Sequence[int], samples: Sequence[int]) -> int:
     """How many leading `drafts` equal the target's samples at their positions. `samples` has one
     more entry than `drafts` (the sample after the last draft)."""
     if len(samples) != len(drafts) + 1:
-        raise ValueError(f"a verify gives one sample per input token: {len(drafts)} drafts need {len(drafts) + 1} samples, "
-                         f"got {len(samples)}")
+        raise ValueError(
+            f"a verify gives one sample per input token: {len(drafts)} drafts need {len(drafts) + 1} samples, "
+            f"got {len(samples)}"
+        )
     count = 0
     for draft, sample in zip(drafts, samples):
         if draft != sample:

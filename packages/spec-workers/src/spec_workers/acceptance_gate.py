@@ -85,7 +85,9 @@ class AcceptanceGate:
         while len(history.recent) > spec.speculative_adaptive_window:
             history.recent.popleft()
         if low_acceptance_of(history.recent, spec):
-            history.paused_for = spec.speculative_adaptive_pause_steps * 2 ** min(history.low_windows, MAX_PAUSE_DOUBLINGS)
+            history.paused_for = spec.speculative_adaptive_pause_steps * 2 ** min(
+                history.low_windows, MAX_PAUSE_DOUBLINGS
+            )
             history.low_windows += 1
             history.recent.clear()
         elif len(history.recent) == spec.speculative_adaptive_window:

@@ -41,7 +41,9 @@ class DraftBatchRequest:
     sampling: GreedySampling
     prompt_ids: Sequence[int]
     output_ids: Sequence[int]
-    state_slot: int  # the target request's slot: a hybrid draft keeps its own state in its own pool's slot of that index
+    state_slot: (
+        int  # the target request's slot: a hybrid draft keeps its own state in its own pool's slot of that index
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

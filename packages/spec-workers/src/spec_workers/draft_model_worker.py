@@ -86,10 +86,22 @@ class DraftModelWorker(Generic[Output]):
                 ids.append(drafts[i][-1] if step else _last_token(r))
                 positions.append(position)
                 locs.append(slot_of(r.page_table, position, page_size))
-                entries.append(DraftBatchRequest(rid=r.rid, prefix_len=position, extend_len=1, page_table=r.page_table, sample=True,
-                                                 sampling=GREEDY, prompt_ids=r.prompt_ids, output_ids=r.output_ids,
-                                                 state_slot=r.state_slot))
-            batch = DraftBatch(forward_mode="decode", input_ids=ids, positions=positions, out_cache_loc=locs, requests=entries)
+                entries.append(
+                    DraftBatchRequest(
+                        rid=r.rid,
+                        prefix_len=position,
+                        extend_len=1,
+                        page_table=r.page_table,
+                        sample=True,
+                        sampling=GREEDY,
+                        prompt_ids=r.prompt_ids,
+                        output_ids=r.output_ids,
+                        state_slot=r.state_slot,
+                    )
+                )
+            batch = DraftBatch(
+                forward_mode="decode", input_ids=ids, positions=positions, out_cache_loc=locs, requests=entries
+            )
             tokens = self.draft.forward(batch, draft_step=step).next_token_ids
             step += 1
             still: list[int] = []
@@ -131,13 +143,30 @@ class DraftModelWorker(Generic[Output]):
             ids.extend(sequence[start : r.kv_len])
             positions.extend(range(start, r.kv_len))
             locs.extend(slot_of(r.page_table, p, page_size) for p in range(start, r.kv_len))
-            entries.append(DraftBatchRequest(rid=r.rid, prefix_len=start, extend_len=r.kv_len - start, page_table=r.page_table,
-                                             sample=False, sampling=GREEDY, prompt_ids=r.prompt_ids, output_ids=r.output_ids,
-                                             state_slot=r.state_slot))
+            entries.append(
+                DraftBatchRequest(
+                    rid=r.rid,
+                    prefix_len=start,
+                    extend_len=r.kv_len - start,
+                    page_table=r.page_table,
+                    sample=False,
+                    sampling=GREEDY,
+                    prompt_ids=r.prompt_ids,
+                    output_ids=r.output_ids,
+                    state_slot=r.state_slot,
+                )
+            )
             self._filled[r.rid] = r.kv_len
         if entries:
-            self.draft.fill_kv(DraftBatch(forward_mode="draft_extend", input_ids=ids, positions=positions, out_cache_loc=locs,
-                                          requests=entries))
+            self.draft.fill_kv(
+                DraftBatch(
+                    forward_mode="draft_extend",
+                    input_ids=ids,
+                    positions=positions,
+                    out_cache_loc=locs,
+                    requests=entries,
+                )
+            )
 
 
 def _last_token(offer: DraftOffer) -> int:

@@ -20,7 +20,10 @@ class NgramWorker:
     def propose(self, requests: Sequence[DraftOffer]) -> list[list[int]]:
         """Each request's n-gram drafts (windows read now), as many as the gate lets it take."""
         spec = get_spec()
-        return [ngram_draft_of([*r.prompt_ids, *r.output_ids], spec, self.gate.drafts_for(r.rid, r.max_drafts)) for r in requests]
+        return [
+            ngram_draft_of([*r.prompt_ids, *r.output_ids], spec, self.gate.drafts_for(r.rid, r.max_drafts))
+            for r in requests
+        ]
 
     def verify(self, rid: str, drafts: Sequence[int], samples: Sequence[int]) -> int:
         """The drafts the target accepts (`AcceptanceGate.verify`)."""

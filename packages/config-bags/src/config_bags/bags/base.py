@@ -59,7 +59,11 @@ def _shadow_of(cls: type[Bag]) -> tuple[type[msgspec.Struct], tuple[tuple[str, t
     """A struct with `cls`'s leaf fields and annotations but none of its checks, and the fields
     that hold a nested bag with their bag type (checked by type: each checked itself when built)."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    nested = tuple((name, hints[name]) for name in cls.__struct_fields__ if isinstance(hints[name], type) and issubclass(hints[name], Bag))
+    nested = tuple(
+        (name, hints[name])
+        for name in cls.__struct_fields__
+        if isinstance(hints[name], type) and issubclass(hints[name], Bag)
+    )
     fields = [(name, Any if name in dict(nested) else hints[name]) for name in cls.__struct_fields__]
     return msgspec.defstruct(f"Checked{cls.__name__}", fields, kw_only=True), nested
 
@@ -69,7 +73,9 @@ def _check_leaves(bag: Bag) -> None:
     for name, bag_type in nested:
         value = getattr(bag, name)
         if not isinstance(value, bag_type):
-            raise LeafValueError(f"{type(bag).__name__}.{name} = {value!r} is not accepted; accepted: a {bag_type.__name__}")
+            raise LeafValueError(
+                f"{type(bag).__name__}.{name} = {value!r} is not accepted; accepted: a {bag_type.__name__}"
+            )
     try:
         checked = msgspec.convert(bag, shadow, from_attributes=True, strict=True)
     except msgspec.ValidationError as err:

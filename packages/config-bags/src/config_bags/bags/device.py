@@ -16,4 +16,10 @@ class DeviceBag(Bag, frozen=True, kw_only=True):
 
     device: Annotated[DeviceName, leaf("Compute device (auto: cuda when available, else cpu).", hot=False)] = "auto"
     random_seed: Annotated[NonNegativeInt, leaf("Seed of the process-wide random generators.", hot=False)] = 0
-    cpu_threads: Annotated[PositiveInt | None, leaf("Torch intra-op threads of each rank on CPU (unset: the cores shared out among this node's ranks).", hot=False)] = None
+    cpu_threads: Annotated[
+        PositiveInt | None,
+        leaf(
+            "Torch intra-op threads of each rank on CPU (unset: the cores shared out among this node's ranks).",
+            hot=False,
+        ),
+    ] = None

@@ -22,13 +22,19 @@ class KernelBag(Bag, frozen=True, kw_only=True):
 
     enable_deterministic_inference: Annotated[
         bool | None,
-        leaf("Batch-invariant kernels: a request's tokens and logprobs are bitwise the same however it is batched, "
-             "chunked or cached (unset: on a CPU with both attention halves auto or cpu_paged and no torch.compile; "
-             "off otherwise).", hot=False),
+        leaf(
+            "Batch-invariant kernels: a request's tokens and logprobs are bitwise the same however it is batched, "
+            "chunked or cached (unset: on a CPU with both attention halves auto or cpu_paged and no torch.compile; "
+            "off otherwise).",
+            hot=False,
+        ),
     ] = None
 
     attention_backend: Annotated[
-        AttentionBackendName, leaf("Attention backend for both prefill and decode (auto: the factory picks per host and per half).", hot=False)
+        AttentionBackendName,
+        leaf(
+            "Attention backend for both prefill and decode (auto: the factory picks per host and per half).", hot=False
+        ),
     ] = "auto"
     prefill_attention_backend: Annotated[
         AttentionBackendName | None, leaf("Attention backend for prefill/extend (unset: attention_backend).", hot=False)
@@ -50,17 +56,26 @@ class KernelBag(Bag, frozen=True, kw_only=True):
 class GraphBag(Bag, frozen=True, kw_only=True):
     """Captured and compiled decode graphs."""
 
-    disable_cuda_graph: Annotated[bool, leaf("Run decode eagerly instead of replaying captured graphs.", hot=False)] = False
+    disable_cuda_graph: Annotated[bool, leaf("Run decode eagerly instead of replaying captured graphs.", hot=False)] = (
+        False
+    )
     cuda_graph_max_bs: Annotated[PositiveInt, leaf("Largest decode batch captured as a graph.", hot=False)] = 160
     cuda_graph_decode_bs: Annotated[
-        BatchSizes | None, leaf("Decode batch sizes captured as graphs (unset: derived from cuda_graph_max_bs).", hot=False),
+        BatchSizes | None,
+        leaf("Decode batch sizes captured as graphs (unset: derived from cuda_graph_max_bs).", hot=False),
     ] = None
     enable_torch_compile: Annotated[
-        bool, leaf("Compile the one-request decode step with torch.compile (faster batch-1 decode; a minute or more at start).", hot=False)
+        bool,
+        leaf(
+            "Compile the one-request decode step with torch.compile (faster batch-1 decode; a minute or more at start).",
+            hot=False,
+        ),
     ] = False
 
     def check_leaves_together(self) -> None:
-        if self.cuda_graph_decode_bs is not None and list(self.cuda_graph_decode_bs) != sorted(set(self.cuda_graph_decode_bs)):
+        if self.cuda_graph_decode_bs is not None and list(self.cuda_graph_decode_bs) != sorted(
+            set(self.cuda_graph_decode_bs)
+        ):
             raise LeafValueError(
                 f"GraphBag.cuda_graph_decode_bs = {list(self.cuda_graph_decode_bs)} is not accepted; accepted: strictly increasing batch sizes"
             )
@@ -71,22 +86,29 @@ class MoeBag(Bag, frozen=True, kw_only=True):
 
     moe_runner_backend: Annotated[MoeRunnerBackend, leaf("Kernel family running the expert MLPs.", hot=False)] = "auto"
     ep_size: Annotated[PositiveInt, leaf("Expert-parallel degree.", hot=False)] = 1
-    disable_shared_experts_fusion: Annotated[bool, leaf("Keep shared experts out of the routed-expert kernel.", hot=False)] = False
+    disable_shared_experts_fusion: Annotated[
+        bool, leaf("Keep shared experts out of the routed-expert kernel.", hot=False)
+    ] = False
 
 
 class MambaBag(Bag, frozen=True, kw_only=True):
     """State-space and linear-attention layer state."""
 
     mamba_ssm_dtype: Annotated[MambaSsmDtype, leaf("Element type of the recurrent SSM state.", hot=False)] = "float32"
-    max_mamba_cache_size: Annotated[PositiveInt | None, leaf("Recurrent-state slots of a hybrid model (unset: max_running_requests).", hot=False)
+    max_mamba_cache_size: Annotated[
+        PositiveInt | None, leaf("Recurrent-state slots of a hybrid model (unset: max_running_requests).", hot=False)
     ] = None
 
 
 class OverlapBag(Bag, frozen=True, kw_only=True):
     """Overlapping CPU scheduling with device compute."""
 
-    disable_overlap_schedule: Annotated[bool, leaf("Schedule the next batch only after the current one finishes.", hot=False)] = False
-    enable_two_batch_overlap: Annotated[bool, leaf("Split each batch in two and overlap their communication.", hot=False)] = False
+    disable_overlap_schedule: Annotated[
+        bool, leaf("Schedule the next batch only after the current one finishes.", hot=False)
+    ] = False
+    enable_two_batch_overlap: Annotated[
+        bool, leaf("Split each batch in two and overlap their communication.", hot=False)
+    ] = False
 
 
 class ExecBag(Bag, frozen=True, kw_only=True):

@@ -15,6 +15,9 @@ class MmBag(Bag, frozen=True, kw_only=True):
     """How multimodal features travel from the tokenizer to the scheduler."""
 
     mm_feature_transport: Annotated[
-        MmFeatureTransport, leaf("Carry encoded features inside messages (inline) or in shared memory (shm).", hot=False)
+        MmFeatureTransport,
+        leaf("Carry encoded features inside messages (inline) or in shared memory (shm).", hot=False),
     ] = "inline"
-    mm_max_items_per_request: Annotated[NonNegativeInt, leaf("Most images or clips one request may carry.", hot=True)] = 8
+    mm_max_items_per_request: Annotated[
+        NonNegativeInt, leaf("Most images or clips one request may carry.", hot=True)
+    ] = 8

@@ -14,10 +14,12 @@ class ServingBag(Bag, frozen=True, kw_only=True):
 
     host: Annotated[NonEmptyStr, leaf("Address the HTTP server binds.", hot=False)] = "127.0.0.1"
     port: Annotated[Port, leaf("Port the HTTP server binds.", hot=False)] = 30000
-    api_key: Annotated[NonEmptyStr | None, leaf("Bearer token every endpoint but /health requires (unset: open).", hot=False)
+    api_key: Annotated[
+        NonEmptyStr | None, leaf("Bearer token every endpoint but /health requires (unset: open).", hot=False)
     ] = None
     max_n: Annotated[PositiveInt, leaf("Most choices (n) one completion request may ask for.", hot=True)] = 16
     stream_interval: Annotated[PositiveInt, leaf("Decode steps between streamed chunks.", hot=True)] = 1
     max_request_body_mb: Annotated[
-        PositiveInt, leaf("Largest request body the API reads, in MiB; a larger one is answered 413 before it is read.", hot=True)
+        PositiveInt,
+        leaf("Largest request body the API reads, in MiB; a larger one is answered 413 before it is read.", hot=True),
     ] = 4

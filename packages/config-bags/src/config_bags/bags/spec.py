@@ -20,40 +20,61 @@ class SpecBag(Bag, frozen=True, kw_only=True):
     speculative_algorithm: Annotated[
         SpeculativeAlgorithm | None, leaf("Speculative decoding algorithm (unset: off).", hot=False)
     ] = None
-    speculative_draft_model_path: Annotated[NonEmptyStr | None, leaf("Draft checkpoint directory for draft_model speculation.", hot=False)
+    speculative_draft_model_path: Annotated[
+        NonEmptyStr | None, leaf("Draft checkpoint directory for draft_model speculation.", hot=False)
     ] = None
     speculative_num_steps: Annotated[PositiveInt, leaf("Draft steps per verify.", hot=False)] = 3
     speculative_eagle_topk: Annotated[PositiveInt, leaf("Branching factor of the draft tree per step.", hot=False)] = 1
     speculative_num_draft_tokens: Annotated[
-        PositiveInt, leaf("Tokens one verify pass computes per request: the last accepted token and the drafts after it.", hot=True)
+        PositiveInt,
+        leaf("Tokens one verify pass computes per request: the last accepted token and the drafts after it.", hot=True),
     ] = 8
-    speculative_ngram_min_match_window: Annotated[PositiveInt, leaf("Shortest n-gram matched against the context.", hot=True)] = 1
-    speculative_ngram_max_match_window: Annotated[PositiveInt, leaf("Longest n-gram matched against the context.", hot=True)] = 12
+    speculative_ngram_min_match_window: Annotated[
+        PositiveInt, leaf("Shortest n-gram matched against the context.", hot=True)
+    ] = 1
+    speculative_ngram_max_match_window: Annotated[
+        PositiveInt, leaf("Longest n-gram matched against the context.", hot=True)
+    ] = 12
     speculative_adaptive_draft_length: Annotated[
-        bool, leaf("Each request drafts longer after a full acceptance and shorter after a rejection (off: always the offer).", hot=True)
+        bool,
+        leaf(
+            "Each request drafts longer after a full acceptance and shorter after a rejection (off: always the offer).",
+            hot=True,
+        ),
     ] = True
     speculative_adaptive_window: Annotated[
         PositiveInt, leaf("Verify steps of one request judged together by the adaptive rule.", hot=True)
     ] = 8
     speculative_adaptive_min_accept_rate: Annotated[
-        UnitFloat, leaf("Fraction of a request's drafts accepted over the window below which it pauses speculating (0: never).", hot=True)
+        UnitFloat,
+        leaf(
+            "Fraction of a request's drafts accepted over the window below which it pauses speculating (0: never).",
+            hot=True,
+        ),
     ] = 0.3
     speculative_adaptive_pause_steps: Annotated[
         PositiveInt, leaf("Decode steps a paused request runs without drafts before it speculates again.", hot=True)
     ] = 32
     speculative_disable_by_batch_size: Annotated[
         PositiveInt | None,
-        leaf("A step decoding more requests than this verifies no drafts (unset: no limit; resolved per device).", hot=True),
+        leaf(
+            "A step decoding more requests than this verifies no drafts (unset: no limit; resolved per device).",
+            hot=True,
+        ),
     ] = None
     speculative_max_drafts_per_step: Annotated[
         PositiveInt | None,
-        leaf("Drafts one verify step takes over all its requests, shared evenly (unset: no limit; resolved per device).", hot=True),
+        leaf(
+            "Drafts one verify step takes over all its requests, shared evenly (unset: no limit; resolved per device).",
+            hot=True,
+        ),
     ] = None
     speculative_attention_mode: Annotated[
         SpeculativeAttentionMode, leaf("Which attention half serves the verify pass.", hot=False)
     ] = "prefill"
     speculative_draft_attention_backend: Annotated[
-        AttentionBackendName | None, leaf("Attention backend of the draft runner (unset: the target's pair).", hot=False)
+        AttentionBackendName | None,
+        leaf("Attention backend of the draft runner (unset: the target's pair).", hot=False),
     ] = None
 
     def check_leaves_together(self) -> None:

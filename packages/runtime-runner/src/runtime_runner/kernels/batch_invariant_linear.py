@@ -88,8 +88,9 @@ def pack_panels(weight: torch.Tensor, library: ctypes.CDLL | None = None) -> tor
     return tiled.contiguous()
 
 
-def run(x: torch.Tensor, panels: torch.Tensor, bias32: torch.Tensor | None, n: int,
-        library: ctypes.CDLL | None = None) -> torch.Tensor:
+def run(
+    x: torch.Tensor, panels: torch.Tensor, bias32: torch.Tensor | None, n: int, library: ctypes.CDLL | None = None
+) -> torch.Tensor:
     """The kernel (`library`, by default this process's build) on checked operands: x [M, K] with
     unit stride along K, panels of pack_panels, bias32 fp32 [16 * panels] or None -> contiguous
     [M, n] in x's dtype."""
@@ -98,16 +99,30 @@ def run(x: torch.Tensor, panels: torch.Tensor, bias32: torch.Tensor | None, n: i
     if rows == 0 or n == 0:
         return out
     getattr(library or _library(), f"batch_invariant_linear_{_SUFFIX_OF_DTYPE[x.dtype]}")(
-        x.data_ptr(), x.stride(0), rows, k, panels.data_ptr(), panels.shape[0],
-        None if bias32 is None else bias32.data_ptr(), out.data_ptr(), n, torch.get_num_threads())
+        x.data_ptr(),
+        x.stride(0),
+        rows,
+        k,
+        panels.data_ptr(),
+        panels.shape[0],
+        None if bias32 is None else bias32.data_ptr(),
+        out.data_ptr(),
+        n,
+        torch.get_num_threads(),
+    )
     return out
 
 
 class InvariantMatrix(ctypes.Structure):
     """The native entry's descriptor of one packed matrix (batch_invariant_linear.cpp's InvariantMatrix)."""
 
-    _fields_ = [("panels", ctypes.c_void_p), ("n_panels", ctypes.c_int64), ("k", ctypes.c_int64), ("n", ctypes.c_int64),
-                ("bias", ctypes.c_void_p)]
+    _fields_ = [
+        ("panels", ctypes.c_void_p),
+        ("n_panels", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("bias", ctypes.c_void_p),
+    ]
 
 
 @dataclass(frozen=True)
@@ -129,9 +144,13 @@ class InvariantLinear:
             raise ValueError(f"InvariantLinear takes a float32, bfloat16 or float16 weight; got {weight.dtype}")
         if weight.dim() != 2:
             raise ValueError(f"InvariantLinear takes a 2-D weight [out, in]; got shape {tuple(weight.shape)}")
-        if bias is not None and (bias.shape != (weight.shape[0],) or bias.dtype != weight.dtype or bias.device.type != "cpu"):
-            raise ValueError(f"InvariantLinear takes a CPU bias [{weight.shape[0]}] of the weight's dtype {weight.dtype}; "
-                             f"got shape {tuple(bias.shape)}, dtype {bias.dtype}, device {bias.device}")
+        if bias is not None and (
+            bias.shape != (weight.shape[0],) or bias.dtype != weight.dtype or bias.device.type != "cpu"
+        ):
+            raise ValueError(
+                f"InvariantLinear takes a CPU bias [{weight.shape[0]}] of the weight's dtype {weight.dtype}; "
+                f"got shape {tuple(bias.shape)}, dtype {bias.dtype}, device {bias.device}"
+            )
         panels = pack_panels(weight.detach())
         bias32 = None
         if bias is not None:
@@ -153,9 +172,11 @@ class InvariantLinear:
         """The projection of rows x [M, in_features] (CPU, the weight's dtype, unit stride along a
         row): a new contiguous [M, out_features] in x's dtype. ValueError for anything else."""
         if x.device.type != "cpu" or x.dtype != self.dtype or x.dim() != 2 or x.shape[1] != self.in_features:
-            raise ValueError(f"InvariantLinear of a {self.dtype} weight {(self.out_features, self.in_features)} takes CPU rows "
-                             f"[M, {self.in_features}] of that dtype; got shape {tuple(x.shape)}, dtype {x.dtype}, "
-                             f"device {x.device}")
+            raise ValueError(
+                f"InvariantLinear of a {self.dtype} weight {(self.out_features, self.in_features)} takes CPU rows "
+                f"[M, {self.in_features}] of that dtype; got shape {tuple(x.shape)}, dtype {x.dtype}, "
+                f"device {x.device}"
+            )
         if x.stride(1) != 1 and x.shape[1] > 1:
             raise ValueError(f"InvariantLinear takes rows with unit stride along in_features; got strides {x.stride()}")
         if x.shape[0] == 0:
@@ -164,11 +185,18 @@ class InvariantLinear:
 
     @functools.cached_property
     def _descriptor(self) -> InvariantMatrix:
-        return InvariantMatrix(self.panels.data_ptr(), self.panels.shape[0], self.in_features, self.out_features,
-                               None if self.bias32 is None else self.bias32.data_ptr())
+        return InvariantMatrix(
+            self.panels.data_ptr(),
+            self.panels.shape[0],
+            self.in_features,
+            self.out_features,
+            None if self.bias32 is None else self.bias32.data_ptr(),
+        )
 
     @property
     def native(self) -> NativeProjectionEntry:
         """This projection through the native projection ABI: the same kernel `__call__` runs."""
         entry = getattr(_library(), f"batch_invariant_linear_native_{_SUFFIX_OF_DTYPE[self.dtype]}")
-        return NativeProjectionEntry(address_of(entry), ctypes.addressof(self._descriptor), self.in_features, self.out_features)
+        return NativeProjectionEntry(
+            address_of(entry), ctypes.addressof(self._descriptor), self.in_features, self.out_features
+        )

@@ -43,24 +43,62 @@ class _ProjectionCall(ctypes.Structure):
 
 
 class _Layer(ctypes.Structure):
-    _fields_ = [("qkv", _ProjectionCall), ("o", _ProjectionCall), ("gate_up", _ProjectionCall), ("down", _ProjectionCall),
-                ("q_norm", ctypes.c_void_p), ("k_norm", ctypes.c_void_p), ("post_norm", ctypes.c_void_p),
-                ("next_norm", ctypes.c_void_p), ("k_pool", ctypes.c_void_p), ("v_pool", ctypes.c_void_p)]
+    _fields_ = [
+        ("qkv", _ProjectionCall),
+        ("o", _ProjectionCall),
+        ("gate_up", _ProjectionCall),
+        ("down", _ProjectionCall),
+        ("q_norm", ctypes.c_void_p),
+        ("k_norm", ctypes.c_void_p),
+        ("post_norm", ctypes.c_void_p),
+        ("next_norm", ctypes.c_void_p),
+        ("k_pool", ctypes.c_void_p),
+        ("v_pool", ctypes.c_void_p),
+    ]
 
 
 class _Model(ctypes.Structure):
-    _fields_ = [("layers", ctypes.c_int64), ("hidden", ctypes.c_int64), ("heads", ctypes.c_int64),
-                ("kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("intermediate", ctypes.c_int64),
-                ("element_size", ctypes.c_int64), ("kv_element_size", ctypes.c_int64), ("kv_head_stride", ctypes.c_int64),
-                ("kv_slot_stride", ctypes.c_int64),
-                ("eps", ctypes.c_double), ("scale", ctypes.c_double), ("add_rms_norm", ctypes.c_void_p),
-                ("silu_mul", ctypes.c_void_p), ("rope", ctypes.c_void_p), ("layer", ctypes.POINTER(_Layer))]
+    _fields_ = [
+        ("layers", ctypes.c_int64),
+        ("hidden", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("kv_heads", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("intermediate", ctypes.c_int64),
+        ("element_size", ctypes.c_int64),
+        ("kv_element_size", ctypes.c_int64),
+        ("kv_head_stride", ctypes.c_int64),
+        ("kv_slot_stride", ctypes.c_int64),
+        ("eps", ctypes.c_double),
+        ("scale", ctypes.c_double),
+        ("add_rms_norm", ctypes.c_void_p),
+        ("silu_mul", ctypes.c_void_p),
+        ("rope", ctypes.c_void_p),
+        ("layer", ctypes.POINTER(_Layer)),
+    ]
 
 
 class _Step(ctypes.Structure):
     _fields_ = [("rows", ctypes.c_int64), ("threads", ctypes.c_int64)] + [
-        (name, ctypes.c_void_p) for name in ("h", "x", "first_norm", "cos", "sin", "slots", "attend", "attention_plan",
-                                             "qkv", "q_normed", "k_normed", "attn", "delta", "gate_up", "act")]
+        (name, ctypes.c_void_p)
+        for name in (
+            "h",
+            "x",
+            "first_norm",
+            "cos",
+            "sin",
+            "slots",
+            "attend",
+            "attention_plan",
+            "qkv",
+            "q_normed",
+            "k_normed",
+            "attn",
+            "delta",
+            "gate_up",
+            "act",
+        )
+    ]
 
 
 @functools.cache
@@ -99,22 +137,46 @@ class _Workspace:
 class NativeDecoderStep:
     """One decoder's forward in C++, over its runner's KV pool (see the module)."""
 
-    def __init__(self, model: DecoderForCausalLM, pool: KVPool, layers: tuple[tuple[NativeProjectionEntry, ...], ...]) -> None:
+    def __init__(
+        self, model: DecoderForCausalLM, pool: KVPool, layers: tuple[tuple[NativeProjectionEntry, ...], ...]
+    ) -> None:
         """Use `of`, which checks that every piece has a C entry."""
         cfg, w = model.cfg, model.weights
         self.model = model
         next_norms = [layer.input_norm for layer in w.layers[1:]] + [w.final_norm]
-        self._layers = (_Layer * cfg.num_layers)(*[
-            _Layer(*(_call_of(entry) for entry in entries),
-                   None if layer.q_norm is None else layer.q_norm.data_ptr(),
-                   None if layer.k_norm is None else layer.k_norm.data_ptr(),
-                   layer.post_norm.data_ptr(), next_norm.data_ptr(), k.data_ptr(), v.data_ptr())
-            for entries, layer, next_norm, k, v in zip(layers, w.layers, next_norms, pool.k, pool.v, strict=True)])
+        self._layers = (_Layer * cfg.num_layers)(
+            *[
+                _Layer(
+                    *(_call_of(entry) for entry in entries),
+                    None if layer.q_norm is None else layer.q_norm.data_ptr(),
+                    None if layer.k_norm is None else layer.k_norm.data_ptr(),
+                    layer.post_norm.data_ptr(),
+                    next_norm.data_ptr(),
+                    k.data_ptr(),
+                    v.data_ptr(),
+                )
+                for entries, layer, next_norm, k, v in zip(layers, w.layers, next_norms, pool.k, pool.v, strict=True)
+            ]
+        )
         norm, silu, rope = cpu_fused_ops.native_entries(model.dtype)
-        self._model = _Model(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
-                             cfg.intermediate_size, model.dtype.itemsize, pool.k[0].element_size(), pool.k[0].stride(0),
-                             pool.k[0].stride(1),
-                             cfg.rms_norm_eps, model.attention_scale, norm, silu, rope, self._layers)
+        self._model = _Model(
+            cfg.num_layers,
+            cfg.hidden_size,
+            cfg.num_heads,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+            cfg.intermediate_size,
+            model.dtype.itemsize,
+            pool.k[0].element_size(),
+            pool.k[0].stride(0),
+            pool.k[0].stride(1),
+            cfg.rms_norm_eps,
+            model.attention_scale,
+            norm,
+            silu,
+            rope,
+            self._layers,
+        )
         self._workspace: _Workspace | None = None
         self.forwards = 0  # forwards run through the step (what /server_info and the tests read)
 
@@ -133,8 +195,9 @@ class NativeDecoderStep:
         _library()  # built now, at load, rather than on the first request
         return cls(model, pool, tuple(layers))
 
-    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
-                      attention: NativeAttentionView) -> torch.Tensor:
+    def hidden_states(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, attention: NativeAttentionView
+    ) -> torch.Tensor:
         """Final-normed hidden states [tokens, hidden] of the new tokens, their K/V written into the
         pool at `slots` (int64, one per token): what DecoderForCausalLM.hidden_states answers."""
         rows = int(input_ids.shape[0])
@@ -144,10 +207,25 @@ class NativeDecoderStep:
         cos, sin = self.model.rope_rows(positions)
         slots = slots.contiguous()
         first_norm = self.model.weights.layers[0].input_norm
-        step = _Step(rows, torch.get_num_threads(), h.data_ptr(), x.data_ptr(), first_norm.data_ptr(), cos.data_ptr(),
-                     sin.data_ptr(), slots.data_ptr(), attention.entry, attention.plan, space.qkv.data_ptr(),
-                     space.q_normed.data_ptr(), space.k_normed.data_ptr(), space.attn.data_ptr(), space.delta.data_ptr(),
-                     space.gate_up.data_ptr(), space.act.data_ptr())
+        step = _Step(
+            rows,
+            torch.get_num_threads(),
+            h.data_ptr(),
+            x.data_ptr(),
+            first_norm.data_ptr(),
+            cos.data_ptr(),
+            sin.data_ptr(),
+            slots.data_ptr(),
+            attention.entry,
+            attention.plan,
+            space.qkv.data_ptr(),
+            space.q_normed.data_ptr(),
+            space.k_normed.data_ptr(),
+            space.attn.data_ptr(),
+            space.delta.data_ptr(),
+            space.gate_up.data_ptr(),
+            space.act.data_ptr(),
+        )
         _library().native_decoder_forward(ctypes.byref(self._model), ctypes.byref(step))
         self.forwards += 1
         return x
@@ -162,9 +240,16 @@ class NativeDecoderStep:
         def buffer(width: int) -> torch.Tensor:
             return torch.empty(rows, width, dtype=dtype)
 
-        self._workspace = _Workspace(rows, buffer((cfg.num_heads + 2 * cfg.num_kv_heads) * d), buffer(cfg.num_heads * d),
-                                     buffer(cfg.num_kv_heads * d), buffer(cfg.num_heads * d), buffer(cfg.hidden_size),
-                                     buffer(2 * cfg.intermediate_size), buffer(cfg.intermediate_size))
+        self._workspace = _Workspace(
+            rows,
+            buffer((cfg.num_heads + 2 * cfg.num_kv_heads) * d),
+            buffer(cfg.num_heads * d),
+            buffer(cfg.num_kv_heads * d),
+            buffer(cfg.num_heads * d),
+            buffer(cfg.hidden_size),
+            buffer(2 * cfg.intermediate_size),
+            buffer(cfg.intermediate_size),
+        )
         return self._workspace
 
 

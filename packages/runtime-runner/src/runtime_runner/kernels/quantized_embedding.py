@@ -47,16 +47,26 @@ class QuantizedEmbedding:
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows `ids` (a CPU 1-D integer tensor, each in [0, num_embeddings)) as a new
         [len(ids), embedding_dim] of the activation dtype. ValueError for anything else."""
-        if ids.device.type != "cpu" or ids.dim() != 1 or ids.dtype.is_floating_point or ids.dtype.is_complex \
-                or ids.dtype == torch.bool:
-            raise ValueError(f"QuantizedEmbedding takes a CPU 1-D integer tensor of ids; got shape {tuple(ids.shape)}, "
-                             f"dtype {ids.dtype}, device {ids.device}")
+        if (
+            ids.device.type != "cpu"
+            or ids.dim() != 1
+            or ids.dtype.is_floating_point
+            or ids.dtype.is_complex
+            or ids.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"QuantizedEmbedding takes a CPU 1-D integer tensor of ids; got shape {tuple(ids.shape)}, "
+                f"dtype {ids.dtype}, device {ids.device}"
+            )
         wide = ids.to(torch.int64).contiguous()
         if wide.numel() and (int(wide.min()) < 0 or int(wide.max()) >= self.num_embeddings):
-            raise ValueError(f"QuantizedEmbedding has ids in [0, {self.num_embeddings}); got ids from {int(wide.min())} "
-                             f"to {int(wide.max())}")
+            raise ValueError(
+                f"QuantizedEmbedding has ids in [0, {self.num_embeddings}); got ids from {int(wide.min())} "
+                f"to {int(wide.max())}"
+            )
         out = torch.empty(wide.numel(), self.embedding_dim, dtype=self.table.activation_dtype)
         if wide.numel():
             getattr(library(), f"quantized_rows_{self.table.suffix}")(
-                self.table.native.matrix, wide.data_ptr(), wide.numel(), out.data_ptr())
+                self.table.native.matrix, wide.data_ptr(), wide.numel(), out.data_ptr()
+            )
         return out

@@ -35,7 +35,8 @@ SOURCE = Path(__file__).with_name("quantized_linear.cpp")
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
 PANEL = 16  # weight rows (output columns) per panel
 ACTIVATION_DTYPES: MappingProxyType[torch.dtype, str] = MappingProxyType(
-    {torch.float32: "float32", torch.bfloat16: "bfloat16"})
+    {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+)
 _KIND_CODE: MappingProxyType[str, int] = MappingProxyType({"q8_0": 0, "q4_0": 1, "q4_1": 2, "int8": 3})
 # Bytes of a GGUF block's header per row: the fp16 scale d, and q4_1's fp16 minimum m.
 _HEADER_BYTES: MappingProxyType[str, int] = MappingProxyType({"q8_0": 2, "q4_0": 2, "q4_1": 4})
@@ -45,8 +46,15 @@ _BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 class Matrix(ctypes.Structure):
     """The kernel's descriptor of one packed matrix (quantized_linear.cpp's `Matrix`)."""
 
-    _fields_ = [("kind", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64), ("panels", ctypes.c_int64),
-                ("data", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bias", ctypes.c_void_p)]
+    _fields_ = [
+        ("kind", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("panels", ctypes.c_int64),
+        ("data", ctypes.c_void_p),
+        ("scales", ctypes.c_void_p),
+        ("bias", ctypes.c_void_p),
+    ]
 
 
 def bind(library: ctypes.CDLL) -> ctypes.CDLL:
@@ -87,7 +95,9 @@ def pack_panels(weight: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor | N
         values = _nibbles_in_pairs(values)
     # Header: [panel, block, d|m, 16 rows, 2 bytes]; values: [panel, block, byte, 16 rows].
     header = tiled[..., :head].reshape(panels, PANEL, blocks, head // 2, 2).permute(0, 2, 3, 1, 4)
-    packed = torch.cat([header.reshape(panels, blocks, -1), values.permute(0, 2, 3, 1).reshape(panels, blocks, -1)], dim=2)
+    packed = torch.cat(
+        [header.reshape(panels, blocks, -1), values.permute(0, 2, 3, 1).reshape(panels, blocks, -1)], dim=2
+    )
     return packed.contiguous(), None
 
 
@@ -103,8 +113,10 @@ def _checked_bias(bias: torch.Tensor | None, n: int, panels: int) -> torch.Tenso
     if bias is None:
         return None
     if bias.device.type != "cpu" or bias.dtype not in _BIAS_DTYPES or tuple(bias.shape) != (n,):
-        raise ValueError(f"QuantizedLinear takes a CPU bias [{n}] of float32, bfloat16 or float16; got shape "
-                         f"{tuple(bias.shape)}, dtype {bias.dtype}, device {bias.device}")
+        raise ValueError(
+            f"QuantizedLinear takes a CPU bias [{n}] of float32, bfloat16 or float16; got shape "
+            f"{tuple(bias.shape)}, dtype {bias.dtype}, device {bias.device}"
+        )
     return F.pad(bias.detach().float(), (0, panels * PANEL - n)).contiguous()
 
 
@@ -126,7 +138,9 @@ class QuantizedLinear:
         float16 vector), for activations of `activation_dtype` (float32 or bfloat16). ValueError
         for anything else."""
         if not isinstance(weight, QuantizedTensor):
-            raise ValueError(f"QuantizedLinear takes a QuantizedTensor (q8_0, q4_0, q4_1 or int8); got {type(weight).__name__}")
+            raise ValueError(
+                f"QuantizedLinear takes a QuantizedTensor (q8_0, q4_0, q4_1 or int8); got {type(weight).__name__}"
+            )
         if activation_dtype not in ACTIVATION_DTYPES:
             raise ValueError(f"QuantizedLinear takes float32 or bfloat16 activations; got {activation_dtype}")
         if weight.data.device.type != "cpu":
@@ -134,8 +148,15 @@ class QuantizedLinear:
         n, k = weight.shape
         packed, scales = pack_panels(weight)
         bias32 = _checked_bias(bias, n, -(-n // PANEL))
-        matrix = Matrix(_KIND_CODE[weight.kind], n, k, -(-n // PANEL), packed.data_ptr(),
-                        None if scales is None else scales.data_ptr(), None if bias32 is None else bias32.data_ptr())
+        matrix = Matrix(
+            _KIND_CODE[weight.kind],
+            n,
+            k,
+            -(-n // PANEL),
+            packed.data_ptr(),
+            None if scales is None else scales.data_ptr(),
+            None if bias32 is None else bias32.data_ptr(),
+        )
         return cls(weight.kind, (n, k), activation_dtype, packed, scales, bias32, matrix)
 
     @property
@@ -163,14 +184,21 @@ class QuantizedLinear:
         """The projection of rows x [M, in_features] (CPU, the activation dtype, unit stride along a
         row): a new contiguous [M, out_features] of that dtype. ValueError for anything else."""
         if x.device.type != "cpu" or x.dtype != self.activation_dtype or x.dim() != 2 or x.shape[1] != self.in_features:
-            raise ValueError(f"QuantizedLinear ({self.kind} {self.shape}, {self.activation_dtype} activations) takes CPU "
-                             f"rows [M, {self.in_features}] of {self.activation_dtype}; got shape {tuple(x.shape)}, "
-                             f"dtype {x.dtype}, device {x.device}")
+            raise ValueError(
+                f"QuantizedLinear ({self.kind} {self.shape}, {self.activation_dtype} activations) takes CPU "
+                f"rows [M, {self.in_features}] of {self.activation_dtype}; got shape {tuple(x.shape)}, "
+                f"dtype {x.dtype}, device {x.device}"
+            )
         if x.stride(1) != 1 and x.shape[1] > 1:
             raise ValueError(f"QuantizedLinear takes rows with unit stride along in_features; got strides {x.stride()}")
         out = torch.empty(x.shape[0], self.out_features, dtype=x.dtype)
         if x.shape[0] > 0:
             getattr(library(), f"quantized_linear_{self.suffix}")(
-                ctypes.addressof(self.matrix), x.data_ptr(), x.stride(0), x.shape[0], out.data_ptr(),
-                torch.get_num_threads())
+                ctypes.addressof(self.matrix),
+                x.data_ptr(),
+                x.stride(0),
+                x.shape[0],
+                out.data_ptr(),
+                torch.get_num_threads(),
+            )
         return out

@@ -22,7 +22,8 @@ BLOCK = 32  # values per block of every GGUF kind here
 # GGUF kind -> bytes per block of 32: an fp16 scale (and an fp16 minimum for q4_1) and the values.
 BLOCK_BYTES: MappingProxyType[str, int] = MappingProxyType({"q8_0": 34, "q4_0": 18, "q4_1": 20})
 GGML_TYPE_OF: MappingProxyType[str, GGMLQuantizationType] = MappingProxyType(
-    {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1})
+    {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
+)
 
 
 @dataclass(frozen=True)
@@ -42,20 +43,31 @@ class QuantizedTensor:
     def __post_init__(self) -> None:
         n, k = self.shape
         if self.kind == "int8":
-            if self.data.dtype != torch.int8 or tuple(self.data.shape) != (n, k) or self.scales is None \
-                    or self.scales.dtype != torch.float32 or tuple(self.scales.shape) != (n,):
-                raise ValueError(f"an int8 QuantizedTensor {self.shape} holds int8 data [{n}, {k}] and fp32 scales [{n}]; got "
-                                 f"data {self.data.dtype} {tuple(self.data.shape)}, scales "
-                                 f"{None if self.scales is None else (self.scales.dtype, tuple(self.scales.shape))}")
+            if (
+                self.data.dtype != torch.int8
+                or tuple(self.data.shape) != (n, k)
+                or self.scales is None
+                or self.scales.dtype != torch.float32
+                or tuple(self.scales.shape) != (n,)
+            ):
+                raise ValueError(
+                    f"an int8 QuantizedTensor {self.shape} holds int8 data [{n}, {k}] and fp32 scales [{n}]; got "
+                    f"data {self.data.dtype} {tuple(self.data.shape)}, scales "
+                    f"{None if self.scales is None else (self.scales.dtype, tuple(self.scales.shape))}"
+                )
             return
         if self.kind not in BLOCK_BYTES:
             raise ValueError(f"quantized kind {self.kind!r} is not one of {', '.join([*BLOCK_BYTES, 'int8'])}")
         if k % BLOCK:
-            raise ValueError(f"a {self.kind} matrix has rows of whole {BLOCK}-value blocks; in_features = {k} is not a multiple of {BLOCK}")
+            raise ValueError(
+                f"a {self.kind} matrix has rows of whole {BLOCK}-value blocks; in_features = {k} is not a multiple of {BLOCK}"
+            )
         row_bytes = k // BLOCK * BLOCK_BYTES[self.kind]
         if self.data.dtype != torch.uint8 or tuple(self.data.shape) != (n, row_bytes) or self.scales is not None:
-            raise ValueError(f"a {self.kind} QuantizedTensor {self.shape} holds uint8 blocks [{n}, {row_bytes}] and no scales; "
-                             f"got {self.data.dtype} {tuple(self.data.shape)}")
+            raise ValueError(
+                f"a {self.kind} QuantizedTensor {self.shape} holds uint8 blocks [{n}, {row_bytes}] and no scales; "
+                f"got {self.data.dtype} {tuple(self.data.shape)}"
+            )
 
     @property
     def out_features(self) -> int:
@@ -83,20 +95,28 @@ class QuantizedTensor:
     def rows_at(self, order: torch.Tensor) -> QuantizedTensor:
         """The matrix with its rows taken in `order` (int64 row indices)."""
         scales = None if self.scales is None else self.scales.index_select(0, order).contiguous()
-        return QuantizedTensor(self.kind, self.data.index_select(0, order).contiguous(), scales, (int(order.shape[0]), self.shape[1]))
+        return QuantizedTensor(
+            self.kind, self.data.index_select(0, order).contiguous(), scales, (int(order.shape[0]), self.shape[1])
+        )
 
     @staticmethod
     def cat(parts: Sequence[QuantizedTensor]) -> QuantizedTensor:
         """The parts' rows one after another (one kind and one in_features)."""
         kinds, widths = {p.kind for p in parts}, {p.in_features for p in parts}
         if len(kinds) != 1 or len(widths) != 1:
-            raise ValueError(f"QuantizedTensor.cat joins matrices of one kind and one in_features; got kinds {sorted(kinds)}, "
-                             f"in_features {sorted(widths)}")
+            raise ValueError(
+                f"QuantizedTensor.cat joins matrices of one kind and one in_features; got kinds {sorted(kinds)}, "
+                f"in_features {sorted(widths)}"
+            )
         scales = None
         if parts[0].scales is not None:
             scales = torch.cat([p.scales for p in parts if p.scales is not None])
-        return QuantizedTensor(parts[0].kind, torch.cat([p.data for p in parts]), scales,
-                               (sum(p.out_features for p in parts), parts[0].in_features))
+        return QuantizedTensor(
+            parts[0].kind,
+            torch.cat([p.data for p in parts]),
+            scales,
+            (sum(p.out_features for p in parts), parts[0].in_features),
+        )
 
 
 def int8_per_channel_of(weight: torch.Tensor) -> QuantizedTensor:
@@ -104,9 +124,15 @@ def int8_per_channel_of(weight: torch.Tensor) -> QuantizedTensor:
     int8, symmetric per output row: scale = max |w_row| / 127 in fp32, q = round(w / scale) to
     nearest (ties to even), so |q| <= 127; an all-zero row has scale 0 and q 0. ValueError for
     anything else."""
-    if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16, torch.float16) or weight.dim() != 2:
-        raise ValueError(f"int8 quantization takes a CPU 2-D float32, bfloat16 or float16 weight [out, in]; got shape "
-                         f"{tuple(weight.shape)}, dtype {weight.dtype}, device {weight.device}")
+    if (
+        weight.device.type != "cpu"
+        or weight.dtype not in (torch.float32, torch.bfloat16, torch.float16)
+        or weight.dim() != 2
+    ):
+        raise ValueError(
+            f"int8 quantization takes a CPU 2-D float32, bfloat16 or float16 weight [out, in]; got shape "
+            f"{tuple(weight.shape)}, dtype {weight.dtype}, device {weight.device}"
+        )
     wide = weight.detach().float()
     if not bool(wide.isfinite().all()):
         raise ValueError("int8 quantization takes a weight of finite values; this one holds a NaN or an infinity")

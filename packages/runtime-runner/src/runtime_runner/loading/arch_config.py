@@ -67,10 +67,14 @@ def arch_config_of(raw: dict[str, Any]) -> ArchConfig:
     if not architectures:
         raise CheckpointError("config.json has no 'architectures' list; accepted: a Hugging Face causal-LM config")
     if raw.get("use_sliding_window"):
-        raise UnsupportedConfigError("use_sliding_window=true is not supported; accepted: full attention on every layer")
+        raise UnsupportedConfigError(
+            "use_sliding_window=true is not supported; accepted: full attention on every layer"
+        )
     hybrid = str(architectures[0]) in HYBRID_ARCHITECTURES
     if not hybrid and float(raw.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise UnsupportedConfigError("partial_rotary_factor != 1 is not supported; accepted: rotary over the whole head")
+        raise UnsupportedConfigError(
+            "partial_rotary_factor != 1 is not supported; accepted: rotary over the whole head"
+        )
     try:
         heads = int(raw["num_attention_heads"])
         hidden = int(raw["hidden_size"])
@@ -96,12 +100,16 @@ def arch_config_of(raw: dict[str, Any]) -> ArchConfig:
             hybrid=hybrid_spec_of(raw) if hybrid else None,
         )
     except KeyError as missing:
-        raise CheckpointError(f"config.json lacks required key {missing}; accepted: a Llama-family decoder config") from None
+        raise CheckpointError(
+            f"config.json lacks required key {missing}; accepted: a Llama-family decoder config"
+        ) from None
 
 
 def read_arch_config(model_dir: Path) -> ArchConfig:
     """Parse `model_dir/config.json`."""
     path = model_dir / "config.json"
     if not path.is_file():
-        raise CheckpointError(f"no config.json in {model_dir}; accepted: a Hugging Face checkpoint directory (config.json + *.safetensors)")
+        raise CheckpointError(
+            f"no config.json in {model_dir}; accepted: a Hugging Face checkpoint directory (config.json + *.safetensors)"
+        )
     return arch_config_of(json.loads(path.read_text()))

@@ -20,7 +20,9 @@ def safetensors_files(model_dir: Path) -> dict[str, Path]:
         return {name: model_dir / file for name, file in weight_map.items()}
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
-        raise CheckpointError(f"no *.safetensors in {model_dir}; accepted: model.safetensors or shards with model.safetensors.index.json")
+        raise CheckpointError(
+            f"no *.safetensors in {model_dir}; accepted: model.safetensors or shards with model.safetensors.index.json"
+        )
     located: dict[str, Path] = {}
     for file in files:
         with safe_open(str(file), framework="pt") as handle:
@@ -51,7 +53,9 @@ class CheckpointReader:
             raise CheckpointError(f"checkpoint {self.model_dir} lacks tensor {name!r} (expected shape {list(shape)})")
         with safe_open(str(file), framework="pt") as handle:
             if name not in handle.keys():
-                raise CheckpointError(f"checkpoint file {file.name} lacks tensor {name!r} that its index names (expected shape {list(shape)})")
+                raise CheckpointError(
+                    f"checkpoint file {file.name} lacks tensor {name!r} that its index names (expected shape {list(shape)})"
+                )
             tensor: torch.Tensor = handle.get_tensor(name)
         if tuple(tensor.shape) != shape:
             raise CheckpointError(f"tensor {name!r} has shape {list(tensor.shape)}; the config implies {list(shape)}")

@@ -23,8 +23,10 @@ def gguf_file_of(path: Path) -> Path | None:
         return None
     files = sorted(path.glob("*.gguf"))
     if len(files) > 1:
-        raise CheckpointError(f"{path} holds {len(files)} GGUF files ({', '.join(f.name for f in files)}); accepted: a model "
-                              "path naming one of them, or a directory holding one")
+        raise CheckpointError(
+            f"{path} holds {len(files)} GGUF files ({', '.join(f.name for f in files)}); accepted: a model "
+            "path naming one of them, or a directory holding one"
+        )
     return files[0] if files else None
 
 
@@ -44,6 +46,8 @@ def draft_arch_config(path: Path) -> ArchConfig:
     """The decoder shape of a speculative draft checkpoint, which is read from a Hugging Face
     directory only; UnsupportedConfigError for a GGUF draft."""
     if gguf_file_of(path) is not None:
-        raise UnsupportedConfigError(f"the draft checkpoint {path} is a GGUF checkpoint, and a draft is read from a Hugging Face "
-                                     "checkpoint directory only; accepted: a directory of config.json + safetensors")
+        raise UnsupportedConfigError(
+            f"the draft checkpoint {path} is a GGUF checkpoint, and a draft is read from a Hugging Face "
+            "checkpoint directory only; accepted: a directory of config.json + safetensors"
+        )
     return read_arch_config(path)

@@ -60,9 +60,19 @@ class DecoderWeights:
         matrices, and a quantized embedding or LM head, replaced by their KernelOwned descriptions
         (the packed copy is then the only one). A dense embedding and LM head stay: the lookup reads
         the one, and a draft shares both with its target."""
-        layers = tuple(replace(layer, qkv=_released(layer.qkv), o_proj=_released(layer.o_proj), gate_up=_released(layer.gate_up),
-                               down=_released(layer.down)) for layer in self.layers)
-        return replace(self, embed=_released_if_quantized(self.embed), layers=layers, lm_head=_released_if_quantized(self.lm_head))
+        layers = tuple(
+            replace(
+                layer,
+                qkv=_released(layer.qkv),
+                o_proj=_released(layer.o_proj),
+                gate_up=_released(layer.gate_up),
+                down=_released(layer.down),
+            )
+            for layer in self.layers
+        )
+        return replace(
+            self, embed=_released_if_quantized(self.embed), layers=layers, lm_head=_released_if_quantized(self.lm_head)
+        )
 
 
 def _released(matrix: HeldMatrix) -> HeldMatrix:
@@ -77,8 +87,15 @@ def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
 
 
-def load_decoder_weights(reader: WeightReader, cfg: ArchConfig, decisions: LoaderDecisions, dtype: torch.dtype,
-                         device: torch.device, *, in_hand: Mapping[str, torch.Tensor] = NOTHING_IN_HAND) -> DecoderWeights:
+def load_decoder_weights(
+    reader: WeightReader,
+    cfg: ArchConfig,
+    decisions: LoaderDecisions,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    in_hand: Mapping[str, torch.Tensor] = NOTHING_IN_HAND,
+) -> DecoderWeights:
     """Check that the checkpoint holds every tensor of `decisions.expected_tensors` (one CheckpointError
     names each that it lacks), then read, shape-check and concatenate what `decisions.weight_layout`
     and `decisions.tied_embeddings` say the decoder needs.
@@ -89,8 +106,10 @@ def load_decoder_weights(reader: WeightReader, cfg: ArchConfig, decisions: Loade
     missing = [spec for spec in decisions.expected_tensors if not reader.has(spec.name) and spec.name not in in_hand]
     if missing:
         listed = ", ".join(f"tensor {spec.name!r} (expected shape {list(spec.shape)})" for spec in missing)
-        raise CheckpointError(f"checkpoint {reader.model_dir} lacks {listed}; accepted: a checkpoint holding every tensor "
-                              f"its entry class expects ({len(decisions.expected_tensors)} here)")
+        raise CheckpointError(
+            f"checkpoint {reader.model_dir} lacks {listed}; accepted: a checkpoint holding every tensor "
+            f"its entry class expects ({len(decisions.expected_tensors)} here)"
+        )
     layout, tied = decisions.weight_layout, decisions.tied_embeddings
     shapes = {spec.name: spec.shape for spec in layout_tensors(cfg, layout, tied)}
 
@@ -101,12 +120,16 @@ def load_decoder_weights(reader: WeightReader, cfg: ArchConfig, decisions: Loade
         held = in_hand.get(name)
         if held is not None and not reader.has(name):
             if tuple(held.shape) != shapes[name]:
-                raise CheckpointError(f"checkpoint {reader.model_dir} lacks tensor {name!r} (expected shape {list(shapes[name])}) "
-                                      f"and the one in hand has shape {list(held.shape)}; accepted: a checkpoint holding it, "
-                                      f"or one in hand of that shape")
+                raise CheckpointError(
+                    f"checkpoint {reader.model_dir} lacks tensor {name!r} (expected shape {list(shapes[name])}) "
+                    f"and the one in hand has shape {list(held.shape)}; accepted: a checkpoint holding it, "
+                    f"or one in hand of that shape"
+                )
             return held.to(dtype=dtype, device=device)
         loaded = reader.read_matrix(name, shapes[name], dtype, device)
-        return held if held is not None and isinstance(loaded, torch.Tensor) and _bitwise_equal(loaded, held) else loaded
+        return (
+            held if held is not None and isinstance(loaded, torch.Tensor) and _bitwise_equal(loaded, held) else loaded
+        )
 
     def cat(*names: str) -> torch.Tensor:
         return torch.cat([read(name) for name in names])
@@ -122,7 +145,9 @@ def load_decoder_weights(reader: WeightReader, cfg: ArchConfig, decisions: Loade
             LayerWeights(
                 input_norm=read(p + "input_layernorm.weight"),
                 qkv=cat_matrices(attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"),
-                qkv_bias=cat(attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias") if layout.qkv_bias else None,
+                qkv_bias=cat(attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias")
+                if layout.qkv_bias
+                else None,
                 q_norm=read(attn + "q_norm.weight") if layout.qk_norm else None,
                 k_norm=read(attn + "k_norm.weight") if layout.qk_norm else None,
                 o_proj=matrix(attn + "o_proj.weight"),

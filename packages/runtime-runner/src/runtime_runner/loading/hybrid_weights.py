@@ -88,7 +88,9 @@ class HybridWeights:
 class _Reader:
     """Reads tensors at the shapes the entry class expects, as the model dtype."""
 
-    def __init__(self, reader: CheckpointReader, decisions: LoaderDecisions, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(
+        self, reader: CheckpointReader, decisions: LoaderDecisions, dtype: torch.dtype, device: torch.device
+    ) -> None:
         self.reader, self.dtype, self.device = reader, dtype, device
         self.shapes = {spec.name: spec.shape for spec in decisions.expected_tensors}
 
@@ -111,15 +113,23 @@ def _grouped_in_proj(read: _Reader, prefix: str, hybrid: HybridSpec) -> torch.Te
 
 
 def _flat_in_proj(read: _Reader, prefix: str) -> torch.Tensor:
-    return torch.cat([read(prefix + name) for name in ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")])
+    return torch.cat(
+        [
+            read(prefix + name)
+            for name in ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")
+        ]
+    )
 
 
 def _linear_attn(read: _Reader, prefix: str, hybrid: HybridSpec, projections: LinearProjections) -> LinearAttnWeights:
     in_proj = _grouped_in_proj(read, prefix, hybrid) if projections == "grouped" else _flat_in_proj(read, prefix)
     return LinearAttnWeights(
-        in_proj=in_proj, conv=read(prefix + "conv1d.weight").squeeze(1).contiguous(),
-        neg_decay_rate=-torch.exp(read(prefix + "A_log", torch.float32)), dt_bias=read(prefix + "dt_bias", torch.float32),
-        norm=read(prefix + "norm.weight"), out_proj=read(prefix + "out_proj.weight"),
+        in_proj=in_proj,
+        conv=read(prefix + "conv1d.weight").squeeze(1).contiguous(),
+        neg_decay_rate=-torch.exp(read(prefix + "A_log", torch.float32)),
+        dt_bias=read(prefix + "dt_bias", torch.float32),
+        norm=read(prefix + "norm.weight"),
+        out_proj=read(prefix + "out_proj.weight"),
     )
 
 
@@ -127,13 +137,19 @@ def _gated_attn(read: _Reader, prefix: str, cfg: ArchConfig) -> GatedAttnWeights
     query_gate = read(prefix + "q_proj.weight").view(cfg.num_heads, 2, cfg.head_dim, -1)
     query, gate = query_gate[:, 0].reshape(-1, cfg.hidden_size), query_gate[:, 1].reshape(-1, cfg.hidden_size)
     qkvg = torch.cat([query, read(prefix + "k_proj.weight"), read(prefix + "v_proj.weight"), gate])
-    return GatedAttnWeights(qkvg=qkvg, q_norm=read.one_plus(prefix + "q_norm.weight"), k_norm=read.one_plus(prefix + "k_norm.weight"),
-                            o_proj=read(prefix + "o_proj.weight"))
+    return GatedAttnWeights(
+        qkvg=qkvg,
+        q_norm=read.one_plus(prefix + "q_norm.weight"),
+        k_norm=read.one_plus(prefix + "k_norm.weight"),
+        o_proj=read(prefix + "o_proj.weight"),
+    )
 
 
 def _dense(read: _Reader, prefix: str) -> DenseMlpWeights:
-    return DenseMlpWeights(gate_up=torch.cat([read(prefix + "gate_proj.weight"), read(prefix + "up_proj.weight")]),
-                           down=read(prefix + "down_proj.weight"))
+    return DenseMlpWeights(
+        gate_up=torch.cat([read(prefix + "gate_proj.weight"), read(prefix + "up_proj.weight")]),
+        down=read(prefix + "down_proj.weight"),
+    )
 
 
 def _mlp(read: _Reader, prefix: str, hybrid: HybridSpec, index: int) -> DenseMlpWeights | MoeWeights:
@@ -141,27 +157,52 @@ def _mlp(read: _Reader, prefix: str, hybrid: HybridSpec, index: int) -> DenseMlp
     if moe is None or index not in hybrid.sparse_layers:
         return _dense(read, prefix)
     shared = _dense(read, prefix + "shared_expert.") if moe.shared_intermediate else None
-    return MoeWeights(router=read(prefix + "gate.weight"), experts=tuple(_dense(read, f"{prefix}experts.{e}.") for e in range(moe.experts)),
-                      shared=shared, shared_gate=read(prefix + "shared_expert_gate.weight") if shared is not None else None)
+    return MoeWeights(
+        router=read(prefix + "gate.weight"),
+        experts=tuple(_dense(read, f"{prefix}experts.{e}.") for e in range(moe.experts)),
+        shared=shared,
+        shared_gate=read(prefix + "shared_expert_gate.weight") if shared is not None else None,
+    )
 
 
-def load_hybrid_weights(reader: CheckpointReader, cfg: ArchConfig, decisions: LoaderDecisions, projections: LinearProjections,
-                        dtype: torch.dtype, device: torch.device) -> HybridWeights:
+def load_hybrid_weights(
+    reader: CheckpointReader,
+    cfg: ArchConfig,
+    decisions: LoaderDecisions,
+    projections: LinearProjections,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> HybridWeights:
     """Check that the checkpoint holds every tensor of `decisions.expected_tensors` (one
     CheckpointError names each it lacks), then read and lay them out as this module says."""
     missing = [spec for spec in decisions.expected_tensors if not reader.has(spec.name)]
     if missing:
         listed = ", ".join(f"tensor {spec.name!r} (expected shape {list(spec.shape)})" for spec in missing)
-        raise CheckpointError(f"checkpoint {reader.model_dir} lacks {listed}; accepted: a checkpoint holding every tensor "
-                              f"its entry class expects ({len(decisions.expected_tensors)} here)")
+        raise CheckpointError(
+            f"checkpoint {reader.model_dir} lacks {listed}; accepted: a checkpoint holding every tensor "
+            f"its entry class expects ({len(decisions.expected_tensors)} here)"
+        )
     hybrid, read = hybrid_of(cfg), _Reader(reader, decisions, dtype, device)
     layers = []
     for i, kind in enumerate(hybrid.layer_kinds):
         p = layer_prefix(i)
-        mixer = (_linear_attn(read, p + "linear_attn.", hybrid, projections) if kind == "linear_attention"
-                 else _gated_attn(read, p + "self_attn.", cfg))
-        layers.append(HybridLayerWeights(input_norm=read.one_plus(p + "input_layernorm.weight"), mixer=mixer,
-                                         post_norm=read.one_plus(p + "post_attention_layernorm.weight"), mlp=_mlp(read, p + "mlp.", hybrid, i)))
+        mixer = (
+            _linear_attn(read, p + "linear_attn.", hybrid, projections)
+            if kind == "linear_attention"
+            else _gated_attn(read, p + "self_attn.", cfg)
+        )
+        layers.append(
+            HybridLayerWeights(
+                input_norm=read.one_plus(p + "input_layernorm.weight"),
+                mixer=mixer,
+                post_norm=read.one_plus(p + "post_attention_layernorm.weight"),
+                mlp=_mlp(read, p + "mlp.", hybrid, i),
+            )
+        )
     embed = read(EMBED)
-    return HybridWeights(embed=embed, layers=tuple(layers), final_norm=read.one_plus(FINAL_NORM),
-                         lm_head=embed if decisions.tied_embeddings else read(LM_HEAD))
+    return HybridWeights(
+        embed=embed,
+        layers=tuple(layers),
+        final_norm=read.one_plus(FINAL_NORM),
+        lm_head=embed if decisions.tied_embeddings else read(LM_HEAD),
+    )

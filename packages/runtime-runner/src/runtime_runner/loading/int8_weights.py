@@ -38,7 +38,9 @@ class Int8Weights:
         """A tensor that stays dense (a norm, a bias), as the checkpoint holds it."""
         return self.reader.read(name, shape, dtype, device)
 
-    def read_matrix(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> QuantizedTensor:
+    def read_matrix(
+        self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+    ) -> QuantizedTensor:
         """Matrix `name` quantized from the checkpoint's own values (read in fp32, so an fp32
         checkpoint is not rounded to the activation dtype first)."""
         return int8_per_channel_of(self.reader.read(name, shape, torch.float32, device))

@@ -96,4 +96,6 @@ def decisions_of(entry: type, cfg: ArchConfig) -> LoaderDecisions:
         expected = answered
     else:
         raise _refused(entry, "expected_tensors", answered, "a tuple of TensorSpec")
-    return LoaderDecisions(weight_layout=layout, fused_projections=fused, tied_embeddings=tied, expected_tensors=expected)
+    return LoaderDecisions(
+        weight_layout=layout, fused_projections=fused, tied_embeddings=tied, expected_tensors=expected
+    )

@@ -26,8 +26,9 @@ def serves_quantized(model: ModelBag, model_dir: Path) -> bool:
     return model.quantization is not None or gguf_file_of(model_dir) is not None
 
 
-def quantized_weights_refusal_of(model: ModelBag, exec: ExecBag, device_type: str, gguf: Path | None,
-                                 config: Callable[[], ArchConfig | None]) -> str | None:
+def quantized_weights_refusal_of(
+    model: ModelBag, exec: ExecBag, device_type: str, gguf: Path | None, config: Callable[[], ArchConfig | None]
+) -> str | None:
     """Why the served weights cannot be quantized as `model` says (`gguf`: the GGUF file its
     model_path names, or None), on a `device_type` runner; None when they can or are dense.
     `config` answers the checkpoint's ArchConfig (None where it is not known yet), asked only of
@@ -35,25 +36,33 @@ def quantized_weights_refusal_of(model: ModelBag, exec: ExecBag, device_type: st
     if model.quantization is None and gguf is None:
         return None
     if model.quantization is not None and gguf is not None:
-        return (f"quantization = {model.quantization!r} quantizes a bf16/fp32 checkpoint at load, but model_path = {model.model_path} "
-                "is a GGUF checkpoint, quantized already; accepted: quantization unset with a GGUF file, or int8 with a Hugging "
-                "Face checkpoint directory")
+        return (
+            f"quantization = {model.quantization!r} quantizes a bf16/fp32 checkpoint at load, but model_path = {model.model_path} "
+            "is a GGUF checkpoint, quantized already; accepted: quantization unset with a GGUF file, or int8 with a Hugging "
+            "Face checkpoint directory"
+        )
     what = f"quantization = {model.quantization!r}" if gguf is None else f"model_path = {model.model_path} (GGUF)"
     if device_type != "cpu":
         return f"{what}: the quantized kernels run on a CPU only, not on {device_type}; accepted: device = cpu"
     if exec.graph.enable_torch_compile:
-        return (f"{what}: enable_torch_compile compiles the dense decode step, and quantized weights decode eagerly; "
-                "accepted: enable_torch_compile = False")
+        return (
+            f"{what}: enable_torch_compile compiles the dense decode step, and quantized weights decode eagerly; "
+            "accepted: enable_torch_compile = False"
+        )
     cfg = config()
     if cfg is None:
         return None
     if cfg.architecture not in QUANTIZED_ARCHITECTURES:
-        return (f"{what}: {cfg.architecture} is not served with quantized weights; accepted: "
-                f"{', '.join(QUANTIZED_ARCHITECTURES)}, or dense weights (quantization unset, a Hugging Face checkpoint)")
+        return (
+            f"{what}: {cfg.architecture} is not served with quantized weights; accepted: "
+            f"{', '.join(QUANTIZED_ARCHITECTURES)}, or dense weights (quantization unset, a Hugging Face checkpoint)"
+        )
     dtype = model_dtype_of(model, cfg.checkpoint_dtype, torch.device(device_type), quantized=True)
     if dtype not in QUANTIZED_ACTIVATIONS:
-        return (f"{what}: the quantized kernels compute in float32 or bfloat16, and dtype = {model.dtype!r} computes in "
-                f"{str(dtype).removeprefix('torch.')}; accepted: dtype = bfloat16 or float32")
+        return (
+            f"{what}: the quantized kernels compute in float32 or bfloat16, and dtype = {model.dtype!r} computes in "
+            f"{str(dtype).removeprefix('torch.')}; accepted: dtype = bfloat16 or float32"
+        )
     return None
 
 

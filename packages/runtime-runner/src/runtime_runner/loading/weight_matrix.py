@@ -46,8 +46,10 @@ def kind_of(matrix: HeldMatrix) -> str:
 def loaded(matrix: HeldMatrix) -> Matrix:
     """`matrix` as loaded; TypeError for one a kernel already owns (packed once, never twice)."""
     if isinstance(matrix, KernelOwned):
-        raise TypeError(f"a {matrix.kind} matrix {matrix.shape} was packed already and its loaded copy given up; "
-                        "accepted: weights as load_decoder_weights answers them")
+        raise TypeError(
+            f"a {matrix.kind} matrix {matrix.shape} was packed already and its loaded copy given up; "
+            "accepted: weights as load_decoder_weights answers them"
+        )
     return matrix
 
 
@@ -59,8 +61,10 @@ def cat_rows(parts: Sequence[Matrix], names: Sequence[str]) -> Matrix:
     quantized = [part for part in parts if isinstance(part, QuantizedTensor)]
     if len(quantized) != len(parts) or len({part.kind for part in quantized}) != 1:
         held = ", ".join(f"{name} {kind_of(part)}" for name, part in zip(names, parts, strict=True))
-        raise CheckpointError(f"a fused projection group holds matrices of one kind; got {held}; accepted: a checkpoint whose "
-                              "q/k/v and gate/up matrices each share one type")
+        raise CheckpointError(
+            f"a fused projection group holds matrices of one kind; got {held}; accepted: a checkpoint whose "
+            "q/k/v and gate/up matrices each share one type"
+        )
     return QuantizedTensor.cat(quantized)
 
 

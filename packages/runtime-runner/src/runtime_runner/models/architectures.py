@@ -18,12 +18,23 @@ from runtime_runner.models.hybrid.decoder import HybridDecoder, Qwen3_5ForCausal
 from runtime_runner.models.hybrid.drafts import HybridDraftDecoder, Qwen3_5DraftForCausalLM, Qwen3NextDraftForCausalLM
 
 MODEL_CLASSES: Mapping[str, type[TargetDecoder] | type[HybridDecoder]] = MappingProxyType(
-    {cls.architecture: cls for cls in (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM)}
+    {
+        cls.architecture: cls
+        for cls in (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM)
+    }
 )
 # Keyed by the architecture of the target each is named after (a draft checkpoint of that family).
 DRAFT_CLASSES: Mapping[str, type[DraftDecoder] | type[HybridDraftDecoder]] = MappingProxyType(
-    {cls.architecture: cls for cls in (LlamaDraftForCausalLM, Qwen2DraftForCausalLM, Qwen3DraftForCausalLM,
-                                       Qwen3NextDraftForCausalLM, Qwen3_5DraftForCausalLM)}
+    {
+        cls.architecture: cls
+        for cls in (
+            LlamaDraftForCausalLM,
+            Qwen2DraftForCausalLM,
+            Qwen3DraftForCausalLM,
+            Qwen3NextDraftForCausalLM,
+            Qwen3_5DraftForCausalLM,
+        )
+    }
 )
 
 
@@ -31,7 +42,9 @@ def model_class_for(architecture: str) -> type[TargetDecoder] | type[HybridDecod
     """The entry class of `architecture`; an unknown one raises listing the supported ones."""
     cls = MODEL_CLASSES.get(architecture)
     if cls is None:
-        raise UnsupportedArchitectureError(f"architecture {architecture!r} is not supported; supported: {', '.join(sorted(MODEL_CLASSES))}")
+        raise UnsupportedArchitectureError(
+            f"architecture {architecture!r} is not supported; supported: {', '.join(sorted(MODEL_CLASSES))}"
+        )
     return cls
 
 
@@ -40,6 +53,8 @@ def draft_class_for(architecture: str) -> type[DraftDecoder] | type[HybridDraftD
     the supported ones."""
     cls = DRAFT_CLASSES.get(architecture)
     if cls is None:
-        raise UnsupportedArchitectureError(f"architecture {architecture!r} has no draft entry class; supported drafts: "
-                                           f"{', '.join(sorted(DRAFT_CLASSES))}")
+        raise UnsupportedArchitectureError(
+            f"architecture {architecture!r} has no draft entry class; supported drafts: "
+            f"{', '.join(sorted(DRAFT_CLASSES))}"
+        )
     return cls

@@ -32,8 +32,10 @@ def check_compiled_decode_traceable(stamp: AttentionStamp) -> None:
     """The compiled step is a decode step, so it asks the decode half of the runner's stamp:
     refused (UnsupportedConfigError) when torch.compile cannot trace that kernel."""
     if stamp.decode not in TRACEABLE_DECODE_KERNELS:
-        raise UnsupportedConfigError(f"enable_torch_compile compiles the decode step, but its decode half runs {stamp.decode}, "
-                                     f"which torch.compile cannot trace; accepted decode halves: {', '.join(TRACEABLE_DECODE_KERNELS)}")
+        raise UnsupportedConfigError(
+            f"enable_torch_compile compiles the decode step, but its decode half runs {stamp.decode}, "
+            f"which torch.compile cannot trace; accepted decode halves: {', '.join(TRACEABLE_DECODE_KERNELS)}"
+        )
 
 
 # Iterations per thread below which inductor keeps a loop on one thread (its default is 512).
@@ -43,7 +45,11 @@ MIN_CHUNK_ROWS = 64
 def _fixed_tensors(model: DecoderForCausalLM) -> Iterable[torch.Tensor]:
     """Every tensor of the model whose shape never changes between steps."""
     w = model.weights
-    yield from (t for t in (w.embed, w.final_norm, w.lm_head, model.rope.cos, model.rope.signed_sin) if isinstance(t, torch.Tensor))
+    yield from (
+        t
+        for t in (w.embed, w.final_norm, w.lm_head, model.rope.cos, model.rope.signed_sin)
+        if isinstance(t, torch.Tensor)
+    )
     for layer in w.layers:
         yield from (t for t in vars(layer).values() if isinstance(t, torch.Tensor))
 

@@ -57,9 +57,17 @@ class DecoderForCausalLM:
 
     architecture: ClassVar[str] = ""
 
-    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool,
-                 fused: FusedProjections, head_projection: Projection | None = None,
-                 tensor_parallel: TensorParallel | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ArchConfig,
+        weights: DecoderWeights,
+        rope: RopeTable,
+        *,
+        batch_invariant: bool,
+        fused: FusedProjections,
+        head_projection: Projection | None = None,
+        tensor_parallel: TensorParallel | None = None,
+    ) -> None:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed
         over `weights.lm_head` (a draft's target's), used instead of packing another. With
         `tensor_parallel`, `cfg` and `weights` are one rank's (runtime_runner.parallel.tensor_parallel):
@@ -74,14 +82,18 @@ class DecoderForCausalLM:
         q_out, kv_out = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
         qkv_rows, gate_up_rows = (q_out, kv_out, kv_out), (cfg.intermediate_size, cfg.intermediate_size)
         self._projections = tuple(
-            LayerProjections(group_projection(linear, loaded(layer.qkv), layer.qkv_bias, qkv_rows, fused.qkv),
-                             row_linear(loaded(layer.o_proj), layer.o_bias),
-                             group_projection(linear, loaded(layer.gate_up), layer.gate_up_bias, gate_up_rows, fused.gate_up),
-                             row_linear(loaded(layer.down), layer.down_bias))
+            LayerProjections(
+                group_projection(linear, loaded(layer.qkv), layer.qkv_bias, qkv_rows, fused.qkv),
+                row_linear(loaded(layer.o_proj), layer.o_bias),
+                group_projection(linear, loaded(layer.gate_up), layer.gate_up_bias, gate_up_rows, fused.gate_up),
+                row_linear(loaded(layer.down), layer.down_bias),
+            )
             for layer in weights.layers
         )
         own_head = head_projection is None
-        self.head_projection: Projection = linear(loaded(weights.lm_head), None) if head_projection is None else head_projection
+        self.head_projection: Projection = (
+            linear(loaded(weights.lm_head), None) if head_projection is None else head_projection
+        )
         tied_head = self.head_projection if own_head and weights.lm_head is weights.embed else None
         self._embedding = embedding_of(loaded(weights.embed), tied_head, weights.final_norm.dtype)
         if tensor_parallel is not None:
@@ -117,10 +129,18 @@ class DecoderForCausalLM:
         """Each layer's projections, packed."""
         return self._projections
 
-    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, attention: LayerAttention) -> torch.Tensor:
+    def hidden_states(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, attention: LayerAttention
+    ) -> torch.Tensor:
         """Final-normed hidden states [tokens, hidden] of the new tokens."""
         cfg, w = self.cfg, self.weights
-        tokens, heads, kv_heads, head_dim, eps = input_ids.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
+        tokens, heads, kv_heads, head_dim, eps = (
+            input_ids.shape[0],
+            cfg.num_heads,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+            cfg.rms_norm_eps,
+        )
         split = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
         qk_split = [heads, kv_heads]
         cos, sin = self.rope_rows(positions)
@@ -135,7 +155,9 @@ class DecoderForCausalLM:
                 q = apply_rope(rms_norm(q.view(tokens, heads, head_dim), layer.q_norm, eps), cos, sin)
                 k = apply_rope(rms_norm(k.view(tokens, kv_heads, head_dim), layer.k_norm, eps), cos, sin)
             else:  # one rotation over q and k together: half the per-op overhead of a decode step's rope
-                qk = apply_rope(qkv[:, : (heads + kv_heads) * head_dim].view(tokens, heads + kv_heads, head_dim), cos, sin)
+                qk = apply_rope(
+                    qkv[:, : (heads + kv_heads) * head_dim].view(tokens, heads + kv_heads, head_dim), cos, sin
+                )
                 q, k = torch.split(qk, qk_split, dim=1)
                 v = qkv[:, (heads + kv_heads) * head_dim :]
             out = attention(index, q, k, v.view(tokens, kv_heads, head_dim))
@@ -153,8 +175,17 @@ class TargetDecoder(DecoderForCausalLM):
     with. It answers no loader hook itself: each family below it answers its own."""
 
     @classmethod
-    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *,
-             batch_invariant: bool, quantization: Quantization | None = None, tensor_parallel: TensorParallel | None = None) -> Self:
+    def load(
+        cls,
+        model_dir: Path,
+        cfg: ArchConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        batch_invariant: bool,
+        quantization: Quantization | None = None,
+        tensor_parallel: TensorParallel | None = None,
+    ) -> Self:
         """Load the checkpoint's weights (a Hugging Face directory, or a GGUF file whose quantized
         matrices stay so) as this class's loader decisions say, pack them and build the rotary
         tables; `batch_invariant` picks projections whose rows never depend on the batch (a CPU
@@ -168,7 +199,14 @@ class TargetDecoder(DecoderForCausalLM):
         if tensor_parallel is not None:
             weights, cfg = tensor_parallel.weights(weights), tensor_parallel.layout.arch(cfg)
         rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
-        return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections, tensor_parallel=tensor_parallel)
+        return cls(
+            cfg,
+            weights,
+            rope,
+            batch_invariant=batch_invariant,
+            fused=decisions.fused_projections,
+            tensor_parallel=tensor_parallel,
+        )
 
 
 ALL_FUSED = FusedProjections(qkv=True, gate_up=True)
@@ -182,7 +220,9 @@ class LlamaForCausalLM(TargetDecoder):
     @classmethod
     def weight_layout(cls, cfg: ArchConfig) -> WeightLayout:
         """The config's attention and MLP biases, no q/k norms."""
-        return WeightLayout(qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=cfg.mlp_bias, qk_norm=False)
+        return WeightLayout(
+            qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, mlp_bias=cfg.mlp_bias, qk_norm=False
+        )
 
     @classmethod
     def fused_projections(cls, cfg: ArchConfig) -> FusedProjections:

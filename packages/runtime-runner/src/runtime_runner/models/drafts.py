@@ -60,13 +60,27 @@ class DraftDecoder(DecoderForCausalLM):
             if getattr(family, hook, None) is not None:
                 setattr(cls, hook, _delegated(family, hook))
 
-    def __init__(self, cfg: ArchConfig, weights: DecoderWeights, rope: RopeTable, *, batch_invariant: bool,
-                 fused: FusedProjections, target: DecoderForCausalLM) -> None:
+    def __init__(
+        self,
+        cfg: ArchConfig,
+        weights: DecoderWeights,
+        rope: RopeTable,
+        *,
+        batch_invariant: bool,
+        fused: FusedProjections,
+        target: DecoderForCausalLM,
+    ) -> None:
         """Pack the draft's projections, taking the target's packed LM head where the draft's head is
         the target's matrix and both run the same kind of projection."""
         shares_head = weights.lm_head is target.weights.lm_head and batch_invariant == target.batch_invariant
-        super().__init__(cfg, weights, rope, batch_invariant=batch_invariant, fused=fused,
-                         head_projection=target.head_projection if shares_head else None)
+        super().__init__(
+            cfg,
+            weights,
+            rope,
+            batch_invariant=batch_invariant,
+            fused=fused,
+            head_projection=target.head_projection if shares_head else None,
+        )
         embed, head = weights.embed, weights.lm_head
         shared = embed.nbytes if isinstance(embed, torch.Tensor) and embed is target.weights.embed else 0
         if isinstance(head, torch.Tensor) and head is target.weights.lm_head and head is not embed:
@@ -76,21 +90,36 @@ class DraftDecoder(DecoderForCausalLM):
         self._bytes_shared_with_target = shared
 
     @classmethod
-    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
-             target: DecoderForCausalLM) -> Self:
+    def load(
+        cls,
+        model_dir: Path,
+        cfg: ArchConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        batch_invariant: bool,
+        target: DecoderForCausalLM,
+    ) -> Self:
         """Load the draft checkpoint in `model_dir` for `target` as this class's loader decisions say:
         its embedding and LM head are the target's where the checkpoint holds them bitwise equal or
         lacks them. A draft over another vocabulary than the target's raises UnsupportedConfigError."""
         if cfg.vocab_size != target.cfg.vocab_size:
-            raise UnsupportedConfigError(f"the draft checkpoint {model_dir} has vocab_size {cfg.vocab_size}, the target "
-                                         f"{target.cfg.vocab_size}; accepted: a draft over the target's vocabulary")
+            raise UnsupportedConfigError(
+                f"the draft checkpoint {model_dir} has vocab_size {cfg.vocab_size}, the target "
+                f"{target.cfg.vocab_size}; accepted: a draft over the target's vocabulary"
+            )
         decisions = decisions_of(cls, cfg)
         # A quantized target's embedding and head live only in its kernels: the draft reads its own, dense.
-        in_hand = {name: held for name, held in ((EMBED, target.weights.embed), (LM_HEAD, target.weights.lm_head))
-                   if isinstance(held, torch.Tensor)}
+        in_hand = {
+            name: held
+            for name, held in ((EMBED, target.weights.embed), (LM_HEAD, target.weights.lm_head))
+            if isinstance(held, torch.Tensor)
+        }
         weights = load_decoder_weights(CheckpointReader(model_dir), cfg, decisions, dtype, device, in_hand=in_hand)
         rope = RopeTable.build(cfg.rope, cfg.head_dim, cfg.max_position_embeddings, dtype, device)
-        return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections, target=target)
+        return cls(
+            cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections, target=target
+        )
 
     @property
     def bytes_shared_with_target(self) -> int:

@@ -71,8 +71,9 @@ class ConcatProjection:
         return torch.cat([part(x) for part in self.parts], dim=-1)
 
 
-def group_projection(linear: LinearOf, weight: Matrix, bias: torch.Tensor | None, rows: Sequence[int],
-                     fused: bool) -> Projection:
+def group_projection(
+    linear: LinearOf, weight: Matrix, bias: torch.Tensor | None, rows: Sequence[int], fused: bool
+) -> Projection:
     """The projection of a concatenated group (`rows` output rows per checkpoint matrix): one matmul
     over the whole matrix when fused, else one per part over its rows."""
     if fused:

@@ -47,15 +47,22 @@ def draft_checkpoint() -> Checkpoint:
     (UnsupportedConfigError when unset, or for a GGUF draft); a draft is never quantized."""
     configured = get_spec().speculative_draft_model_path
     if configured is None:
-        raise UnsupportedConfigError("a draft runner needs spec.speculative_draft_model_path (the draft checkpoint), "
-                                     "got none")
+        raise UnsupportedConfigError(
+            "a draft runner needs spec.speculative_draft_model_path (the draft checkpoint), got none"
+        )
     path = Path(configured)
     return Checkpoint(path, draft_arch_config(path), quantized=False)
 
 
-def load_model(checkpoint: Checkpoint, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
-               tensor_parallel_group: dist.ProcessGroup | None,
-               target: DecoderForCausalLM | HybridDecoder | None) -> DecoderForCausalLM | HybridDecoder:
+def load_model(
+    checkpoint: Checkpoint,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    batch_invariant: bool,
+    tensor_parallel_group: dist.ProcessGroup | None,
+    target: DecoderForCausalLM | HybridDecoder | None,
+) -> DecoderForCausalLM | HybridDecoder:
     """The checkpoint loaded as its entry class, or with `target` (the target runner's model) as its
     draft entry class for that target; with `tensor_parallel_group`, this rank's slice of it.
     UnsupportedConfigError where the runner cannot run it: a hybrid under enable_torch_compile,
@@ -63,26 +70,46 @@ def load_model(checkpoint: Checkpoint, dtype: torch.dtype, device: torch.device,
     their kernels do not run, a draft shorter than its target's context."""
     cfg = checkpoint.cfg
     if cfg.hybrid is not None and get_exec().graph.enable_torch_compile:
-        raise UnsupportedConfigError(f"enable_torch_compile compiles the Llama-family decode step; {cfg.architecture} "
-                                     "(a Gated-DeltaNet hybrid) decodes eagerly; accepted: enable_torch_compile off")
-    tensor_parallel = runner_tensor_parallel(tensor_parallel_group, cfg, batch_invariant=batch_invariant,
-                                             draft=target is not None)
+        raise UnsupportedConfigError(
+            f"enable_torch_compile compiles the Llama-family decode step; {cfg.architecture} "
+            "(a Gated-DeltaNet hybrid) decodes eagerly; accepted: enable_torch_compile off"
+        )
+    tensor_parallel = runner_tensor_parallel(
+        tensor_parallel_group, cfg, batch_invariant=batch_invariant, draft=target is not None
+    )
     if target is None:
-        return load_target(checkpoint.path, cfg, dtype, device, batch_invariant=batch_invariant, model=get_model(),
-                           exec=get_exec(), tensor_parallel=tensor_parallel)
+        return load_target(
+            checkpoint.path,
+            cfg,
+            dtype,
+            device,
+            batch_invariant=batch_invariant,
+            model=get_model(),
+            exec=get_exec(),
+            tensor_parallel=tensor_parallel,
+        )
     draft = load_draft(checkpoint.path, cfg, dtype, device, batch_invariant=batch_invariant, target=target)
     length = context_length_of(get_model(), draft.cfg.max_position_embeddings)
     served = context_length_of(get_model(), target.cfg.max_position_embeddings)
     if length < served:
         raise UnsupportedConfigError(
             f"the draft checkpoint {checkpoint.path} holds {length} positions, fewer than the served context "
-            f"length {served}; accepted: a draft at least as long, or model.context_length <= {length}")
+            f"length {served}; accepted: a draft at least as long, or model.context_length <= {length}"
+        )
     return draft
 
 
-def load_target(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
-                model: ModelBag, exec: ExecBag,
-                tensor_parallel: TensorParallel | None = None) -> DecoderForCausalLM | HybridDecoder:
+def load_target(
+    model_dir: Path,
+    cfg: ArchConfig,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    batch_invariant: bool,
+    model: ModelBag,
+    exec: ExecBag,
+    tensor_parallel: TensorParallel | None = None,
+) -> DecoderForCausalLM | HybridDecoder:
     """The entry class of `cfg` loaded from `model_dir` (a Hugging Face directory or a GGUF file);
     UnsupportedConfigError where quantized weights cannot run (quantization_support). With
     `tensor_parallel` (a Llama-family decoder only), this rank's slices of it."""
@@ -91,22 +118,39 @@ def load_target(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: to
         raise UnsupportedConfigError(reason)
     entry = model_class_for(cfg.architecture)
     if issubclass(entry, TargetDecoder):
-        return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant,
-                          quantization=model.quantization, tensor_parallel=tensor_parallel)
+        return entry.load(
+            model_dir,
+            cfg,
+            dtype,
+            device,
+            batch_invariant=batch_invariant,
+            quantization=model.quantization,
+            tensor_parallel=tensor_parallel,
+        )
     return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
 
 
-def load_draft(model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
-               target: DecoderForCausalLM | HybridDecoder) -> DecoderForCausalLM | HybridDecoder:
+def load_draft(
+    model_dir: Path,
+    cfg: ArchConfig,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    batch_invariant: bool,
+    target: DecoderForCausalLM | HybridDecoder,
+) -> DecoderForCausalLM | HybridDecoder:
     """The draft checkpoint in `model_dir` loaded with its draft entry class for `target`: a
     Llama-family draft shares its Llama-family target's embedding and LM head; a hybrid draft holds
     its own. UnsupportedConfigError for a draft the target cannot share with."""
     entry = draft_class_for(cfg.architecture)
     if issubclass(entry, HybridDraftDecoder):
-        return entry.load_for(model_dir, cfg, dtype, device, batch_invariant=batch_invariant,
-                              target_vocab_size=target.cfg.vocab_size)
+        return entry.load_for(
+            model_dir, cfg, dtype, device, batch_invariant=batch_invariant, target_vocab_size=target.cfg.vocab_size
+        )
     if not isinstance(target, DecoderForCausalLM):
-        raise UnsupportedConfigError(f"a {cfg.architecture} draft shares its target's embedding and LM head, which a "
-                                     f"{target.cfg.architecture} target lays out otherwise; "
-                                     "accepted: a draft of the target's family")
+        raise UnsupportedConfigError(
+            f"a {cfg.architecture} draft shares its target's embedding and LM head, which a "
+            f"{target.cfg.architecture} target lays out otherwise; "
+            "accepted: a draft of the target's family"
+        )
     return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant, target=target)

@@ -22,7 +22,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return _rms_norm_torch(x, weight, eps)
 
 
-def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(
+    x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, rms_norm(s)) with s = x + delta: a residual add and the norm that reads it, in one pass on a CPU."""
     if cpu_fused_ops.handles(x, delta, weight):
         return cpu_fused_ops.add_rms_norm(x, delta, weight, eps)

@@ -31,7 +31,11 @@ def _required(spec: RopeSpec, name: str) -> float:
 
 def _llama3_inv_freq(spec: RopeSpec, dim: int) -> torch.Tensor:
     inv_freq = _base_inv_freq(spec.theta, dim)
-    factor, low, high = _required(spec, "factor"), _required(spec, "low_freq_factor"), _required(spec, "high_freq_factor")
+    factor, low, high = (
+        _required(spec, "factor"),
+        _required(spec, "low_freq_factor"),
+        _required(spec, "high_freq_factor"),
+    )
     old_context = _required(spec, "original_max_position_embeddings")
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
@@ -86,7 +90,9 @@ def inv_freq_of(spec: RopeSpec, head_dim: int, max_positions: int) -> tuple[torc
         return _llama3_inv_freq(spec, head_dim), 1.0
     if spec.rope_type == "yarn":
         return _yarn_inv_freq(spec, head_dim, max_positions)
-    raise UnsupportedConfigError(f"rope type {spec.rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+    raise UnsupportedConfigError(
+        f"rope type {spec.rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,9 @@ class RopeTable:
     signed_sin: torch.Tensor
 
     @classmethod
-    def build(cls, spec: RopeSpec, head_dim: int, max_positions: int, dtype: torch.dtype, device: torch.device) -> RopeTable:
+    def build(
+        cls, spec: RopeSpec, head_dim: int, max_positions: int, dtype: torch.dtype, device: torch.device
+    ) -> RopeTable:
         """Tables for positions 0..max_positions-1."""
         inv_freq, scale = inv_freq_of(spec, head_dim, max_positions)
         freqs = torch.arange(max_positions, dtype=torch.float32)[:, None] * inv_freq[None, :]

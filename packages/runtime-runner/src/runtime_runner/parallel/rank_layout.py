@@ -19,14 +19,18 @@ from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig
 
 
-def tensor_parallel_refusal(num_attention_heads: int, num_key_value_heads: int, intermediate_size: int, tp_size: int) -> str | None:
+def tensor_parallel_refusal(
+    num_attention_heads: int, num_key_value_heads: int, intermediate_size: int, tp_size: int
+) -> str | None:
     """Why a decoder of this shape cannot be split over `tp_size` ranks, as the equation that
     fails with its values; None when it can."""
     if num_attention_heads % tp_size:
         return f"num_attention_heads = {num_attention_heads} not divisible by tp_size = {tp_size}"
     if num_key_value_heads % tp_size and tp_size % num_key_value_heads:
-        return (f"num_key_value_heads = {num_key_value_heads} neither divisible by tp_size = {tp_size} (split) nor dividing it "
-                "(replicated)")
+        return (
+            f"num_key_value_heads = {num_key_value_heads} neither divisible by tp_size = {tp_size} (split) nor dividing it "
+            "(replicated)"
+        )
     if intermediate_size % tp_size:
         return f"intermediate_size = {intermediate_size} not divisible by tp_size = {tp_size}"
     return None
@@ -60,20 +64,36 @@ class RankLayout:
         not split over `size` ranks, stating the equation that fails."""
         reason = tensor_parallel_refusal(cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, size)
         if reason is not None:
-            raise UnsupportedConfigError(f"{reason}: {cfg.architecture} cannot be split over {size} tensor-parallel ranks; accepted: "
-                                         "a tp_size dividing num_attention_heads and intermediate_size, and dividing or divided by "
-                                         "num_key_value_heads")
+            raise UnsupportedConfigError(
+                f"{reason}: {cfg.architecture} cannot be split over {size} tensor-parallel ranks; accepted: "
+                "a tp_size dividing num_attention_heads and intermediate_size, and dividing or divided by "
+                "num_key_value_heads"
+            )
         if not 0 <= rank < size:
             raise ValueError(f"rank = {rank} is not a rank of a group of {size}; accepted: 0 to {size - 1}")
-        heads, kv_heads, inter = cfg.num_heads // size, kv_heads_per_rank(cfg.num_kv_heads, size), cfg.intermediate_size // size
+        heads, kv_heads, inter = (
+            cfg.num_heads // size,
+            kv_heads_per_rank(cfg.num_kv_heads, size),
+            cfg.intermediate_size // size,
+        )
         # Replicated: the rank's query heads start at head rank*heads, in group (num_heads / num_kv_heads) of that head.
-        kv_first = rank * kv_heads if cfg.num_kv_heads % size == 0 else rank * heads // (cfg.num_heads // cfg.num_kv_heads)
+        kv_first = (
+            rank * kv_heads if cfg.num_kv_heads % size == 0 else rank * heads // (cfg.num_heads // cfg.num_kv_heads)
+        )
         vocab_rows = -(-cfg.vocab_size // size)
-        return cls(rank=rank, size=size, heads=range(rank * heads, (rank + 1) * heads), kv_heads=range(kv_first, kv_first + kv_heads),
-                   intermediate=range(rank * inter, (rank + 1) * inter),
-                   vocab=range(min(rank * vocab_rows, cfg.vocab_size), min((rank + 1) * vocab_rows, cfg.vocab_size)),
-                   vocab_rows=vocab_rows, head_dim=cfg.head_dim, num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
-                   intermediate_size=cfg.intermediate_size)
+        return cls(
+            rank=rank,
+            size=size,
+            heads=range(rank * heads, (rank + 1) * heads),
+            kv_heads=range(kv_first, kv_first + kv_heads),
+            intermediate=range(rank * inter, (rank + 1) * inter),
+            vocab=range(min(rank * vocab_rows, cfg.vocab_size), min((rank + 1) * vocab_rows, cfg.vocab_size)),
+            vocab_rows=vocab_rows,
+            head_dim=cfg.head_dim,
+            num_heads=cfg.num_heads,
+            num_kv_heads=cfg.num_kv_heads,
+            intermediate_size=cfg.intermediate_size,
+        )
 
     @property
     def kv_replicated(self) -> bool:
@@ -83,4 +103,6 @@ class RankLayout:
     def arch(self, cfg: ArchConfig) -> ArchConfig:
         """The decoder shape this rank computes: its heads, KV heads and intermediate rows (the
         vocabulary stays whole: the gathered logits cover all of it)."""
-        return replace(cfg, num_heads=len(self.heads), num_kv_heads=len(self.kv_heads), intermediate_size=len(self.intermediate))
+        return replace(
+            cfg, num_heads=len(self.heads), num_kv_heads=len(self.kv_heads), intermediate_size=len(self.intermediate)
+        )

@@ -20,8 +20,10 @@ from runtime_runner.parallel.rank_layout import RankLayout
 
 def _dense(matrix: object, name: str) -> torch.Tensor:
     if not isinstance(matrix, torch.Tensor):
-        raise UnsupportedConfigError(f"tensor parallelism slices dense weight matrices; {name} is held quantized "
-                                     f"({type(matrix).__name__}); accepted: tp_size = 1 with quantized weights, or a dense checkpoint")
+        raise UnsupportedConfigError(
+            f"tensor parallelism slices dense weight matrices; {name} is held quantized "
+            f"({type(matrix).__name__}); accepted: tp_size = 1 with quantized weights, or a dense checkpoint"
+        )
     return matrix
 
 
@@ -44,7 +46,9 @@ def _scaled(r: range, by: int, offset: int = 0) -> range:
 
 def _layer_slices(layer: LayerWeights, layout: RankLayout, index: int) -> LayerWeights:
     d, q_rows, kv_rows = layout.head_dim, layout.num_heads * layout.head_dim, layout.num_kv_heads * layout.head_dim
-    qkv = _index(_scaled(layout.heads, d), _scaled(layout.kv_heads, d, q_rows), _scaled(layout.kv_heads, d, q_rows + kv_rows))
+    qkv = _index(
+        _scaled(layout.heads, d), _scaled(layout.kv_heads, d, q_rows), _scaled(layout.kv_heads, d, q_rows + kv_rows)
+    )
     gate_up = _index(layout.intermediate, _scaled(layout.intermediate, 1, layout.intermediate_size))
     prefix = f"layer {index}'s"
     return replace(
@@ -70,6 +74,8 @@ def rank_weights(weights: DecoderWeights, layout: RankLayout) -> DecoderWeights:
     embedding. UnsupportedConfigError for a matrix held quantized (its blocks run along the input
     columns a row-parallel slice cuts)."""
     embed = _vocabulary_rows(_dense(weights.embed, "the embedding"), layout)
-    lm_head = embed if weights.lm_head is weights.embed else _vocabulary_rows(_dense(weights.lm_head, "the LM head"), layout)
+    lm_head = (
+        embed if weights.lm_head is weights.embed else _vocabulary_rows(_dense(weights.lm_head, "the LM head"), layout)
+    )
     layers = tuple(_layer_slices(layer, layout, i) for i, layer in enumerate(weights.layers))
     return replace(weights, embed=embed, layers=layers, lm_head=lm_head)

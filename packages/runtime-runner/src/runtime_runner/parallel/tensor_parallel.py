@@ -82,8 +82,10 @@ class TensorParallel:
         UnsupportedConfigError when the live group has another size or the decoder does not split."""
         live = dist.get_world_size(group)
         if live != size:
-            raise UnsupportedConfigError(f"tp_size = {size} is configured but the tensor-parallel group handed to the runner has "
-                                         f"{live} ranks; accepted: a group of tp_size ranks")
+            raise UnsupportedConfigError(
+                f"tp_size = {size} is configured but the tensor-parallel group handed to the runner has "
+                f"{live} ranks; accepted: a group of tp_size ranks"
+            )
         return cls(group, RankLayout.of(cfg, dist.get_rank(group), size), rank_ordered_sum)
 
     def weights(self, weights: DecoderWeights) -> DecoderWeights:
@@ -112,15 +114,21 @@ class TensorParallel:
             dist.all_gather(parts, local.contiguous(), group=self.group)
         return torch.cat(parts, dim=-1)
 
-    def row_parallel(self, linear: Callable[[Weight, torch.Tensor | None], Rows]) -> Callable[[Weight, torch.Tensor | None], Rows]:
+    def row_parallel(
+        self, linear: Callable[[Weight, torch.Tensor | None], Rows]
+    ) -> Callable[[Weight, torch.Tensor | None], Rows]:
         """`linear` for a matrix holding this rank's input columns: its partial product summed
         across the group, the bias added after the sum."""
 
         def of(weight: Weight, bias: torch.Tensor | None) -> Rows:
             if not isinstance(weight, torch.Tensor):  # rank_weights refuses them first
-                raise UnsupportedConfigError(f"tensor parallelism slices dense weight matrices; got a {type(weight).__name__}")
+                raise UnsupportedConfigError(
+                    f"tensor parallelism slices dense weight matrices; got a {type(weight).__name__}"
+                )
             dtype = torch.float32 if weight.device.type == "cpu" else weight.dtype
-            return RowParallel(linear(cast(Weight, weight.to(dtype)), None), None if bias is None else bias.to(dtype), dtype, self)
+            return RowParallel(
+                linear(cast(Weight, weight.to(dtype)), None), None if bias is None else bias.to(dtype), dtype, self
+            )
 
         return of
 
@@ -178,21 +186,33 @@ class VocabParallelHead:
         return self.tp.gathered_columns(self.projection(hidden))[:, : self.vocab_size]
 
 
-def runner_tensor_parallel(group: dist.ProcessGroup | None, cfg: ArchConfig, *, batch_invariant: bool,
-                           draft: bool) -> TensorParallel | None:
+def runner_tensor_parallel(
+    group: dist.ProcessGroup | None, cfg: ArchConfig, *, batch_invariant: bool, draft: bool
+) -> TensorParallel | None:
     """A runner's tensor parallelism: None for one process (tp_size 1, no group handed), else its
     rank of `group`. UnsupportedConfigError where the configuration and the runner disagree: a
     tp_size above 1 with no group, a draft runner, a hybrid model or a compiled decode step under
     it (none of them is sharded; serve's launch rules refuse them first)."""
     size = get_parallel().tp_size
     if size > 1:
-        what = ("a draft runner" if draft else f"{cfg.architecture} (a Gated-DeltaNet hybrid)" if cfg.hybrid is not None
-                else "a compiled decode step (enable_torch_compile)" if get_exec().graph.enable_torch_compile else None)
+        what = (
+            "a draft runner"
+            if draft
+            else f"{cfg.architecture} (a Gated-DeltaNet hybrid)"
+            if cfg.hybrid is not None
+            else "a compiled decode step (enable_torch_compile)"
+            if get_exec().graph.enable_torch_compile
+            else None
+        )
         if what is not None:
-            raise UnsupportedConfigError(f"tp_size = {size}: {what} runs in one process, unsharded; accepted: tp_size = 1 with it")
+            raise UnsupportedConfigError(
+                f"tp_size = {size}: {what} runs in one process, unsharded; accepted: tp_size = 1 with it"
+            )
         if group is None:
-            raise UnsupportedConfigError(f"tp_size = {size} needs this rank's tensor-parallel process group, and the runner was "
-                                         "handed none; accepted: the group of this rank (serve starts torch.distributed and hands it)")
+            raise UnsupportedConfigError(
+                f"tp_size = {size} needs this rank's tensor-parallel process group, and the runner was "
+                "handed none; accepted: the group of this rank (serve starts torch.distributed and hands it)"
+            )
     if group is None:
         return None
     return TensorParallel.of(group, cfg, size, rank_ordered_sum=batch_invariant)

@@ -48,11 +48,15 @@ def _padded_ids(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[to
 
 def apply_penalties(logits: torch.Tensor, requests: Sequence[RequestView]) -> torch.Tensor:
     """Logits after each request's repetition, frequency and presence penalties."""
-    params = [(r.sampling.repetition_penalty, r.sampling.frequency_penalty, r.sampling.presence_penalty) for r in requests]
+    params = [
+        (r.sampling.repetition_penalty, r.sampling.frequency_penalty, r.sampling.presence_penalty) for r in requests
+    ]
     if all(p == (1.0, 0.0, 0.0) for p in params):
         return logits
     device, vocab = logits.device, logits.shape[1]
-    rep, freq, pres = (torch.tensor(col, dtype=logits.dtype, device=device)[:, None] for col in zip(*params, strict=True))
+    rep, freq, pres = (
+        torch.tensor(col, dtype=logits.dtype, device=device)[:, None] for col in zip(*params, strict=True)
+    )
     out_ids, out_valid = _padded_ids([r.output_ids for r in requests], device)
     counts = torch.zeros_like(logits).scatter_add_(1, out_ids, out_valid.to(logits.dtype))
     logits = logits - freq * counts - pres * (counts > 0).to(logits.dtype)
@@ -80,13 +84,19 @@ def _truncated_probs(logits: torch.Tensor, requests: Sequence[RequestView]) -> t
     return torch.zeros_like(probs).scatter_(1, order, sorted_probs)
 
 
-def _race_noise(requests: Sequence[RequestView], vocab: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+def _race_noise(
+    requests: Sequence[RequestView], vocab: int, generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
     """Exp(1) noise [requests, vocab]: seeded rows from (seed, step), the others from `generator`."""
-    noise = torch.empty((len(requests), vocab), dtype=torch.float32, device=generator.device).exponential_(generator=generator)
+    noise = torch.empty((len(requests), vocab), dtype=torch.float32, device=generator.device).exponential_(
+        generator=generator
+    )
     for i, request in enumerate(requests):
         seed = request.sampling.seed
         if seed is not None:
-            own = torch.Generator(device=generator.device).manual_seed((seed * _SEED_STRIDE + len(request.output_ids)) % 2**63)
+            own = torch.Generator(device=generator.device).manual_seed(
+                (seed * _SEED_STRIDE + len(request.output_ids)) % 2**63
+            )
             noise[i].exponential_(generator=own)
     return noise.to(device)
 
@@ -137,7 +147,9 @@ def _each_alone(logits: torch.Tensor, requests: Sequence[RequestView], generator
         except Exception as err:
             if is_device_fault(err):
                 raise
-            rows.append(Sampled((-1,), (None,), (None,), (f"request failed while sampling: {type(err).__name__}: {err}",)))
+            rows.append(
+                Sampled((-1,), (None,), (None,), (f"request failed while sampling: {type(err).__name__}: {err}",))
+            )
     if all(row.errors[0] is None for row in rows):
         return None
     return Sampled(
@@ -155,7 +167,9 @@ def _sample_batch(logits: torch.Tensor, requests: Sequence[RequestView], generat
         return Sampled((), (), (), ())
     penalized = apply_penalties(logits, requests)
     chosen = row_argmax(penalized)
-    random_rows = [i for i, r in enumerate(requests) if r.sample and r.sampling.temperature > 0 and r.sampling.top_k != 1]
+    random_rows = [
+        i for i, r in enumerate(requests) if r.sample and r.sampling.temperature > 0 and r.sampling.top_k != 1
+    ]
     if random_rows:
         subset = [requests[i] for i in random_rows]
         rows = torch.tensor(random_rows, device=logits.device)

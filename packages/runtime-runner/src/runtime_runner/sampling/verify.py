@@ -38,8 +38,17 @@ class _PositionRequest:
 def _positions_of(request: RequestView, drafts: Sequence[int]) -> list[_PositionRequest]:
     base = list(request.output_ids)
     return [
-        _PositionRequest(request.rid, request.prefix_len + i, 1, request.page_table, True, request.sampling, request.prompt_ids,
-                         base + list(drafts[:i]), request.state_slot)
+        _PositionRequest(
+            request.rid,
+            request.prefix_len + i,
+            1,
+            request.page_table,
+            True,
+            request.sampling,
+            request.prompt_ids,
+            base + list(drafts[:i]),
+            request.state_slot,
+        )
         for i in range(len(drafts) + 1)
     ]
 

@@ -88,8 +88,13 @@ def run_detokenizer(handover: Handover, addresses: Addresses) -> None:
     detokenizer = Detokenizer(tokenizer, Sender(context, addresses.tokenizer), to_schedulers)
     config_bags.begin_serving()
     detokenizer.handle(
-        ProcessReady(name=DETOKENIZER, role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
-                     role_check=config_bags.ROLE_CHECK_MODE.value)
+        ProcessReady(
+            name=DETOKENIZER,
+            role=config_bags.published_role(),
+            pid=os.getpid(),
+            config_hash=config_bags.config_hash(),
+            role_check=config_bags.ROLE_CHECK_MODE.value,
+        )
     )
     while True:
         inbox.poll(-1)

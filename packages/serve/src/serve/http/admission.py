@@ -21,14 +21,18 @@ def check_model(name: str | None) -> None:
     """Refuse a model name other than the one served (no name means the served one)."""
     served = served_model_name()
     if name is not None and name != served:
-        raise bad_request(f"model {name!r} is not served here; this server serves {served!r}", param="model", code="model_not_found")
+        raise bad_request(
+            f"model {name!r} is not served here; this server serves {served!r}", param="model", code="model_not_found"
+        )
 
 
 def check_n(n: int) -> None:
     """Refuse more choices than serving.max_n."""
     limit = get_serving().max_n
     if n > limit:
-        raise bad_request(f"n={n} is above this server's limit of {limit} (serving.max_n); accepted: 1 to {limit}", param="n")
+        raise bad_request(
+            f"n={n} is above this server's limit of {limit} (serving.max_n); accepted: 1 to {limit}", param="n"
+        )
 
 
 def new_rid() -> str:
@@ -40,7 +44,10 @@ def check_sampling(fields: SamplingFields, vocab_size: int) -> None:
     """Refuse sampling fields the runtime cannot hold: top_k beyond the vocabulary, stop token ids
     outside it, and a seed whose per-choice seeds (`seed + choice`) leave a signed 64-bit int."""
     if fields.top_k != -1 and not 1 <= fields.top_k <= vocab_size:
-        raise bad_request(f"top_k={fields.top_k} is not accepted; accepted: -1 (no limit) or 1 to {vocab_size} (the vocabulary size)", param="top_k")
+        raise bad_request(
+            f"top_k={fields.top_k} is not accepted; accepted: -1 (no limit) or 1 to {vocab_size} (the vocabulary size)",
+            param="top_k",
+        )
     if fields.stop_token_ids:
         check_token_ids(fields.stop_token_ids, vocab_size, "stop_token_ids")
     if fields.seed is not None and fields.seed + fields.n - 1 > INT64_MAX:
@@ -56,7 +63,9 @@ def check_token_ids(ids: Sequence[int], vocab_size: int, param: str) -> None:
     and the tokenizer both give ids >= 0)."""
     largest = max(ids, default=0)
     if largest >= vocab_size:
-        raise bad_request(f"{param}: token id {largest} is not in the vocabulary; accepted: 0 to {vocab_size - 1}", param=param)
+        raise bad_request(
+            f"{param}: token id {largest} is not in the vocabulary; accepted: 0 to {vocab_size - 1}", param=param
+        )
 
 
 def requested_length(fields: SamplingFields) -> tuple[str, int] | None:
@@ -65,11 +74,19 @@ def requested_length(fields: SamplingFields) -> tuple[str, int] | None:
     given = fields.length_fields()
     if len(set(given.values())) > 1:
         both = ", ".join(f"{name}={value}" for name, value in given.items())
-        raise bad_request(f"conflicting completion lengths: {both}; send one of {' or '.join(given)}", param=next(iter(given)))
+        raise bad_request(
+            f"conflicting completion lengths: {both}; send one of {' or '.join(given)}", param=next(iter(given))
+        )
     return next(iter(given.items()), None)
 
 
-def completion_budget(prompt_len: int, requested: tuple[str, int] | None, default: int | None, manager: TokenizerManager, prompt_param: str) -> int:
+def completion_budget(
+    prompt_len: int,
+    requested: tuple[str, int] | None,
+    default: int | None,
+    manager: TokenizerManager,
+    prompt_param: str,
+) -> int:
     """The max_new_tokens of a prompt: the `requested` (field, length), else `default` capped by
     the room left, else all the room left; refused when the prompt alone or the prompt plus the
     requested length does not fit the context length (or the KV pool, when that is smaller)."""
@@ -151,6 +168,8 @@ def generate_requests(
             except ValueError as err:  # the scheduler's own checks; the ones above run first
                 raise bad_request(str(err)) from None
             requests.append(
-                GenerateRequest(request=request, stop_strings=fields.stop_strings(), skip_special_tokens=fields.skip_special_tokens)
+                GenerateRequest(
+                    request=request, stop_strings=fields.stop_strings(), skip_special_tokens=fields.skip_special_tokens
+                )
             )
     return requests

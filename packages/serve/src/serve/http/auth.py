@@ -23,6 +23,9 @@ def install_auth(app: FastAPI) -> None:
             given = request.headers.get("authorization", "")
             if not secrets.compare_digest(given.encode(), f"Bearer {key}".encode()):
                 return APIError(
-                    401, "missing or wrong API key; send the header Authorization: Bearer <api key>", type_="authentication_error", code="invalid_api_key"
+                    401,
+                    "missing or wrong API key; send the header Authorization: Bearer <api key>",
+                    type_="authentication_error",
+                    code="invalid_api_key",
                 ).response()
         return await call_next(request)

@@ -22,7 +22,15 @@ _REFUSED_FIELD = "refused_field"  # the pydantic error type of `refused_field`
 class APIError(Exception):
     """An error answered to the client; the server carries on."""
 
-    def __init__(self, status: int, message: str, *, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -75,7 +83,9 @@ def _validation_message(err: RequestValidationError, content_type: str | None) -
         where = ".".join(loc) or "body"
         param = param or (loc[0] if loc else None)
         if not loc and isinstance(detail.get("input"), bytes):  # FastAPI parses JSON only when the content type says so
-            parts.append(f"the body must be a JSON object sent with Content-Type: application/json; got Content-Type {content_type!r}")
+            parts.append(
+                f"the body must be a JSON object sent with Content-Type: application/json; got Content-Type {content_type!r}"
+            )
         elif detail.get("type") == "json_invalid":
             parts.append(f"malformed JSON body: {detail.get('ctx', {}).get('error', detail.get('msg'))}")
         else:

@@ -30,7 +30,9 @@ def chat_logprobs(entries: Sequence[LogprobEntry]) -> dict[str, Any]:
                 "token": e.token,
                 "logprob": e.logprob,
                 "bytes": list(e.token.encode()),
-                "top_logprobs": [{"token": text, "logprob": lp, "bytes": list(text.encode())} for text, _id, lp in e.top],
+                "top_logprobs": [
+                    {"token": text, "logprob": lp, "bytes": list(text.encode())} for text, _id, lp in e.top
+                ],
             }
             for e in entries
         ]

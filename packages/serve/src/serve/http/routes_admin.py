@@ -7,7 +7,15 @@ from typing import Any
 
 import config_bags
 import msgspec
-from config_bags import ConfigError, config_hash, get_observability, leaf_spec, leaf_value, overrides_log, published_role
+from config_bags import (
+    ConfigError,
+    config_hash,
+    get_observability,
+    leaf_spec,
+    leaf_value,
+    overrides_log,
+    published_role,
+)
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from runtime_scheduler import SchedulerMetrics
@@ -49,7 +57,15 @@ async def models(request: Request) -> dict[str, Any]:
     info = _manager(request).model_info
     return {
         "object": "list",
-        "data": [{"id": served_model_name(), "object": "model", "created": int(time.time()), "owned_by": "serve", "max_model_len": info.context_length}],
+        "data": [
+            {
+                "id": served_model_name(),
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "serve",
+                "max_model_len": info.context_length,
+            }
+        ],
     }
 
 
@@ -74,7 +90,13 @@ async def server_info(request: Request) -> dict[str, Any]:
         "config_hashes": hashes,
         "pids": {**pids, **({} if worker_pid is None else {"tokenizer_worker": worker_pid})},
         "processes": {
-            name: {"role": roles[name], "pid": pids.get(name), "config_hash": hashes[name], "role_check": role_checks.get(name)} for name in hashes
+            name: {
+                "role": roles[name],
+                "pid": pids.get(name),
+                "config_hash": hashes[name],
+                "role_check": role_checks.get(name),
+            }
+            for name in hashes
         },
         "pool_and_queue": _pool_and_queue(manager.metrics.scheduler),
         "replicas": _replicas(manager),
@@ -95,8 +117,14 @@ def _speculative(manager: TokenizerManager) -> dict[str, Any] | None:
 def _replicas(manager: TokenizerManager) -> list[dict[str, Any]]:
     """Each data-parallel replica's pool and queues, and the tokens the router counts outstanding there."""
     outstanding = manager.router.outstanding()
-    return [{"replica": replica, "outstanding_tokens": tokens, "pool_and_queue": _pool_and_queue(manager.metrics.replicas.get(replica))}
-            for replica, tokens in enumerate(outstanding)]
+    return [
+        {
+            "replica": replica,
+            "outstanding_tokens": tokens,
+            "pool_and_queue": _pool_and_queue(manager.metrics.replicas.get(replica)),
+        }
+        for replica, tokens in enumerate(outstanding)
+    ]
 
 
 def _pool_and_queue(stats: SchedulerMetrics | None) -> dict[str, int] | None:
@@ -127,7 +155,12 @@ async def runtime_config() -> dict[str, Any]:
     leaves = {}
     for name in hot_leaf_names():
         spec = leaf_spec(name)
-        leaves[name] = {"value": msgspec.to_builtins(leaf_value(name)), "bag": spec.namespace, "accepts": spec.accepts(), "help": spec.help}
+        leaves[name] = {
+            "value": msgspec.to_builtins(leaf_value(name)),
+            "bag": spec.namespace,
+            "accepts": spec.accepts(),
+            "help": spec.help,
+        }
     return {"config_hash": config_hash(), "leaves": leaves}
 
 
@@ -139,7 +172,13 @@ async def patch_runtime_config(request: Request, leaves: dict[str, Any] = Body(.
     try:
         new_hash = await manager.override(leaves, source="http:PATCH /v1/runtime_config")
     except ConfigError as err:
-        raise bad_request(f"runtime config change refused: {err}", param=",".join(leaves) or None, code="config_refused") from None
+        raise bad_request(
+            f"runtime config change refused: {err}", param=",".join(leaves) or None, code="config_refused"
+        ) from None
     except OverrideFailedError as err:
         raise APIError(500, f"runtime config change failed: {err}", type_="server_error") from None
-    return {"config_hash": new_hash, "config_hashes": {"main": config_hash(), **manager.process_hashes}, "applied": leaves}
+    return {
+        "config_hash": new_hash,
+        "config_hashes": {"main": config_hash(), **manager.process_hashes},
+        "applied": leaves,
+    }

@@ -67,10 +67,19 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
                 "matched_stop": out.matched_stop,
             }
 
-        first = [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(requests))]
+        first = [
+            {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            for i in range(len(requests))
+        ]
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         stream = openai_stream(
-            manager, requests, [len(prompt)], first=first, choice_chunk=choice_chunk, envelope=envelope, include_usage=include_usage
+            manager,
+            requests,
+            [len(prompt)],
+            first=first,
+            choice_chunk=choice_chunk,
+            envelope=envelope,
+            include_usage=include_usage,
         )
         return StreamingResponse(stream, media_type="text/event-stream")
 

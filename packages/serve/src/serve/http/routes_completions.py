@@ -27,7 +27,9 @@ router = APIRouter()
 DEFAULT_COMPLETION_TOKENS = 16
 
 
-async def prompt_ids(worker: TokenizerWorker, prompt: str | list[str] | list[int] | list[list[int]]) -> list[Sequence[int]]:
+async def prompt_ids(
+    worker: TokenizerWorker, prompt: str | list[str] | list[int] | list[list[int]]
+) -> list[Sequence[int]]:
     """The token ids of each prompt (text is tokenized with the model's special tokens, in the
     tokenizer worker)."""
     if isinstance(prompt, str):
@@ -68,11 +70,23 @@ async def completions(body: CompletionRequest, http_request: Request) -> Any:
         def choice_chunk(index: int, out: TextOutput) -> dict[str, Any]:
             logprobs = completion_logprobs(out.logprobs, offsets[index]) if body.logprobs is not None else None
             offsets[index] += sum(len(e.token) for e in out.logprobs)
-            return {"index": index, "text": out.text, "logprobs": logprobs, "finish_reason": out.finish, "matched_stop": out.matched_stop}
+            return {
+                "index": index,
+                "text": out.text,
+                "logprobs": logprobs,
+                "finish_reason": out.finish,
+                "matched_stop": out.matched_stop,
+            }
 
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         stream = openai_stream(
-            manager, requests, prompt_lens, first=(), choice_chunk=choice_chunk, envelope=envelope, include_usage=include_usage
+            manager,
+            requests,
+            prompt_lens,
+            first=(),
+            choice_chunk=choice_chunk,
+            envelope=envelope,
+            include_usage=include_usage,
         )
         return StreamingResponse(stream, media_type="text/event-stream")
 

@@ -63,7 +63,14 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
                 async with aclosing(merged(manager, requests)) as outputs:
                     async for index, out in outputs:
                         results[index].add(out)
-                        yield sse({"index": index, "text": out.text, "output_ids": list(out.new_ids), "meta_info": _meta(results[index], out.rid)})
+                        yield sse(
+                            {
+                                "index": index,
+                                "text": out.text,
+                                "output_ids": list(out.new_ids),
+                                "meta_info": _meta(results[index], out.rid),
+                            }
+                        )
             except ServerFaultError as err:
                 yield sse(fault_error(err).body())
             yield DONE
@@ -71,7 +78,10 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     results = await unless_disconnected(http_request, collect(manager, requests))
-    answers = [{"text": r.text, "output_ids": r.ids, "meta_info": _meta(r, q.rid)} for r, q in zip(results, requests, strict=True)]
+    answers = [
+        {"text": r.text, "output_ids": r.ids, "meta_info": _meta(r, q.rid)}
+        for r, q in zip(results, requests, strict=True)
+    ]
     return answers[0] if len(answers) == 1 else answers
 
 

@@ -51,10 +51,14 @@ def fault_error(err: ServerFaultError) -> APIError:
     or the scheduler refused it."""
     if isinstance(err, RequestFailedError):
         return APIError(500, str(err), type_="server_error", code="request_failed")
-    return APIError(503, f"the server cannot complete the request: {err}", type_="server_error", code="server_unavailable")
+    return APIError(
+        503, f"the server cannot complete the request: {err}", type_="server_error", code="server_unavailable"
+    )
 
 
-async def merged(manager: TokenizerManager, requests: Sequence[GenerateRequest]) -> AsyncGenerator[tuple[int, TextOutput], None]:
+async def merged(
+    manager: TokenizerManager, requests: Sequence[GenerateRequest]
+) -> AsyncGenerator[tuple[int, TextOutput], None]:
     """(request index, output) of all `requests` as outputs arrive, until every one finished."""
     queue: asyncio.Queue[tuple[int, TextOutput] | BaseException] = asyncio.Queue()
 

@@ -215,7 +215,9 @@ TOKENIZE_FIELDS = _table(
 NO_FIELDS: Mapping[str, Decision] = MappingProxyType({})
 
 
-def served_fields(data: Mapping[str, Any], declared: Collection[str], table: Mapping[str, Decision], prefix: str = "") -> dict[str, Any]:
+def served_fields(
+    data: Mapping[str, Any], declared: Collection[str], table: Mapping[str, Decision], prefix: str = ""
+) -> dict[str, Any]:
     """`data` without the fields the model does not declare but `table` accepts (a no-op value,
     or metadata); any other undeclared field is refused with `refused_field`, its path being
     `prefix` + its name."""
@@ -230,7 +232,9 @@ def served_fields(data: Mapping[str, Any], declared: Collection[str], table: Map
         if decision is None:
             accepted = [*declared, *(n for n, d in table.items() if isinstance(d, Metadata))]
             close = difflib.get_close_matches(name, accepted, n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else f"the fields accepted here are {', '.join(accepted)}"
+            hint = (
+                f"did you mean {', '.join(close)}?" if close else f"the fields accepted here are {', '.join(accepted)}"
+            )
             raise refused_field(prefix + name, f"unknown field, not supported here; {hint}")
         if not decision.is_no_op(value, data):
             raise refused_field(

@@ -35,8 +35,11 @@ class Addresses(msgspec.Struct, frozen=True, kw_only=True):
         def at(name: str) -> str:
             return f"ipc://{os.path.join(folder, name)}"
 
-        return cls(schedulers=tuple(at(f"scheduler-{replica}") for replica in range(replicas)), detokenizer=at("detokenizer"),
-                   tokenizer=at("tokenizer"))
+        return cls(
+            schedulers=tuple(at(f"scheduler-{replica}") for replica in range(replicas)),
+            detokenizer=at("detokenizer"),
+            tokenizer=at("tokenizer"),
+        )
 
     def folder(self) -> str:
         """The temporary folder holding the socket files."""

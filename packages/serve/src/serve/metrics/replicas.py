@@ -17,7 +17,9 @@ def combined(stats: Sequence[SchedulerMetrics]) -> SchedulerMetrics:
         return stats[0]
     total_pages = sum(s.total_pages for s in stats)
     admitted, cached = sum(s.admitted_tokens for s in stats), sum(s.cached_tokens for s in stats)
-    counts = tuple(sum(column) for column in itertools.zip_longest(*(s.spec_accept_length_counts for s in stats), fillvalue=0))
+    counts = tuple(
+        sum(column) for column in itertools.zip_longest(*(s.spec_accept_length_counts for s in stats), fillvalue=0)
+    )
     return SchedulerMetrics(
         num_running=sum(s.num_running for s in stats),
         num_waiting=sum(s.num_waiting for s in stats),

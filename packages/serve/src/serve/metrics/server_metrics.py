@@ -26,9 +26,15 @@ class ServerMetrics:
     """Counters, histograms and gauges of the server, rendered as Prometheus text."""
 
     def __init__(self) -> None:
-        self.ttft = Histogram("serve_time_to_first_token_seconds", "Time from request arrival to its first output token.", _TTFT_BOUNDS)
-        self.itl = Histogram("serve_inter_token_latency_seconds", "Time between consecutive output tokens of a request.", _ITL_BOUNDS)
-        self.e2e = Histogram("serve_e2e_request_latency_seconds", "Time from request arrival to its last token.", _E2E_BOUNDS)
+        self.ttft = Histogram(
+            "serve_time_to_first_token_seconds", "Time from request arrival to its first output token.", _TTFT_BOUNDS
+        )
+        self.itl = Histogram(
+            "serve_inter_token_latency_seconds", "Time between consecutive output tokens of a request.", _ITL_BOUNDS
+        )
+        self.e2e = Histogram(
+            "serve_e2e_request_latency_seconds", "Time from request arrival to its last token.", _E2E_BOUNDS
+        )
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.requests_finished = 0
@@ -61,16 +67,38 @@ class ServerMetrics:
         for name, kind, help_text, value in (
             ("serve_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", self.prompt_tokens),
             ("serve_generation_tokens_total", "counter", "Output tokens delivered.", self.generation_tokens),
-            ("serve_requests_finished_total", "counter", "Requests that finished (any reason).", self.requests_finished),
-            ("serve_requests_aborted_total", "counter", "Requests aborted (client gone or server error).", self.requests_aborted),
-            ("serve_requests_failed_total", "counter", "Requests that failed alone while being served (answered a 500; the server went on).", self.requests_failed),
-            ("serve_gen_throughput_tokens_per_second", "gauge", "Output tokens per second over the last 10 s.", self.throughput(time.monotonic())),
+            (
+                "serve_requests_finished_total",
+                "counter",
+                "Requests that finished (any reason).",
+                self.requests_finished,
+            ),
+            (
+                "serve_requests_aborted_total",
+                "counter",
+                "Requests aborted (client gone or server error).",
+                self.requests_aborted,
+            ),
+            (
+                "serve_requests_failed_total",
+                "counter",
+                "Requests that failed alone while being served (answered a 500; the server went on).",
+                self.requests_failed,
+            ),
+            (
+                "serve_gen_throughput_tokens_per_second",
+                "gauge",
+                "Output tokens per second over the last 10 s.",
+                self.throughput(time.monotonic()),
+            ),
             *self._scheduler_rows(),
         ):
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
         for name, kind, help_text, value_of in _REPLICA_ROWS if self.replicas else ():
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-            lines += [f'{name}{{replica="{replica}"}} {value_of(self.replicas[replica])}' for replica in sorted(self.replicas)]
+            lines += [
+                f'{name}{{replica="{replica}"}} {value_of(self.replicas[replica])}' for replica in sorted(self.replicas)
+            ]
         for histogram in (self.ttft, self.itl, self.e2e):
             lines += histogram.exposition()
         stats = self.scheduler
@@ -88,8 +116,18 @@ class ServerMetrics:
             ("serve_kv_total_pages", "gauge", "Pages in the KV pool.", stats.total_pages),
             ("serve_kv_free_pages", "gauge", "Pages on the free list.", stats.free_pages),
             ("serve_kv_cached_pages", "gauge", "Pages held by the prefix cache.", stats.cached_pages),
-            ("serve_kv_usage_ratio", "gauge", "Fraction of the pool held by requests (neither free nor evictable).", stats.token_usage),
-            ("serve_cache_hit_rate", "gauge", "Fraction of admitted prompt tokens served from the prefix cache.", stats.cache_hit_rate),
+            (
+                "serve_kv_usage_ratio",
+                "gauge",
+                "Fraction of the pool held by requests (neither free nor evictable).",
+                stats.token_usage,
+            ),
+            (
+                "serve_cache_hit_rate",
+                "gauge",
+                "Fraction of admitted prompt tokens served from the prefix cache.",
+                stats.cache_hit_rate,
+            ),
             ("serve_retractions_total", "counter", "Requests retracted to free KV pages.", stats.num_retractions),
             *(speculative_rows(stats) if stats.spec_accept_length_counts else ()),
         ]
@@ -98,12 +136,30 @@ class ServerMetrics:
 # Each replica's own gauges and counters (name, kind, help, value of its stats).
 _REPLICA_ROWS: tuple[tuple[str, str, str, Callable[[SchedulerMetrics], float]], ...] = (
     ("serve_replica_num_running_requests", "gauge", "Requests in a replica's running batch.", lambda s: s.num_running),
-    ("serve_replica_num_waiting_requests", "gauge", "Requests waiting for admission at a replica.", lambda s: s.num_waiting),
+    (
+        "serve_replica_num_waiting_requests",
+        "gauge",
+        "Requests waiting for admission at a replica.",
+        lambda s: s.num_waiting,
+    ),
     ("serve_replica_kv_free_pages", "gauge", "Pages on a replica's free list.", lambda s: s.free_pages),
-    ("serve_replica_kv_usage_ratio", "gauge", "Fraction of a replica's pool held by requests.", lambda s: s.token_usage),
-    ("serve_replica_cache_hit_rate", "gauge", "Fraction of a replica's admitted prompt tokens served from its prefix cache.",
-     lambda s: s.cache_hit_rate),
+    (
+        "serve_replica_kv_usage_ratio",
+        "gauge",
+        "Fraction of a replica's pool held by requests.",
+        lambda s: s.token_usage,
+    ),
+    (
+        "serve_replica_cache_hit_rate",
+        "gauge",
+        "Fraction of a replica's admitted prompt tokens served from its prefix cache.",
+        lambda s: s.cache_hit_rate,
+    ),
     ("serve_replica_requests_finished_total", "counter", "Requests a replica finished.", lambda s: s.num_finished),
-    ("serve_replica_requests_aborted_total", "counter", "Requests a replica stopped early (client gone, stop string).",
-     lambda s: s.num_aborted),
+    (
+        "serve_replica_requests_aborted_total",
+        "counter",
+        "Requests a replica stopped early (client gone, stop string).",
+        lambda s: s.num_aborted,
+    ),
 )

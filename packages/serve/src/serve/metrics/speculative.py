@@ -41,13 +41,31 @@ def speculative_rows(stats: SchedulerMetrics) -> list[tuple[str, str, str, float
     return [
         ("serve_spec_verify_steps_total", "counter", "Target verify forwards run.", stats.spec_verify_steps),
         ("serve_spec_draft_tokens_total", "counter", "Draft tokens proposed and verified.", stats.spec_draft_tokens),
-        ("serve_spec_accepted_tokens_total", "counter", "Draft tokens the target accepted.", stats.spec_accepted_tokens),
-        ("serve_spec_accept_rate", "gauge", "Accepted draft tokens over proposed ones, since start.", acceptance_rate_of(stats)),
-        ("serve_spec_accept_length_mean", "gauge", "Mean tokens one verify gave a request, since start.", accept_length_of(stats)),
+        (
+            "serve_spec_accepted_tokens_total",
+            "counter",
+            "Draft tokens the target accepted.",
+            stats.spec_accepted_tokens,
+        ),
+        (
+            "serve_spec_accept_rate",
+            "gauge",
+            "Accepted draft tokens over proposed ones, since start.",
+            acceptance_rate_of(stats),
+        ),
+        (
+            "serve_spec_accept_length_mean",
+            "gauge",
+            "Mean tokens one verify gave a request, since start.",
+            accept_length_of(stats),
+        ),
     ]
 
 
 def accept_length_histogram(stats: SchedulerMetrics) -> Histogram:
     """/metrics' accept-length histogram: tokens one verify gave a request."""
-    return Histogram.of_integer_counts("serve_spec_accept_length", "Tokens one verify gave a request (accepted drafts plus one).",
-                                       stats.spec_accept_length_counts)
+    return Histogram.of_integer_counts(
+        "serve_spec_accept_length",
+        "Tokens one verify gave a request (accepted drafts plus one).",
+        stats.spec_accept_length_counts,
+    )

@@ -83,8 +83,14 @@ def parser() -> argparse.ArgumentParser:
     )
     launch = p.add_argument_group("launch")
     launch.add_argument("--config", metavar="FILE", help="YAML or TOML file of flag-name keys (e.g. page-size: 16).")
-    launch.add_argument("--dump-config", action="store_true", help="Print the resolved config as JSON with each leaf's provenance and exit.")
-    launch.add_argument("--explain", metavar="FLAG", help="Print one leaf's resolved value and how it got it, and exit.")
+    launch.add_argument(
+        "--dump-config",
+        action="store_true",
+        help="Print the resolved config as JSON with each leaf's provenance and exit.",
+    )
+    launch.add_argument(
+        "--explain", metavar="FLAG", help="Print one leaf's resolved value and how it got it, and exit."
+    )
     descriptions = _bag_descriptions()
     groups: dict[str, argparse._ArgumentGroup] = {}
     for spec in leaf_specs().values():
@@ -94,8 +100,13 @@ def parser() -> argparse.ArgumentParser:
         flags = (flag_of(spec.name), *FLAG_ALIASES.get(spec.name, ()))
         if spec.value_type is bool:
             group.add_argument(
-                *flags, dest=spec.name, nargs="?", const="true", default=argparse.SUPPRESS,
-                metavar=_metavar_of(spec), help=_help_of(spec),
+                *flags,
+                dest=spec.name,
+                nargs="?",
+                const="true",
+                default=argparse.SUPPRESS,
+                metavar=_metavar_of(spec),
+                help=_help_of(spec),
             )
         else:
             group.add_argument(

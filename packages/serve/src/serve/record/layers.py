@@ -63,7 +63,9 @@ def _known_leaf(text: str, where: str) -> str:
     if name in leaf_specs():
         return name
     close = difflib.get_close_matches(name, list(leaf_specs()), n=3)
-    hint = f"did you mean {', '.join(flag_of(c) for c in close)}?" if close else "see serve --help for the accepted flags"
+    hint = (
+        f"did you mean {', '.join(flag_of(c) for c in close)}?" if close else "see serve --help for the accepted flags"
+    )
     raise LaunchInputError(f"{where}: unknown flag {text!r}; {hint}")
 
 
@@ -83,7 +85,11 @@ def _apply_env(server_args: ServerArgs, environ: Mapping[str, str]) -> None:
         name = var[len(ENV_PREFIX) :].lower()
         if name not in leaf_specs():
             close = difflib.get_close_matches(name, list(leaf_specs()), n=3)
-            hint = f"did you mean {', '.join(env_var_of(c) for c in close)}?" if close else "accepted: SERVE_<FLAG> for a flag of serve --help"
+            hint = (
+                f"did you mean {', '.join(env_var_of(c) for c in close)}?"
+                if close
+                else "accepted: SERVE_<FLAG> for a flag of serve --help"
+            )
             raise LaunchInputError(f"unknown environment variable {var}; {hint}")
         try:
             value = parsed_text(leaf_specs()[name], environ[var])

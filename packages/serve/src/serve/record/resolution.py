@@ -52,7 +52,9 @@ class Resolution:
         metadata), read as the runner reads it (once per resolution), so the sizes resolution
         derives are the sizes the runner builds."""
         if self.server_args.model_path is None:
-            raise ResolutionError("model_path is unset when a handler needs the model's config.json; pass --model-path DIR")
+            raise ResolutionError(
+                "model_path is unset when a handler needs the model's config.json; pass --model-path DIR"
+            )
         model_dir = Path(self.server_args.model_path)
         try:
             return arch_config_at(model_dir)
@@ -61,7 +63,9 @@ class Resolution:
 
     def _check_source(self, source: str) -> None:
         if source != self.running:
-            raise RuntimeError(f"declare() from {source!r} while handler {self.running!r} runs; a handler declares under its own name")
+            raise RuntimeError(
+                f"declare() from {source!r} while handler {self.running!r} runs; a handler declares under its own name"
+            )
 
     def declare(self, source: str, **fields: Any) -> None:
         """Set each leaf the operator did not set."""
@@ -72,10 +76,14 @@ class Resolution:
             provenance = self.server_args.provenance_of(name)
             if is_operator_set(provenance):
                 note = "agrees" if current == value else f"kept {current!r} ({provenance})"
-                self.declarations.append(Declaration(source, name, value, applied=False, note=note, why=self.running_why))
+                self.declarations.append(
+                    Declaration(source, name, value, applied=False, note=note, why=self.running_why)
+                )
                 continue
             self.server_args.put(name, value, resolved_by(source), source, declaring=True)
-            self.declarations.append(Declaration(source, name, value, applied=True, note="declared", why=self.running_why))
+            self.declarations.append(
+                Declaration(source, name, value, applied=True, note="declared", why=self.running_why)
+            )
 
     def bags(self) -> Bags:
         """The record as it stands, projected into bags; a value or combination a bag refuses is a

@@ -95,7 +95,9 @@ class ServerArgs:
     speculative_disable_by_batch_size: int | None
     speculative_max_drafts_per_step: int | None
     speculative_attention_mode: Literal["prefill", "decode"]
-    speculative_draft_attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
+    speculative_draft_attention_backend: (
+        Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"] | None
+    )
     # exec.kernel
     enable_deterministic_inference: bool | None
     attention_backend: Literal["auto", "torch_native", "cpu_paged", "triton", "flashinfer", "intel_amx"]
@@ -264,4 +266,3 @@ class ServerArgs:
     def chunk_size(self) -> int | None:
         """The prefill chunk in whole pages, or None when chunking is off."""
         return chunk_size_of(self.bags().schedule)
-

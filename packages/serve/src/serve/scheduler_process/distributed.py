@@ -44,8 +44,12 @@ def join_world(placement: RankPlacement) -> ReplicaGroups:
     if device_of(get_device()).type == "cuda":
         torch.cuda.set_device(placement.local_index)  # "cuda" now names this rank's device
         backend = "nccl"
-    dist.init_process_group(backend, init_method=f"tcp://{placement.init_addr}", world_size=parallel.dp_size * tp,
-                            rank=placement.global_rank)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{placement.init_addr}",
+        world_size=parallel.dp_size * tp,
+        rank=placement.global_rank,
+    )
     mine: ReplicaGroups | None = None
     for replica in range(parallel.dp_size):
         ranks = list(range(replica * tp, (replica + 1) * tp))
@@ -68,11 +72,16 @@ def serve_leaders_bags(groups: ReplicaGroups, leads: bool, model: ServedModel) -
     leaders, mine = config_bags.decode(frames[0]), config_bags.published_bags()
     if leaders == mine:
         return
-    differing = [f"{name} (node 0: {leaf_value_of(leaders, name)!r}, here: {leaf_value_of(mine, name)!r})"
-                 for name in leaf_specs() if name != "node_rank" and leaf_value_of(leaders, name) != leaf_value_of(mine, name)]
+    differing = [
+        f"{name} (node 0: {leaf_value_of(leaders, name)!r}, here: {leaf_value_of(mine, name)!r})"
+        for name in leaf_specs()
+        if name != "node_rank" and leaf_value_of(leaders, name) != leaf_value_of(mine, name)
+    ]
     if differing:
-        raise ValueError(f"this node's configuration differs from node 0's in {', '.join(differing)}; accepted: every node launched "
-                         "with the same flags but --node-rank")
+        raise ValueError(
+            f"this node's configuration differs from node 0's in {', '.join(differing)}; accepted: every node launched "
+            "with the same flags but --node-rank"
+        )
     role = config_bags.published_role()
     config_bags.unpublish()  # then publish node 0's: only node_rank differed, and no override was applied yet
     config_bags.publish(leaders, role=role, rules=launch_rules(model))

@@ -52,13 +52,22 @@ class _Tracked:
 class SchedulerLoop:
     """Routes messages into the scheduler and its events out to the detokenizer."""
 
-    def __init__(self, scheduler: Scheduler, inbox: Receiver | None, to_detokenizer: Sender | None, *,
-                 lockstep: Lockstep | None = None, placement: RankPlacement = ALONE) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        inbox: Receiver | None,
+        to_detokenizer: Sender | None,
+        *,
+        lockstep: Lockstep | None = None,
+        placement: RankPlacement = ALONE,
+    ) -> None:
         """A replica's first rank (`lockstep.leads`) has the `inbox` and the pipe `to_detokenizer`;
         its other ranks have neither and get every message through `lockstep`."""
         self._lockstep = lockstep or Lockstep.alone()
         if (inbox is not None and to_detokenizer is not None) != self._lockstep.leads:
-            raise ValueError("a replica's first rank takes an inbox and a pipe to the detokenizer, and its other ranks neither")
+            raise ValueError(
+                "a replica's first rank takes an inbox and a pipe to the detokenizer, and its other ranks neither"
+            )
         self._scheduler = scheduler
         self._inbox = inbox
         self._out = to_detokenizer
@@ -99,7 +108,9 @@ class SchedulerLoop:
             self._send(message)  # the detokenizer registers it before any of its tokens arrive
             refusal = self._scheduler.add_request(message.request)
             if refusal is not None:
-                self._send(TokenBatch(outputs=(TokenDelta(rid=refusal.rid, new_ids=(), finish="abort", error=refusal.reason),)))
+                self._send(
+                    TokenBatch(outputs=(TokenDelta(rid=refusal.rid, new_ids=(), finish="abort", error=refusal.reason),))
+                )
                 return
             request = message.request
             if self._out is not None:
@@ -138,7 +149,9 @@ class SchedulerLoop:
                     matched_stop=event.token_id if event.finish_reason == "stop" else None,
                     prompt_tokens=tracked.prompt_tokens,
                     cached_tokens=event.cached_tokens,
-                    logprobs=(TokenLogprob(event.token_id, event.logprob or 0.0),) if wants and event.token_id is not None else (),
+                    logprobs=(TokenLogprob(event.token_id, event.logprob or 0.0),)
+                    if wants and event.token_id is not None
+                    else (),
                     top_logprobs=(tuple(TokenLogprob(t, lp) for t, lp in event.top_logprobs or ()),) if wants else (),
                     failure=event.error,
                 )

@@ -44,5 +44,13 @@ def ranks_on_node(parallel: ParallelBag, init_addr: str | None) -> tuple[RankPla
     """The scheduler processes node `parallel.node_rank` runs; `init_addr` is where the world meets."""
     tp, per_node = parallel.tp_size, parallel.dp_size * parallel.tp_size // parallel.nnodes
     first = parallel.node_rank * per_node
-    return tuple(RankPlacement(name=scheduler_name(g // tp, g % tp), replica=g // tp, rank=g % tp, local_index=g - first,
-                               init_addr=init_addr) for g in range(first, first + per_node))
+    return tuple(
+        RankPlacement(
+            name=scheduler_name(g // tp, g % tp),
+            replica=g // tp,
+            rank=g % tp,
+            local_index=g - first,
+            init_addr=init_addr,
+        )
+        for g in range(first, first + per_node)
+    )

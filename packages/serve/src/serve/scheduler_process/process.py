@@ -30,15 +30,22 @@ from serve.scheduler_process.runners import ModelRunners
 logger = logging.getLogger(__name__)
 
 
-def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lambda executor: executor, *,
-                    tensor_parallel_group: dist.ProcessGroup | None = None) -> tuple[Scheduler, ModelRunners]:
+def build_scheduler(
+    executor_of: Callable[[ModelExecutor], ModelExecutor] = lambda executor: executor,
+    *,
+    tensor_parallel_group: dist.ProcessGroup | None = None,
+) -> tuple[Scheduler, ModelRunners]:
     """The runners (given attn_backends' factories) and the scheduler driving them, from the
     published bags: the target runner as the executor; with spec.speculative_algorithm, its
     speculator too (ngram: prompt lookup; draft_model: a draft runner whose worker is both
     executor and speculator). `executor_of` may wrap the executor (tools/bench_serving.py times
     its forwards that way); the server drives it itself. With parallel.tp_size > 1 the target
     runner holds its rank's slice over `tensor_parallel_group`."""
-    target = ModelRunner(build_attention_pair, linear_attn_factory=LinearAttnBackendFactory(), tensor_parallel_group=tensor_parallel_group)
+    target = ModelRunner(
+        build_attention_pair,
+        linear_attn_factory=LinearAttnBackendFactory(),
+        tensor_parallel_group=tensor_parallel_group,
+    )
     algorithm = config_bags.get_spec().speculative_algorithm
     executor: ModelExecutor = target
     speculator: Speculator | None = None
@@ -49,9 +56,13 @@ def build_scheduler(executor_of: Callable[[ModelExecutor], ModelExecutor] = lamb
         draft = ModelRunner(DraftBackendFactory(), target=target, linear_attn_factory=LinearAttnBackendFactory())
         worker = DraftModelWorker(target, draft)
         executor, speculator = worker, worker
-    scheduler = Scheduler(executor_of(executor), model_max_length=target.arch.max_position_embeddings,
-                          max_total_tokens=target.pool.num_slots, speculator=speculator,
-                          state_slots=target.state_slots)
+    scheduler = Scheduler(
+        executor_of(executor),
+        model_max_length=target.arch.max_position_embeddings,
+        max_total_tokens=target.pool.num_slots,
+        speculator=speculator,
+        state_slots=target.state_slots,
+    )
     return scheduler, ModelRunners(target, draft)
 
 
@@ -75,12 +86,23 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
     scheduler, runners = build_scheduler(tensor_parallel_group=group)
     config_bags.begin_serving()
     target = runners.target
-    model = ModelInfo(context_length=target.context_length, max_total_tokens=target.pool.num_slots, vocab_size=target.arch.vocab_size,
-                      runners=runners.stamps(), speculative_algorithm=config_bags.get_spec().speculative_algorithm,
-                      quantization=quantization_description(config_bags.get_model()))
+    model = ModelInfo(
+        context_length=target.context_length,
+        max_total_tokens=target.pool.num_slots,
+        vocab_size=target.arch.vocab_size,
+        runners=runners.stamps(),
+        speculative_algorithm=config_bags.get_spec().speculative_algorithm,
+        quantization=quantization_description(config_bags.get_model()),
+    )
     logger.info("model loaded: %s; torch threads: %d", model, torch.get_num_threads())
-    ready = ProcessReady(name=placement.name, role=config_bags.published_role(), pid=os.getpid(), config_hash=config_bags.config_hash(),
-                         role_check=config_bags.ROLE_CHECK_MODE.value, model=model if placement.leads else None)
+    ready = ProcessReady(
+        name=placement.name,
+        role=config_bags.published_role(),
+        pid=os.getpid(),
+        config_hash=config_bags.config_hash(),
+        role_check=config_bags.ROLE_CHECK_MODE.value,
+        model=model if placement.leads else None,
+    )
     for each in lockstep.gather(ready):
         if to_detokenizer is not None:
             to_detokenizer.send(each)

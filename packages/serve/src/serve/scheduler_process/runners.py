@@ -26,5 +26,10 @@ class ModelRunners:
 def _stamp_of(runner: ModelRunner) -> RunnerStamp:
     stamp = runner.attention_stamp
     linear = dict(runner.linear_attn_backends._asdict()) if runner.state_slots else None
-    return RunnerStamp(prefill=stamp.prefill, decode=stamp.decode, is_draft_override=stamp.is_draft_override,
-                       batch_invariant=runner.batch_invariant, linear_attn=linear)
+    return RunnerStamp(
+        prefill=stamp.prefill,
+        decode=stamp.decode,
+        is_draft_override=stamp.is_draft_override,
+        batch_invariant=runner.batch_invariant,
+        linear_attn=linear,
+    )

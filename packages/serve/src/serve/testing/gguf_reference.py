@@ -24,10 +24,23 @@ from safetensors.torch import save_file
 
 _ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
 _BLOCK_KINDS: dict[gguf.GGMLQuantizationType, Any] = {
-    gguf.GGMLQuantizationType.Q8_0: "q8_0", gguf.GGMLQuantizationType.Q4_0: "q4_0", gguf.GGMLQuantizationType.Q4_1: "q4_1"}
-_HF_SUFFIXES = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
-                "mlp.down_proj")
+    gguf.GGMLQuantizationType.Q8_0: "q8_0",
+    gguf.GGMLQuantizationType.Q4_0: "q4_0",
+    gguf.GGMLQuantizationType.Q4_1: "q4_1",
+}
+_HF_SUFFIXES = (
+    "input_layernorm",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "self_attn.q_norm",
+    "self_attn.k_norm",
+    "post_attention_layernorm",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
 
 
 def halved_rotary_rows(values: np.ndarray, heads: int) -> np.ndarray:
@@ -39,8 +52,12 @@ def halved_rotary_rows(values: np.ndarray, heads: int) -> np.ndarray:
 def _hf_names(arch: str, layers: int) -> dict[str, str]:
     """gguf-py's GGUF name of every Hugging Face tensor name a Llama-family decoder may hold, inverted."""
     name_map = gguf.get_tensor_name_map(_ARCHES[arch], layers)
-    names = ["model.embed_tokens", "model.norm", "lm_head",
-             *(f"model.layers.{i}.{suffix}" for i in range(layers) for suffix in _HF_SUFFIXES)]
+    names = [
+        "model.embed_tokens",
+        "model.norm",
+        "lm_head",
+        *(f"model.layers.{i}.{suffix}" for i in range(layers) for suffix in _HF_SUFFIXES),
+    ]
     found = {}
     for hf in names:
         for suffix in (".weight", ".bias"):
@@ -75,11 +92,22 @@ def write_dequantized_checkpoint(gguf_file: Path, folder: Path) -> Path:
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
     transformers: Any = importlib.import_module("transformers")
     config = getattr(transformers, cfg.architecture.replace("ForCausalLM", "Config"))(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim, rms_norm_eps=cfg.rms_norm_eps, max_position_embeddings=cfg.max_position_embeddings,
-        rope_theta=cfg.rope.theta, tie_word_embeddings=cfg.tie_word_embeddings, attention_bias=cfg.attention_bias,
-        mlp_bias=cfg.mlp_bias, architectures=[cfg.architecture], eos_token_id=list(cfg.eos_token_ids) or None, dtype="float32",
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        rms_norm_eps=cfg.rms_norm_eps,
+        max_position_embeddings=cfg.max_position_embeddings,
+        rope_theta=cfg.rope.theta,
+        tie_word_embeddings=cfg.tie_word_embeddings,
+        attention_bias=cfg.attention_bias,
+        mlp_bias=cfg.mlp_bias,
+        architectures=[cfg.architecture],
+        eos_token_id=list(cfg.eos_token_ids) or None,
+        dtype="float32",
     )
     config.save_pretrained(folder)
     return folder

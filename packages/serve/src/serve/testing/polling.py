@@ -13,8 +13,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def first_satisfying(read: Callable[[], T], satisfied: Callable[[T], bool], *, timeout_s: float = 15.0,
-                     interval_s: float = 0.2) -> T:
+def first_satisfying(
+    read: Callable[[], T], satisfied: Callable[[T], bool], *, timeout_s: float = 15.0, interval_s: float = 0.2
+) -> T:
     """`read()` every `interval_s` until what it answers is `satisfied`, or until `timeout_s` has
     passed; its last answer either way (the caller asserts on it, so a failure shows the value)."""
     deadline = time.monotonic() + timeout_s

@@ -41,7 +41,9 @@ class ServerProcess:
         command = [sys.executable, "-m", "serve.main", *model, "--port", str(self.port), *flags]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+            )
 
     def log(self) -> str:
         """Everything the server printed so far."""
@@ -62,7 +64,9 @@ class ServerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited with code {self.process.returncode} before it was ready:\n{self.log()}")
+                raise RuntimeError(
+                    f"serve exited with code {self.process.returncode} before it was ready:\n{self.log()}"
+                )
             if self.health() == 200:
                 return
             time.sleep(0.2)
@@ -74,7 +78,9 @@ class ServerProcess:
         deadline = time.monotonic() + timeout_s
         while "serve: ready at" not in self.log():
             if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited with code {self.process.returncode} before it was ready:\n{self.log()}")
+                raise RuntimeError(
+                    f"serve exited with code {self.process.returncode} before it was ready:\n{self.log()}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError(f"serve did not announce itself ready within {timeout_s:.0f} s:\n{self.log()}")

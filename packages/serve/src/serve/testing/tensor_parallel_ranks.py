@@ -32,7 +32,9 @@ class GreedyRun(msgspec.Struct, frozen=True, kw_only=True):
     logits: list[list[list[float]]]
 
 
-def greedy_run(case: RunnerCase, prompts: Sequence[Sequence[int]], steps: int, tp_size: int, group: object = None) -> GreedyRun:
+def greedy_run(
+    case: RunnerCase, prompts: Sequence[Sequence[int]], steps: int, tp_size: int, group: object = None
+) -> GreedyRun:
     """Publish the bags of `case` (tp_size ranks, fp32, a small pool), build the runner (over
     `group`, this rank's torch.distributed group, when tp_size > 1), and step every prompt
     together `steps` times (a prefill, then decodes)."""
@@ -43,10 +45,16 @@ def greedy_run(case: RunnerCase, prompts: Sequence[Sequence[int]], steps: int, t
     from runtime_runner.standalone import StandaloneDriver
 
     config_bags.unpublish()
-    config_bags.publish(Bags(model=ModelBag(model_path=case.model_path, dtype="float32"), parallel=ParallelBag(tp_size=tp_size),
-                             memory=MemoryBag(max_total_tokens=1024), schedule=ScheduleBag(chunked_prefill_size=256, max_prefill_tokens=256),
-                             exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=case.deterministic))),
-                        role="standalone")
+    config_bags.publish(
+        Bags(
+            model=ModelBag(model_path=case.model_path, dtype="float32"),
+            parallel=ParallelBag(tp_size=tp_size),
+            memory=MemoryBag(max_total_tokens=1024),
+            schedule=ScheduleBag(chunked_prefill_size=256, max_prefill_tokens=256),
+            exec=ExecBag(kernel=KernelBag(enable_deterministic_inference=case.deterministic)),
+        ),
+        role="standalone",
+    )
     try:
         runner = ModelRunner(build_attention_pair, tensor_parallel_group=group)  # type: ignore[arg-type]
         driver = StandaloneDriver(runner)
@@ -57,8 +65,16 @@ def greedy_run(case: RunnerCase, prompts: Sequence[Sequence[int]], steps: int, t
         config_bags.unpublish()
 
 
-def _rank_main(rank: int, tp_size: int, backend: str, init_addr: str, cases: list[RunnerCase], prompts: list[list[int]], steps: int,
-               results: multiprocessing.Queue[tuple[int, bytes]]) -> None:
+def _rank_main(
+    rank: int,
+    tp_size: int,
+    backend: str,
+    init_addr: str,
+    cases: list[RunnerCase],
+    prompts: list[list[int]],
+    steps: int,
+    results: multiprocessing.Queue[tuple[int, bytes]],
+) -> None:
     import torch
     import torch.distributed as dist
 
@@ -70,16 +86,29 @@ def _rank_main(rank: int, tp_size: int, backend: str, init_addr: str, cases: lis
     dist.destroy_process_group()
 
 
-def run_ranks(cases: Sequence[RunnerCase], prompts: Sequence[Sequence[int]], steps: int, tp_size: int, *, backend: str = "gloo",
-              timeout_s: float = 300.0) -> list[list[GreedyRun]]:
+def run_ranks(
+    cases: Sequence[RunnerCase],
+    prompts: Sequence[Sequence[int]],
+    steps: int,
+    tp_size: int,
+    *,
+    backend: str = "gloo",
+    timeout_s: float = 300.0,
+) -> list[list[GreedyRun]]:
     """Each of `cases` run by `tp_size` ranks in spawned processes (one torch.distributed world of
     `backend`: gloo, or nccl on CUDA devices 0 ...); answers [rank][case]. RuntimeError naming the
     ranks that failed or did not answer in time."""
     context = multiprocessing.get_context("spawn")
     results: multiprocessing.Queue[tuple[int, bytes]] = context.Queue()
     init_addr = f"127.0.0.1:{free_port()}"
-    ranks = [context.Process(target=_rank_main, args=(rank, tp_size, backend, init_addr, list(cases), [list(p) for p in prompts], steps, results),
-                             daemon=True) for rank in range(tp_size)]
+    ranks = [
+        context.Process(
+            target=_rank_main,
+            args=(rank, tp_size, backend, init_addr, list(cases), [list(p) for p in prompts], steps, results),
+            daemon=True,
+        )
+        for rank in range(tp_size)
+    ]
     for process in ranks:
         process.start()
     answers: dict[int, list[GreedyRun]] = {}
@@ -89,7 +118,9 @@ def run_ranks(cases: Sequence[RunnerCase], prompts: Sequence[Sequence[int]], ste
             failed = [rank for rank, process in enumerate(ranks) if process.exitcode not in (None, 0)]
             if failed or time.monotonic() > deadline:
                 codes = {rank: process.exitcode for rank, process in enumerate(ranks)}
-                raise RuntimeError(f"tensor-parallel ranks did not all answer (exit codes {codes}; answered: {sorted(answers)})")
+                raise RuntimeError(
+                    f"tensor-parallel ranks did not all answer (exit codes {codes}; answered: {sorted(answers)})"
+                )
             try:
                 rank, encoded = results.get(timeout=1.0)
             except queue.Empty:

@@ -24,9 +24,18 @@ import torch
 from gguf import GGMLQuantizationType
 
 # GGUF type name -> the type (every one the runner serves, and Q5_0, one it refuses).
-GGUF_TYPES = {t.name: t for t in (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16,
-                                  GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1,
-                                  GGMLQuantizationType.Q5_0)}
+GGUF_TYPES = {
+    t.name: t
+    for t in (
+        GGMLQuantizationType.F32,
+        GGMLQuantizationType.F16,
+        GGMLQuantizationType.BF16,
+        GGMLQuantizationType.Q8_0,
+        GGMLQuantizationType.Q4_0,
+        GGMLQuantizationType.Q4_1,
+        GGMLQuantizationType.Q5_0,
+    )
+}
 _ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
 
 
@@ -53,8 +62,9 @@ def _read_back(stored: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
     return np.asarray(gguf.quants.dequantize(stored, kind), dtype=np.float32)
 
 
-def write_tiny_gguf(model: Any, folder: Path, matrix_type: str, *, types: Mapping[str, str] = MappingProxyType({})
-                    ) -> tuple[Path, Path]:
+def write_tiny_gguf(
+    model: Any, folder: Path, matrix_type: str, *, types: Mapping[str, str] = MappingProxyType({})
+) -> tuple[Path, Path]:
     """Write `model` (a transformers Llama, Qwen2 or Qwen3 in fp32) as `folder/model.gguf` with its
     matrices in `matrix_type` (a GGUF_TYPES name), those whose Hugging Face name `types` holds in
     the type it names, and its de-quantized reference as a Hugging Face checkpoint in

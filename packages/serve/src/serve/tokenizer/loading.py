@@ -12,7 +12,9 @@ def tokenizer_dir() -> str:
     model = get_model()
     path = model.tokenizer_path or model.model_path
     if path is None:
-        raise ValueError("no tokenizer: model.model_path is unset; the launcher resolves the default model before starting")
+        raise ValueError(
+            "no tokenizer: model.model_path is unset; the launcher resolves the default model before starting"
+        )
     return path
 
 

@@ -155,8 +155,13 @@ class TokenizerManager:
         state = RequestState()
         self._requests[request.rid] = state
         if get_observability().log_requests:
-            logger.info("request %s: prompt %s, %s (replica %d)", request.rid, list(request.request.prompt_ids), request.request.sampling,
-                        replica)
+            logger.info(
+                "request %s: prompt %s, %s (replica %d)",
+                request.rid,
+                list(request.request.prompt_ids),
+                request.request.sampling,
+                replica,
+            )
         try:
             self._to_schedulers[replica].send(request)
         except Exception as err:
@@ -164,7 +169,9 @@ class TokenizerManager:
             del self._requests[request.rid]
             self.router.finished(request.rid)
             self.metrics.requests_failed += 1
-            raise RequestFailedError(f"the request could not be sent to the scheduler: {type(err).__name__}: {err}") from err
+            raise RequestFailedError(
+                f"the request could not be sent to the scheduler: {type(err).__name__}: {err}"
+            ) from err
         try:
             while True:
                 item = await state.queue.get()
@@ -208,7 +215,9 @@ class TokenizerManager:
             try:
                 acks = await asyncio.wait_for(done, _OVERRIDE_TIMEOUT_S)
             except TimeoutError:
-                raise OverrideFailedError(f"processes did not acknowledge the override within {_OVERRIDE_TIMEOUT_S:.0f} s") from None
+                raise OverrideFailedError(
+                    f"processes did not acknowledge the override within {_OVERRIDE_TIMEOUT_S:.0f} s"
+                ) from None
             finally:
                 self._override_pending = None
             refused = [f"{ack.process}: {ack.error}" for ack in acks if ack.error is not None]

@@ -77,7 +77,9 @@ class TokenizerWorker:
     @staticmethod
     def _start() -> tuple[ProcessPoolExecutor, Future[int]]:
         model = get_model()
-        pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_load, initargs=(tokenizer_dir(), model.trust_remote_code))
+        pool = ProcessPoolExecutor(
+            1, mp_context=get_context("spawn"), initializer=_load, initargs=(tokenizer_dir(), model.trust_remote_code)
+        )
         return pool, pool.submit(_pid)  # starts the worker now rather than on the first request
 
     def _restart(self) -> None:
@@ -116,7 +118,9 @@ class TokenizerWorker:
         except BrokenProcessPool:
             if self._pool is pool:
                 self._restart()
-            raise TokenizerWorkerDiedError("the tokenizer worker process died while serving this request; a new one is starting") from None
+            raise TokenizerWorkerDiedError(
+                "the tokenizer worker process died while serving this request; a new one is starting"
+            ) from None
 
     async def encode(self, texts: Sequence[str], *, add_special_tokens: bool = True) -> list[array[int]]:
         """The token ids of each text."""

@@ -27,8 +27,10 @@ def architecture_of(file: GgufFile) -> str:
     architecture and those accepted for any other."""
     served = GGUF_ARCHITECTURES.get(file.architecture)
     if served is None:
-        raise UnsupportedConfigError(f"{file.path.name}: GGUF architecture {file.architecture!r} is not served from GGUF; "
-                                     f"accepted: {', '.join(GGUF_ARCHITECTURES)} (or its Hugging Face checkpoint directory)")
+        raise UnsupportedConfigError(
+            f"{file.path.name}: GGUF architecture {file.architecture!r} is not served from GGUF; "
+            f"accepted: {', '.join(GGUF_ARCHITECTURES)} (or its Hugging Face checkpoint directory)"
+        )
     return served
 
 
@@ -40,11 +42,15 @@ def gguf_arch_config(file: GgufFile) -> ArchConfig:
     head_dim = int(file.field("{arch}.attention.key_length") or hidden // heads)
     rotary = file.field("{arch}.rope.dimension_count")
     if rotary is not None and int(rotary) != head_dim:
-        raise UnsupportedConfigError(f"{file.path.name}: rope.dimension_count = {rotary} rotates part of a {head_dim}-wide head; "
-                                     "accepted: rotary over the whole head")
+        raise UnsupportedConfigError(
+            f"{file.path.name}: rope.dimension_count = {rotary} rotates part of a {head_dim}-wide head; "
+            "accepted: rotary over the whole head"
+        )
     scaling = file.field("{arch}.rope.scaling.type")
     if scaling not in (None, "none"):
-        raise UnsupportedConfigError(f"{file.path.name}: rope.scaling.type = {scaling!r} is not served from GGUF; accepted: none")
+        raise UnsupportedConfigError(
+            f"{file.path.name}: rope.scaling.type = {scaling!r} is not served from GGUF; accepted: none"
+        )
     embedding = file.tensors.get("model.embed_tokens.weight")
     vocab = file.field("{arch}.vocab_size") or (embedding.shape[0] if embedding is not None else None)
     tokens = file.field("tokenizer.ggml.tokens")

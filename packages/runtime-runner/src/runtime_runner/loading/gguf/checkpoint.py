@@ -24,7 +24,11 @@ from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.gguf.format import TensorEntry
 from runtime_runner.loading.weight_matrix import Matrix
 
-_KIND_OF_TYPE: dict[GGMLQuantizationType, QuantKind] = {GGMLQuantizationType.Q8_0: "q8_0", GGMLQuantizationType.Q4_0: "q4_0", GGMLQuantizationType.Q4_1: "q4_1"}
+_KIND_OF_TYPE: dict[GGMLQuantizationType, QuantKind] = {
+    GGMLQuantizationType.Q8_0: "q8_0",
+    GGMLQuantizationType.Q4_0: "q4_0",
+    GGMLQuantizationType.Q4_1: "q4_1",
+}
 
 
 def unpermuted_rows(rows: int, heads: int) -> torch.Tensor:
@@ -68,8 +72,10 @@ class GgufCheckpoint:
         matrix: Matrix
         if kind is not None:
             if len(shape) != 2:
-                raise CheckpointError(f"GGUF tensor {tensor.name} ({name!r}) is {tensor.tensor_type.name}, a matrix type, but this "
-                                      f"decoder reads it as shape {list(shape)}; accepted: F32, F16 or BF16 for it")
+                raise CheckpointError(
+                    f"GGUF tensor {tensor.name} ({name!r}) is {tensor.tensor_type.name}, a matrix type, but this "
+                    f"decoder reads it as shape {list(shape)}; accepted: F32, F16 or BF16 for it"
+                )
             blocks = torch.from_numpy(self.file.values(tensor))
             matrix = QuantizedTensor(kind, blocks, None, (shape[0], shape[1]))
         else:
@@ -77,15 +83,21 @@ class GgufCheckpoint:
         order = self._row_order(name, shape[0])
         if order is None:
             return matrix
-        return matrix.rows_at(order) if isinstance(matrix, QuantizedTensor) else matrix.index_select(0, order.to(device))
+        return (
+            matrix.rows_at(order) if isinstance(matrix, QuantizedTensor) else matrix.index_select(0, order.to(device))
+        )
 
     def _tensor(self, name: str, shape: tuple[int, ...]) -> TensorEntry:
         tensor = self.file.tensors.get(name)
         if tensor is None:
-            raise CheckpointError(f"GGUF file {self.file.path.name} lacks tensor {name!r} (expected shape {list(shape)})")
+            raise CheckpointError(
+                f"GGUF file {self.file.path.name} lacks tensor {name!r} (expected shape {list(shape)})"
+            )
         if tensor.shape != shape:
-            raise CheckpointError(f"GGUF tensor {tensor.name} ({name!r}) has shape {list(tensor.shape)}; the metadata implies "
-                                  f"{list(shape)}")
+            raise CheckpointError(
+                f"GGUF tensor {tensor.name} ({name!r}) has shape {list(tensor.shape)}; the metadata implies "
+                f"{list(shape)}"
+            )
         return tensor
 
     def _dense(self, tensor: TensorEntry) -> torch.Tensor:

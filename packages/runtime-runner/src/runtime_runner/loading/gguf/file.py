@@ -41,12 +41,16 @@ class GgufFile:
         for tensor in layout.tensors:
             name = hf_name_of(tensor.name)
             if name is None:
-                raise UnsupportedConfigError(f"{path.name}: tensor {tensor.name} has no place in this build's "
-                                             f"{self.architecture} decoder; accepted: token_embd, output_norm, output and per "
-                                             "layer attn_norm, attn_q/k/v(_norm), attn_output, ffn_norm, ffn_gate/up/down")
+                raise UnsupportedConfigError(
+                    f"{path.name}: tensor {tensor.name} has no place in this build's "
+                    f"{self.architecture} decoder; accepted: token_embd, output_norm, output and per "
+                    "layer attn_norm, attn_q/k/v(_norm), attn_output, ffn_norm, ffn_gate/up/down"
+                )
             if tensor.tensor_type not in (*DENSE_TYPES, *BLOCK_TYPES):
-                raise UnsupportedConfigError(f"{path.name}: tensor {tensor.name} is {tensor.tensor_type.name}, a type this build "
-                                             f"does not serve; accepted: {ACCEPTED_TYPES}")
+                raise UnsupportedConfigError(
+                    f"{path.name}: tensor {tensor.name} is {tensor.tensor_type.name}, a type this build "
+                    f"does not serve; accepted: {ACCEPTED_TYPES}"
+                )
             tensors[name] = tensor
         self.tensors: Mapping[str, TensorEntry] = MappingProxyType(tensors)
 
@@ -58,14 +62,18 @@ class GgufFile:
         """A metadata value the decoder cannot do without; CheckpointError naming the key when absent."""
         value = self.field(key)
         if value is None:
-            raise CheckpointError(f"{self.path.name} lacks metadata {key.format(arch=self.architecture)}; accepted: a GGUF file "
-                                  "written by llama.cpp's converter (it writes every hyperparameter)")
+            raise CheckpointError(
+                f"{self.path.name} lacks metadata {key.format(arch=self.architecture)}; accepted: a GGUF file "
+                "written by llama.cpp's converter (it writes every hyperparameter)"
+            )
         return value
 
     def values(self, tensor: TensorEntry) -> np.ndarray:
         """A copy of `tensor`'s bytes as numpy holds them: F32/F16 numbers [..., row length]; any
         other type as raw bytes [..., bytes per row]."""
-        dtype = {GGMLQuantizationType.F32: np.float32, GGMLQuantizationType.F16: np.float16}.get(tensor.tensor_type, np.uint8)
+        dtype = {GGMLQuantizationType.F32: np.float32, GGMLQuantizationType.F16: np.float16}.get(
+            tensor.tensor_type, np.uint8
+        )
         raw = np.fromfile(self.path, dtype=np.uint8, count=tensor.nbytes, offset=tensor.offset).view(dtype)
         return raw.reshape(*tensor.shape[:-1], -1)
 

@@ -122,7 +122,9 @@ def _parsed(cursor: _Cursor) -> GgufLayout:
     cursor.at = 4
     version = cursor.scalar("I")
     if version not in VERSIONS:
-        raise CheckpointError(f"{path} is GGUF version {version}; accepted: versions {' and '.join(map(str, VERSIONS))} (little-endian)")
+        raise CheckpointError(
+            f"{path} is GGUF version {version}; accepted: versions {' and '.join(map(str, VERSIONS))} (little-endian)"
+        )
     tensor_count, kv_count = cursor.scalar("Q"), cursor.scalar("Q")
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):
@@ -148,6 +150,8 @@ def _parsed(cursor: _Cursor) -> GgufLayout:
             count *= dim
         nbytes = count // block * block_bytes
         if start + offset + nbytes > len(data):
-            raise CheckpointError(f"{path}: tensor {name} lies past the end of the file; accepted: a complete GGUF file")
+            raise CheckpointError(
+                f"{path}: tensor {name} lies past the end of the file; accepted: a complete GGUF file"
+            )
         tensors.append(TensorEntry(name, tensor_type, dims, start + offset, nbytes))
     return GgufLayout(MappingProxyType(metadata), tuple(tensors))

@@ -8,25 +8,29 @@ from types import MappingProxyType
 from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
 
 # A whole-model tensor's GGUF base name -> its Hugging Face name (without the .weight/.bias suffix).
-MODEL_TENSORS: MappingProxyType[str, str] = MappingProxyType({
-    "token_embd": EMBED.removesuffix(".weight"),
-    "output_norm": FINAL_NORM.removesuffix(".weight"),
-    "output": LM_HEAD.removesuffix(".weight"),
-})
+MODEL_TENSORS: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "token_embd": EMBED.removesuffix(".weight"),
+        "output_norm": FINAL_NORM.removesuffix(".weight"),
+        "output": LM_HEAD.removesuffix(".weight"),
+    }
+)
 # A layer tensor's GGUF base name (after blk.N.) -> its name under the layer's Hugging Face prefix.
-LAYER_TENSORS: MappingProxyType[str, str] = MappingProxyType({
-    "attn_norm": "input_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
-    "ffn_norm": "post_attention_layernorm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-})
+LAYER_TENSORS: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "attn_norm": "input_layernorm",
+        "attn_q": "self_attn.q_proj",
+        "attn_k": "self_attn.k_proj",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.o_proj",
+        "attn_q_norm": "self_attn.q_norm",
+        "attn_k_norm": "self_attn.k_norm",
+        "ffn_norm": "post_attention_layernorm",
+        "ffn_gate": "mlp.gate_proj",
+        "ffn_up": "mlp.up_proj",
+        "ffn_down": "mlp.down_proj",
+    }
+)
 _LAYER = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _MODEL = re.compile(r"(\w+)\.(weight|bias)")
 

@@ -66,10 +66,14 @@ def read_gguf_tokenizer(path: Path) -> GgufTokenizer:
     keys = gguf.Keys.Tokenizer
     kind = field(keys.MODEL)
     if kind != "gpt2":
-        raise UnsupportedConfigError(f"{path.name}: {keys.MODEL} = {kind!r} is not supported; accepted: 'gpt2' (byte-level BPE)")
+        raise UnsupportedConfigError(
+            f"{path.name}: {keys.MODEL} = {kind!r} is not supported; accepted: 'gpt2' (byte-level BPE)"
+        )
     pre = field(keys.PRE)
     if pre not in PRE_TOKENIZERS:
-        raise UnsupportedConfigError(f"{path.name}: {keys.PRE} = {pre!r} is not supported; accepted: {sorted(PRE_TOKENIZERS)}")
+        raise UnsupportedConfigError(
+            f"{path.name}: {keys.PRE} = {pre!r} is not supported; accepted: {sorted(PRE_TOKENIZERS)}"
+        )
     architecture = field(gguf.Keys.General.ARCHITECTURE)
     return GgufTokenizer(
         pre=pre,
@@ -106,7 +110,11 @@ def byte_level_bpe(spec: GgufTokenizer) -> Tokenizer:
 
 def _tokens_of_type(spec: GgufTokenizer, kind: gguf.TokenType, *, special: bool) -> list[AddedToken]:
     """The tokens of one GGUF token type, as added tokens matched before the BPE runs."""
-    return [AddedToken(spec.tokens[i], special=special, normalized=False) for i, t in enumerate(spec.token_types) if t == kind]
+    return [
+        AddedToken(spec.tokens[i], special=special, normalized=False)
+        for i, t in enumerate(spec.token_types)
+        if t == kind
+    ]
 
 
 def tokenizer_config(spec: GgufTokenizer) -> dict[str, Any]:
@@ -134,4 +142,6 @@ def write_hf_tokenizer(gguf_file: Path, target: Path) -> None:
     spec = read_gguf_tokenizer(gguf_file)
     target.mkdir(parents=True, exist_ok=True)
     byte_level_bpe(spec).save(str(target / "tokenizer.json"))
-    (target / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(spec), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (target / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config(spec), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )

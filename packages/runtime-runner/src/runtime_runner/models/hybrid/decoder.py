@@ -71,9 +71,17 @@ class _GatedAttention:
         rd = self.rotary_dim
         return torch.cat([apply_rope(x[..., :rd].contiguous(), cos, sin), x[..., rd:]], dim=-1)
 
-    def __call__(self, index: int, x: torch.Tensor, attention: LayerAttention, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def __call__(
+        self, index: int, x: torch.Tensor, attention: LayerAttention, cos: torch.Tensor, sin: torch.Tensor
+    ) -> torch.Tensor:
         cfg, w = self.cfg, self.w
-        tokens, heads, kv_heads, head_dim, eps = x.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
+        tokens, heads, kv_heads, head_dim, eps = (
+            x.shape[0],
+            cfg.num_heads,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+            cfg.rms_norm_eps,
+        )
         q, k, v, gate = torch.split(self.qkvg(x), self.widths, dim=-1)
         q = self._rotated(rms_norm(q.reshape(tokens, heads, head_dim), w.q_norm, eps), cos, sin)
         k = self._rotated(rms_norm(k.reshape(tokens, kv_heads, head_dim), w.k_norm, eps), cos, sin)
@@ -90,8 +98,13 @@ def _mlp_of(w: DenseMlpWeights | MoeWeights, linear: LinearOf, cfg: ArchConfig, 
         moe = hybrid_of(cfg).moe
         assert moe is not None  # a sparse layer's weights exist only under a MoE config
         shared = None if w.shared is None else dense(w.shared.gate_up, w.shared.down)
-        return SparseMoe(moe, linear(w.router, None), tuple(dense(e.gate_up, e.down) for e in w.experts), shared,
-                         None if w.shared_gate is None else linear(w.shared_gate, None))
+        return SparseMoe(
+            moe,
+            linear(w.router, None),
+            tuple(dense(e.gate_up, e.down) for e in w.experts),
+            shared,
+            None if w.shared_gate is None else linear(w.shared_gate, None),
+        )
     return dense(w.gate_up, w.down)
 
 
@@ -102,8 +115,16 @@ class HybridDecoder:
     architecture: ClassVar[str] = ""
     linear_projections: ClassVar[LinearProjections] = "flat"
 
-    def __init__(self, cfg: ArchConfig, weights: HybridWeights, rope: RopeTable, *, batch_invariant: bool,
-                 fused: FusedProjections, head_projection: Projection | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ArchConfig,
+        weights: HybridWeights,
+        rope: RopeTable,
+        *,
+        batch_invariant: bool,
+        fused: FusedProjections,
+        head_projection: Projection | None = None,
+    ) -> None:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed."""
         hybrid = hybrid_of(cfg)
         self.cfg, self.weights, self.rope, self.batch_invariant = cfg, weights, rope, batch_invariant
@@ -116,9 +137,13 @@ class HybridDecoder:
                 self._mixers.append(_GatedAttention(layer.mixer, linear, cfg, hybrid.rotary_dim, fused.qkv))
         self._mlps = [_mlp_of(layer.mlp, linear, cfg, fused.gate_up) for layer in weights.layers]
         # Each layer's index among the layers of its kind: a KV-pool layer, or a state-pool layer.
-        self._kind_index = [hybrid.full_layers.index(i) if i in hybrid.full_layers else hybrid.linear_layers.index(i)
-                            for i in range(cfg.num_layers)]
-        self.head_projection: Projection = head_projection if head_projection is not None else linear(weights.lm_head, None)
+        self._kind_index = [
+            hybrid.full_layers.index(i) if i in hybrid.full_layers else hybrid.linear_layers.index(i)
+            for i in range(cfg.num_layers)
+        ]
+        self.head_projection: Projection = (
+            head_projection if head_projection is not None else linear(weights.lm_head, None)
+        )
 
     @property
     def dtype(self) -> torch.dtype:
@@ -135,8 +160,9 @@ class HybridDecoder:
         """Softmax scale of the full-attention scores (over the whole head, not the rotary part)."""
         return float(self.cfg.head_dim**-0.5)
 
-    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, attention: LayerAttention,
-                      linear: LinearLayerAttention) -> torch.Tensor:
+    def hidden_states(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, attention: LayerAttention, linear: LinearLayerAttention
+    ) -> torch.Tensor:
         """Final-normed hidden states [tokens, hidden] of the new tokens."""
         w, eps = self.weights, self.cfg.rms_norm_eps
         cos = self.rope.cos.index_select(0, positions)
@@ -144,7 +170,9 @@ class HybridDecoder:
         h = F.embedding(input_ids, w.embed)
         x = rms_norm(h, w.layers[0].input_norm, eps)
         next_norms = [layer.input_norm for layer in w.layers[1:]] + [w.final_norm]
-        for layer, mixer, mlp, index, next_norm in zip(w.layers, self._mixers, self._mlps, self._kind_index, next_norms, strict=True):
+        for layer, mixer, mlp, index, next_norm in zip(
+            w.layers, self._mixers, self._mlps, self._kind_index, next_norms, strict=True
+        ):
             if isinstance(mixer, _LinearMixer):
                 mixed = mixer(index, x, linear, eps)
             else:
@@ -158,11 +186,15 @@ class HybridDecoder:
         return self.head_projection(hidden).float()
 
     @classmethod
-    def load(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool) -> Self:
+    def load(
+        cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool
+    ) -> Self:
         """Load the checkpoint's weights as this class's loader decisions say, pack them and build
         the partial rotary tables."""
         decisions = decisions_of(cls, cfg)
-        weights = load_hybrid_weights(CheckpointReader(model_dir), cfg, decisions, cls.linear_projections, dtype, device)
+        weights = load_hybrid_weights(
+            CheckpointReader(model_dir), cfg, decisions, cls.linear_projections, dtype, device
+        )
         rope = RopeTable.build(cfg.rope, hybrid_of(cfg).rotary_dim, cfg.max_position_embeddings, dtype, device)
         return cls(cfg, weights, rope, batch_invariant=batch_invariant, fused=decisions.fused_projections)
 

@@ -27,13 +27,23 @@ class HybridDraftDecoder(HybridDecoder):
     """A hybrid draft checkpoint loaded for a target. It answers no loader hook itself."""
 
     @classmethod
-    def load_for(cls, model_dir: Path, cfg: ArchConfig, dtype: torch.dtype, device: torch.device, *, batch_invariant: bool,
-                 target_vocab_size: int) -> Self:
+    def load_for(
+        cls,
+        model_dir: Path,
+        cfg: ArchConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        batch_invariant: bool,
+        target_vocab_size: int,
+    ) -> Self:
         """Load the draft checkpoint in `model_dir`; a draft over another vocabulary than the target's
         raises UnsupportedConfigError."""
         if cfg.vocab_size != target_vocab_size:
-            raise UnsupportedConfigError(f"the draft checkpoint {model_dir} has vocab_size {cfg.vocab_size}, the target "
-                                         f"{target_vocab_size}; accepted: a draft over the target's vocabulary")
+            raise UnsupportedConfigError(
+                f"the draft checkpoint {model_dir} has vocab_size {cfg.vocab_size}, the target "
+                f"{target_vocab_size}; accepted: a draft over the target's vocabulary"
+            )
         return cls.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
 
 

@@ -30,9 +30,21 @@ class DenseMlp:
 class SparseMoe:
     """The routed experts and the gated shared expert of one layer."""
 
-    def __init__(self, shape: MoeShape, router: Projection, experts: tuple[DenseMlp, ...], shared: DenseMlp | None,
-                 shared_gate: Projection | None) -> None:
-        self.shape, self.router, self.experts, self.shared, self.shared_gate = shape, router, experts, shared, shared_gate
+    def __init__(
+        self,
+        shape: MoeShape,
+        router: Projection,
+        experts: tuple[DenseMlp, ...],
+        shared: DenseMlp | None,
+        shared_gate: Projection | None,
+    ) -> None:
+        self.shape, self.router, self.experts, self.shared, self.shared_gate = (
+            shape,
+            router,
+            experts,
+            shared,
+            shared_gate,
+        )
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The layer's MLP output rows for rows x [T, hidden]."""

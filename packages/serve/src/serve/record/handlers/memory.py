@@ -38,9 +38,11 @@ def kv_cache_dtype_attended(res: Resolution) -> None:
         choice = attention_choice(name, half=half, device_type=device_type, batch_invariant=batch_invariant)
         reason = kv_dtype_refusal(choice.kernel, dtype, kv_dtype)
         if reason is not None:
-            raise ResolutionError(f"kv_cache_dtype={bags.memory.kv_cache_dtype!r} (from {res.origin('kv_cache_dtype')}) "
-                                  f"with {leaf} = {name}{choice.builds}: {reason}; accepted: kv_cache_dtype auto, "
-                                  "or a cache every attention backend reads (only cpu_paged reads a narrower one)")
+            raise ResolutionError(
+                f"kv_cache_dtype={bags.memory.kv_cache_dtype!r} (from {res.origin('kv_cache_dtype')}) "
+                f"with {leaf} = {name}{choice.builds}: {reason}; accepted: kv_cache_dtype auto, "
+                "or a cache every attention backend reads (only cpu_paged reads a narrower one)"
+            )
 
 
 def _compute_dtype(res: Resolution, device: torch.device) -> torch.dtype:
@@ -61,7 +63,9 @@ def max_total_tokens(res: Resolution) -> None:
     try:
         device = device_of(bags.device)
     except RuntimeError as err:
-        raise ResolutionError(f"device={args.device!r} (from {args.origin_of('device') or args.provenance_of('device')}): {err}") from None
+        raise ResolutionError(
+            f"device={args.device!r} (from {args.origin_of('device') or args.provenance_of('device')}): {err}"
+        ) from None
     kv_dtype = kv_dtype_of(bags.memory, _compute_dtype(res, device))
     kv_heads = kv_heads_per_rank(res.model.num_kv_heads, bags.parallel.tp_size)
     per_token = kv_bytes_per_token(res.model.kv_layers, kv_heads, res.model.head_dim, kv_dtype)

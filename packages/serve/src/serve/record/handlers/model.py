@@ -60,8 +60,9 @@ def tokenizer_path(res: Resolution) -> None:
     try:
         written = ensure_gguf_tokenizer(gguf)
     except (CheckpointError, UnsupportedConfigError, ValueError) as err:
-        raise ResolutionError(f"model_path {gguf}: its tokenizer: {err}; or name a Hugging Face tokenizer directory with "
-                              "--tokenizer-path") from None
+        raise ResolutionError(
+            f"model_path {gguf}: its tokenizer: {err}; or name a Hugging Face tokenizer directory with --tokenizer-path"
+        ) from None
     res.declare("tokenizer_path", tokenizer_path=str(written))
 
 
@@ -99,8 +100,10 @@ def linear_attention(res: Resolution) -> None:
         for leaf in LINEAR_ATTN_LEAVES + RECURRENT_STATE_LEAVES:
             value, default = leaf_value_of(bags, leaf), leaf_spec(leaf).default
             if value != default:
-                raise ResolutionError(f"{leaf} = {value!r}: {model.architecture} has no linear-attention layers; accepted: "
-                                      f"{default!r} (the default), or a Qwen3-Next or Qwen3.5 checkpoint")
+                raise ResolutionError(
+                    f"{leaf} = {value!r}: {model.architecture} has no linear-attention layers; accepted: "
+                    f"{default!r} (the default), or a Qwen3-Next or Qwen3.5 checkpoint"
+                )
         return
     device_type = device_of(bags.device).type
     for leaf in LINEAR_ATTN_LEAVES:
@@ -127,19 +130,25 @@ def draft_model(res: Resolution) -> None:
         raise ResolutionError(f"speculative_draft_model_path {draft_dir}: {err}") from None
     target = res.model
     if draft.vocab_size != target.vocab_size:
-        raise ResolutionError(f"speculative_draft_model_path {draft_dir} has a vocabulary of {draft.vocab_size} tokens and the "
-                              f"target {target.vocab_size}: a draft must share the target's tokenizer")
+        raise ResolutionError(
+            f"speculative_draft_model_path {draft_dir} has a vocabulary of {draft.vocab_size} tokens and the "
+            f"target {target.vocab_size}: a draft must share the target's tokenizer"
+        )
     model = res.bags().model
     tokenizer_dir = Path(model.tokenizer_path or model.model_path or ".")
     differing = _vocab_difference(tokenizer_dir / "tokenizer.json", draft_dir / "tokenizer.json")
     if differing:
-        raise ResolutionError(f"speculative_draft_model_path {draft_dir} ships a tokenizer that maps {differing} tokens differently "
-                              f"from the target's ({tokenizer_dir}): a draft must share the target's tokenizer")
+        raise ResolutionError(
+            f"speculative_draft_model_path {draft_dir} ships a tokenizer that maps {differing} tokens differently "
+            f"from the target's ({tokenizer_dir}): a draft must share the target's tokenizer"
+        )
     context = context_length_of(res.bags().model, target.max_position_embeddings)
     if draft.max_position_embeddings < context:
-        raise ResolutionError(f"speculative_draft_model_path {draft_dir} holds {draft.max_position_embeddings} positions, fewer than "
-                              f"the served context length {context}; accepted: a draft at least as long, or --context-length "
-                              f"<= {draft.max_position_embeddings}")
+        raise ResolutionError(
+            f"speculative_draft_model_path {draft_dir} holds {draft.max_position_embeddings} positions, fewer than "
+            f"the served context length {context}; accepted: a draft at least as long, or --context-length "
+            f"<= {draft.max_position_embeddings}"
+        )
 
 
 def _vocab_difference(target_file: Path, draft_file: Path) -> int:
@@ -150,5 +159,7 @@ def _vocab_difference(target_file: Path, draft_file: Path) -> int:
     for file in (target_file, draft_file):
         vocab = json.loads(file.read_text()).get("model", {}).get("vocab", {})
         # BPE and WordPiece map token -> id; Unigram lists [token, score] in id order
-        mappings.append(set(vocab.items()) if isinstance(vocab, dict) else {(entry[0], i) for i, entry in enumerate(vocab)})
+        mappings.append(
+            set(vocab.items()) if isinstance(vocab, dict) else {(entry[0], i) for i, entry in enumerate(vocab)}
+        )
     return len(mappings[0] ^ mappings[1])

@@ -48,7 +48,9 @@ def deterministic_inference(res: Resolution) -> None:
     device_type = visible_device_type(bags)
     if device_type is None:
         return
-    res.declare("deterministic_inference", enable_deterministic_inference=deterministic_inference_of(bags.exec, device_type))
+    res.declare(
+        "deterministic_inference", enable_deterministic_inference=deterministic_inference_of(bags.exec, device_type)
+    )
     res.check(DETERMINISTIC_KERNELS)
 
 
