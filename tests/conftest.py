@@ -27,7 +27,6 @@ if not torch.cuda.is_available():
 
 from attn_backends import build_attention_pair  # noqa: E402
 from config_bags import Bags, ExecBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
-
 from runtime_runner.attention_seam import AttentionPairFactory
 from runtime_runner.runner import ModelRunner
 

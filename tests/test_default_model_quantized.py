@@ -26,14 +26,14 @@ from typing import Any
 
 import pytest
 import torch
+
 from attn_backends import build_attention_pair
 from config_bags import Bags, MemoryBag, ModelBag, publish, unpublish
-from serve.testing.gguf_reference import write_dequantized_checkpoint
-
 from runtime_runner.loading.default_model import bundled_gguf
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
+from serve.testing.gguf_reference import write_dequantized_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
 from config_bags import (
     attention_backends,
     chunk_size,
@@ -24,7 +25,6 @@ from config_bags import (
     publish,
     unpublish,
 )
-
 from serve.record import ServerArgs
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 

@@ -17,11 +17,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.client import HTTPResponse
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve.main import main
 from serve.testing.server import ServerProcess, free_port
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess

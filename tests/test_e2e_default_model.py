@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
 from serve.testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve.testing.server import ServerProcess, process_alive
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from serve.testing.server import ServerProcess
 
 from runtime_runner.loading.default_model import bundled_gguf
+from serve.testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

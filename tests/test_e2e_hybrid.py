@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint, reference_greedy

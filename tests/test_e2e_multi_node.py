@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve.testing.server import ServerProcess, free_port, process_alive
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+
 from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess

@@ -16,15 +16,16 @@ tests/test_speculative_sampling.py fails with an acceptance test that accepts ev
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-import time
 from typing import Any
 
-from config_bags import SpecBag
 import httpx
 import pytest
+
+from config_bags import SpecBag
 from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess

@@ -17,10 +17,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import config_bags
 import pytest
-from config_bags import Bags, LeafSpec, LeafValueError, leaf_spec, leaf_specs
 
+import config_bags
+from config_bags import Bags, LeafSpec, LeafValueError, leaf_spec, leaf_specs
 from serve.absent_features import ABSENT_FEATURES, absent_feature_of
 from serve.launch_rules import launch_rules
 from serve.record import ResolutionError, ServerArgs, resolve

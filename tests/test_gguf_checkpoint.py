@@ -26,16 +26,16 @@ import gguf
 import numpy as np
 import pytest
 import torch
+
 from attn_backends import build_attention_pair
 from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, unpublish
-from serve.testing.tiny_gguf import write_tiny_gguf
-
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_linear import QuantizedLinear
 from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
+from serve.testing.tiny_gguf import write_tiny_gguf
 
 TINY: dict[str, Any] = dict(
     vocab_size=128,

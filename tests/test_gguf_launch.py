@@ -16,19 +16,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import config_bags
 import pytest
 import torch
+
+import config_bags
 from config_bags import LeafValueError
+from runtime_runner.loading.default_model import CACHE_ENV, bundled_gguf
+from runtime_runner.loading.gguf.tokenizer_cache import gguf_tokenizer_dir
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.main import main
 from serve.record import ServerArgs, project, resolve
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 from serve.testing.tiny_gguf import write_tiny_gguf
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
-
-from runtime_runner.loading.default_model import CACHE_ENV, bundled_gguf
-from runtime_runner.loading.gguf.tokenizer_cache import gguf_tokenizer_dir
 
 
 @pytest.fixture(autouse=True)

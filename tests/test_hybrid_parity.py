@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, SpecBag
 from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
-
 from serve.scheduler_process.process import build_scheduler
 from serve.scheduler_process.runners import ModelRunners
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint, reference_greedy

@@ -22,17 +22,17 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
+
 from attn_backends import LinearAttnBackendFactory, build_attention_pair
 from config_bags import Bags, ExecBag, GraphBag, MemoryBag, ModelBag, publish, unpublish
-from safetensors.torch import load_file, save_file
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
-
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_tensor import int8_per_channel_of
 from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
+from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 TINY: dict[str, Any] = dict(
     vocab_size=128,

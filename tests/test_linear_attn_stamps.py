@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import config_bags
 import pytest
+
+import config_bags
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from config_bags import Bags, LinearAttnBackends, ModelBag, SpecBag
 from runtime_runner.runner import ModelRunner
-
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 TARGET_CHOICE = LinearAttnBackends(decode="cpu_fused", prefill="torch_native", verify="torch_native")

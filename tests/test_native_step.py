@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import torch
+
 from attn_backends import build_attention_pair
 from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
-
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 

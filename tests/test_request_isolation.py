@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from attn_backends import build_attention_pair
 from config_bags import AttentionStamp, Bags, MemoryBag, ModelBag, ScheduleBag, publish
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import torch
+
 from attn_backends import build_attention_pair
 from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
-
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import Running, StandaloneDriver
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attn_backends import paged_attention_kernel
-
 from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.runner import ModelRunner
 

@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, SpecBag, serving_attention_backend
 from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
-
 from serve.scheduler_process.process import build_scheduler
 from serve.scheduler_process.runners import ModelRunners
 

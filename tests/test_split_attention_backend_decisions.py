@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from attn_backends import build_attention_pair, refusal_on
 from config_bags import (
     INVARIANTS,

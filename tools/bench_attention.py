@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
 from attn_backends import AttentionBackend, build_attention_backend, build_attention_pair, refusal_on
 from config_bags import (
     KERNEL_NAMES,
@@ -48,7 +49,6 @@ from config_bags import (
     publish,
     unpublish,
 )
-
 from runtime_runner.attention_seam import AttentionMetadata
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner

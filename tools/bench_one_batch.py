@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from weight_read_floor import weight_read_floor
+
 from attn_backends import build_attention_pair
 from config_bags import (
     Bags,
@@ -39,11 +41,9 @@ from config_bags import (
     publish,
     unpublish,
 )
-
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
-from weight_read_floor import weight_read_floor
 
 TEXT = (
     "The history of computing is a story of ideas that turned into machines and machines that changed ideas. "

@@ -56,7 +56,6 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import httpx
-
 import llama_cpp_peer  # run as a script, its sibling tools import by name
 from bench_serving import Job, Timing, percentiles, run_server, workload
 
@@ -395,11 +394,12 @@ def weight_read_floors(threads: int) -> dict[str, float]:
     """The batch-1 weight-read floor (tools/weight_read_floor.py) of the default model as our server
     holds it from its bf16 conversion and from its bundled Q4_1 GGUF, with `threads` threads: the
     rate a decode step would reach if it only read its weights, to set the batch-1 rates against."""
+    from weight_read_floor import weight_read_floor
+
     from attn_backends import build_attention_pair
     from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
     from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
     from runtime_runner.runner import ModelRunner
-    from weight_read_floor import weight_read_floor
 
     floors = {}
     for name, path in (("bf16", ensure_default_model()), ("q4_1", bundled_gguf())):

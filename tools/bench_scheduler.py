@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config_bags import Bags, ScheduleBag, publish, unpublish
-
 from runtime_scheduler import ForwardBatch, Request, Scheduler, StopConditions
 
 RUNNING = 256

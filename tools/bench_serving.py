@@ -215,8 +215,9 @@ def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int)
     no tokenizer or detokenizer, no ipc), at most `concurrency` live, with the server's own bags:
     the difference to the served run is what the serving layers cost. Each forward is timed by
     the kind of step it was (decode only, prefill only, both)."""
-    import config_bags
     import msgspec
+
+    import config_bags
     from runtime_scheduler import Request, SamplingParams, StopConditions
     from serve.scheduler_process.process import build_scheduler
 

@@ -253,6 +253,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+
     from runtime_runner import ensure_default_model
 
     torch.set_num_threads(torch.get_num_threads())

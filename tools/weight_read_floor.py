@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from native_build import load_library
 
 SOURCE = Path(__file__).with_name("weight_read_floor.cpp")
@@ -42,8 +43,8 @@ def kernel_bytes(projection: object) -> int:
 
 def decode_weight_bytes(model: object) -> int:
     """Every weight byte one decode step of a Llama-family decoder reads (its projections and its head)."""
-    projections = getattr(model, "projections")
-    head = getattr(model, "head_projection")
+    projections = model.projections
+    head = model.head_projection
     layers = sum(kernel_bytes(p) for layer in projections for p in (layer.qkv, layer.o, layer.gate_up, layer.down))
     return layers + kernel_bytes(head)
 

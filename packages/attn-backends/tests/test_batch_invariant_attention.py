@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from native_build import amx_tiles_available
 from paged_reference import paged_tensors, scenario
 
 from attn_backends.paged_attention_kernel import bf16_on_tiles, paged_attention, paged_queries
+from native_build import amx_tiles_available
 
 # Requests as (cached prefix, new tokens): long enough to span several 256-key ranges, and prompts
 # long enough to fill several AMX tiles (16 / 3 rows each for 9 heads over 3 KV heads).

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from config_bags import AttentionStamp, Bags, ForwardMode, SpecBag, publish, serving_attention_backend, unpublish
 from paged_reference import Metadata, paged_tensors, reference, scenario, was_planned
 
 from attn_backends import (
@@ -26,6 +25,7 @@ from attn_backends import (
     TorchNativeBackend,
     UnstampedBackendError,
 )
+from config_bags import AttentionStamp, Bags, ForwardMode, SpecBag, publish, serving_attention_backend, unpublish
 
 SERVED: tuple[ForwardMode, ...] = ("extend", "mixed", "draft_extend", "decode")
 

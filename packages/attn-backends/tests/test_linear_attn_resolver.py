@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-import config_bags
 import pytest
+
+import config_bags
 from attn_backends import LinearAttnBackendFactory, linear_attn_resolver, resolve_linear_attn_backends
 from config_bags import Bags, ExecBag, KernelBag, LinearAttnBackends, device_linear_attn_backend_of
 

@@ -14,18 +14,6 @@ from typing import get_args
 
 import pytest
 import torch
-from config_bags import (
-    KERNEL_NAMES,
-    AttentionStamp,
-    Bags,
-    ForwardMode,
-    KernelBag,
-    SpecBag,
-    ExecBag,
-    publish,
-    serving_attention_backend,
-    unpublish,
-)
 from paged_reference import paged_tensors, scenario, was_planned
 
 import attn_backends.registry as registry_module
@@ -45,6 +33,18 @@ from attn_backends import (
     refusal_on,
     registered_attention_backends,
     stamp_built,
+)
+from config_bags import (
+    KERNEL_NAMES,
+    AttentionStamp,
+    Bags,
+    ExecBag,
+    ForwardMode,
+    KernelBag,
+    SpecBag,
+    publish,
+    serving_attention_backend,
+    unpublish,
 )
 
 MODES: tuple[ForwardMode, ...] = get_args(ForwardMode)

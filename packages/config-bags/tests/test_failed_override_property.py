@@ -2,13 +2,12 @@
 
 from typing import Any
 
+from bag_strategies import ANY_VALUE, valid_bags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import config_bags
 from config_bags import Bags
-
-from bag_strategies import ANY_VALUE, valid_bags
 
 LEAF_NAMES = sorted(config_bags.leaf_specs()) + ["no_such_leaf"]
 

@@ -4,13 +4,12 @@ import subprocess
 import sys
 
 import pytest
+from bag_strategies import valid_bags
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import config_bags
 from config_bags import Bags
-
-from bag_strategies import valid_bags
 
 
 @settings(max_examples=150, deadline=None)

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from native_build import amx_tiles_available, load_library
 
+from native_build import amx_tiles_available, load_library
 from runtime_runner.kernels import batch_invariant_linear as bil
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from config_bags import Bags, MemoryBag, ScheduleBag, overriding, publish
 
+from config_bags import Bags, MemoryBag, ScheduleBag, overriding, publish
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool, kv_bytes_per_token
 

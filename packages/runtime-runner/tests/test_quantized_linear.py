@@ -15,8 +15,8 @@ import torch
 from gguf import quants
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from native_build import load_library
 
+from native_build import load_library
 from runtime_runner.kernels import quantized_linear as ql
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry

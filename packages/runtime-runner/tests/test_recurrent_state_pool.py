@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import config_bags
 import pytest
 import torch
-from config_bags import Bags, ExecBag, MambaBag, ScheduleBag
 
+import config_bags
+from config_bags import Bags, ExecBag, MambaBag, ScheduleBag
 from runtime_runner.errors import BatchError
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool, state_bytes_per_slot
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from config_bags import AttentionStamp, NotPublishedError, is_published
 
+from config_bags import AttentionStamp, NotPublishedError, is_published
 from runtime_runner.attention_seam import AttentionBackend
 from runtime_runner.runner import ModelRunner
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import msgspec
 
 from config_bags import Bags, ModelBag, ScheduleBag, publish
-
 from runtime_scheduler import BatchRequest, ForwardBatch, RequestEvent, Scheduler, StopConditions
 
 VOCAB = 23

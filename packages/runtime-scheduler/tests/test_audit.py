@@ -1,9 +1,9 @@
 """The page audit is not vacuous: each kind of corruption it guards against makes it raise."""
 
 import pytest
+from scheduler_fakes import build
 
 from runtime_scheduler import PageAccountingError, Request, Scheduler, StopConditions
-from scheduler_fakes import build
 
 STOP = StopConditions(max_new_tokens=30, ignore_eos=True)
 

@@ -2,9 +2,9 @@
 reference model's greedy outputs whatever the chunking, prefix sharing and page size."""
 
 import pytest
+from scheduler_fakes import build, reference_output, run_to_completion
 
 from runtime_scheduler import Request, SamplingParams, StopConditions
-from scheduler_fakes import build, reference_output, run_to_completion
 
 SYSTEM = tuple(range(1, 14))
 PROMPTS = {

@@ -17,11 +17,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from scheduler_fakes import KvFaithfulExecutor, reference_output
 
 from config_bags import Bags, ScheduleBag, get_schedule, override, publish, unpublish
-
 from runtime_scheduler import Request, RequestEvent, Scheduler, StopConditions
-from scheduler_fakes import KvFaithfulExecutor, reference_output
 
 CONTEXT = 40
 PREFIXES = ((), (1, 2, 3, 4, 5, 6, 7, 8), (1, 2, 3, 4, 9, 9), (6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4))

@@ -1,8 +1,8 @@
 """The radix cache at page granularity: match, split, insert with duplicates, locks, LRU eviction."""
 
 import pytest
-from config_bags import Bags, ScheduleBag, publish
 
+from config_bags import Bags, ScheduleBag, publish
 from runtime_scheduler.radix_cache import RadixCache
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from scheduler_fakes import FakeOutput, KvFaithfulExecutor, reference_output, run_to_completion
 
 from config_bags import Bags, ScheduleBag, publish
-
 from runtime_scheduler import ForwardBatch, Request, Scheduler, StopConditions
-from scheduler_fakes import FakeOutput, KvFaithfulExecutor, reference_output, run_to_completion
 
 LONG = StopConditions(max_new_tokens=12, ignore_eos=True)
 PROMPTS = {"a": (1, 2, 3, 4, 5), "b": (1, 2, 3, 4, 6, 7), "bad": (1, 2, 3, 4, 5, 9), "c": (8, 8, 8)}

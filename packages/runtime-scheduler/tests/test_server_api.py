@@ -2,11 +2,10 @@
 
 import msgspec
 import pytest
-
-from config_bags import Bags, MemoryBag, ScheduleBag, override, publish
-
-from runtime_scheduler import Request, Scheduler, SchedulerMetrics, StopConditions
 from scheduler_fakes import KvFaithfulExecutor, build, reference_output, run_to_completion
+
+from config_bags import Bags, ScheduleBag, override, publish
+from runtime_scheduler import Request, Scheduler, SchedulerMetrics, StopConditions
 
 LONG = StopConditions(max_new_tokens=20, ignore_eos=True)
 

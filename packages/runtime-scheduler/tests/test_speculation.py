@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import config_bags
 import pytest
-from config_bags import Bags, ModelBag, ScheduleBag, SpecBag, publish
-
-from runtime_scheduler import DraftRequest, Request, Scheduler, StopConditions
 from scheduler_fakes import VOCAB, KvFaithfulExecutor, next_token_of, reference_output, run_to_completion
+
+import config_bags
+from config_bags import Bags, ModelBag, ScheduleBag, SpecBag, publish
+from runtime_scheduler import DraftRequest, Request, Scheduler, StopConditions
 
 SYSTEM = tuple(range(1, 14))
 PROMPTS = {

@@ -6,12 +6,12 @@ slots are handed out and returned right."""
 
 from __future__ import annotations
 
-import config_bags
 import pytest
-from config_bags import Bags, ModelBag, ScheduleBag, publish
-
-from runtime_scheduler import PageAccountingError, Request, Scheduler, StopConditions
 from scheduler_fakes import StateFaithfulExecutor, Transcript, build, record, reference_output, run_to_completion
+
+import config_bags
+from config_bags import Bags, ModelBag, ScheduleBag, publish
+from runtime_scheduler import PageAccountingError, Request, Scheduler, StopConditions
 
 PROMPTS = {rid: tuple(range(1, 14)) + tuple(range(20 + i, 25 + i)) for i, rid in enumerate("abcdef")}
 

@@ -1,10 +1,10 @@
 """What one step decides: chunk sizes, mixed batches, the running cap, admission order, and
 retraction under memory pressure. Leaves are read from the published bags at each step."""
 
-from config_bags import override, unpublish
-
-from runtime_scheduler import Request, StopConditions
 from scheduler_fakes import Transcript, build, record, reference_output, run_to_completion
+
+from config_bags import override, unpublish
+from runtime_scheduler import Request, StopConditions
 
 LONG = StopConditions(max_new_tokens=50, ignore_eos=True)
 

@@ -7,12 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from config_bags import leaf_specs
 
+from config_bags import leaf_specs
 from serve.main import main
 from serve.record import ConfigFileError, LaunchInputError, launch_request
 from serve.record.cli import flag_of, parser
-
 
 pytestmark = pytest.mark.usefixtures("unpublished")
 

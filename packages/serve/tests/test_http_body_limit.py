@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import config_bags
 import pytest
-from config_bags import Bags, ServingBag
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
+
+import config_bags
+from config_bags import Bags, ServingBag
 from serve.http.body_limit import BodySizeLimit
 from serve.http.errors import install_error_handlers
 

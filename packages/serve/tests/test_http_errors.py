@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import config_bags
 import pytest
-from config_bags import Bags, ServingBag
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+
+import config_bags
+from config_bags import Bags, ServingBag
 from serve.http.auth import install_auth
 from serve.http.errors import APIError, install_error_handlers
 from serve.http.protocol import ChatCompletionRequest, CompletionRequest

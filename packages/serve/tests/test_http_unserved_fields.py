@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+
 from serve.http.errors import install_error_handlers
 from serve.http.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeBody, GenerateBody, TokenizeBody
 from serve.http.unserved_fields import (

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 import zmq
+
 from runtime_scheduler import Request, SamplingParams, SchedulerMetrics, StopConditions
 from serve.ipc.channels import Addresses, Receiver, Sender, decode, encode
 from serve.ipc.messages import (

@@ -17,7 +17,6 @@ import pytest
 
 from serve.record import ResolutionError, ServerArgs, resolve
 
-
 pytestmark = pytest.mark.usefixtures("unpublished")
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, RuleBrokenError
 from serve.launch_rules import launch_rules
 from serve.served_model import ServedModel

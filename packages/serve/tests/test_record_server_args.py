@@ -6,12 +6,10 @@ import typing
 from pathlib import Path
 
 import pytest
+
 from config_bags import Bags, LeafValueError, UnknownLeafError, leaf_specs
-
-from serve.record import ResolvedArgs, SealedRecordError, ServerArgs, project, resolve
-from serve.record import codegen
+from serve.record import ResolvedArgs, SealedRecordError, ServerArgs, codegen, project, resolve
 from serve.record.resolution import Resolution
-
 
 pytestmark = pytest.mark.usefixtures("unpublished")
 

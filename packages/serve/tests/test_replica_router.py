@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, ParallelBag
 from serve.tokenizer.router import PREFIX_BLOCK, ReplicaRouter
 

@@ -4,15 +4,14 @@ dump and explain outputs, and provenance that follows a post-publish override.""
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from pathlib import Path
 
 import pytest
 import torch
-from config_bags import ColdLeafError, UnknownLeafError, begin_serving, leaf_specs, override, publish
 
+from config_bags import ColdLeafError, UnknownLeafError, begin_serving, leaf_specs, override, publish
 from serve.main import main
 from serve.record import ResolutionError, ResolvedArgs, ServerArgs, handler_names, launch_request, resolve
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from config_bags import chunk_size, config_hash, hash_of, max_prefill_buffer_tokens, override, publish
 from serve.record import ServerArgs, resolve
-
 
 pytestmark = pytest.mark.usefixtures("unpublished")
 

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import config_bags
 import pytest
 import zmq
+
+import config_bags
 from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.output import ForwardOutput
 from runtime_runner.runner import ModelRunner

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, ColdLeafError, LeafValueError, UnknownLeafError
 from serve.config_override import apply_override, check_runtime_override, hot_leaf_names
 from serve.ipc.messages import OverrideRequest

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, ServingBag
 from runtime_scheduler import Request
 from serve.detokenizer.incremental import INCOMPLETE, IncrementalText

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import config_bags
 import pytest
+
+import config_bags
 from config_bags import Bags, ParallelBag
 from runtime_scheduler import SchedulerMetrics
 from serve.metrics.histogram import Histogram

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from config_bags import Bags, ModelBag, publish, unpublish
 from serve.http.errors import APIError
 from serve.http.protocol import ChatMessage

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from config_bags import Bags, DeviceBag
 
+from config_bags import Bags, DeviceBag
 from serve.visible_device import visible_device_type
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config_bags import AttentionHalf, AttentionKernelName
-
 from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.effective_names import effective_backend_name
 from attn_backends.host_support import refusal_on
+from config_bags import AttentionHalf, AttentionKernelName
 
 
 @dataclass(frozen=True)

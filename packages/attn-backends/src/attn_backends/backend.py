@@ -5,10 +5,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import torch
-from config_bags import KERNEL_NAMES
 
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.native_attention import NativeAttention
+from config_bags import KERNEL_NAMES
 
 
 class UnstampedBackendError(RuntimeError):

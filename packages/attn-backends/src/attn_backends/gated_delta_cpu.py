@@ -58,11 +58,11 @@ import functools
 from pathlib import Path
 
 import torch
-from native_build import load_library
 
 from attn_backends.causal_conv_state import check_causal_conv_operands
 from attn_backends.gated_delta_rule import check_gated_delta_operands
 from attn_backends.varlen_layout import checked_offsets
+from native_build import load_library
 
 WHAT = "the cpu_fused linear-attention kernels"
 SOURCE = Path(__file__).with_name("gated_delta_cpu.cpp")

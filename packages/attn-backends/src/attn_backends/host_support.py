@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
-from config_bags import KERNEL_NAMES, AttentionKernelName
-
 from attn_backends.flashinfer_backend import flashinfer_unavailable_reason
+from config_bags import KERNEL_NAMES, AttentionKernelName
 
 
 def refusal_on(kernel: AttentionKernelName, device_type: str) -> str | None:

@@ -9,11 +9,10 @@ attends (container.py). The children carry the stamps: the container is built on
 
 from __future__ import annotations
 
-from config_bags import AttentionHalf, dispatched_half
-
 from attn_backends.backend import AttentionBackend
 from attn_backends.container import ContainerBackend
 from attn_backends.metadata import AttentionMetadataView
+from config_bags import AttentionHalf, dispatched_half
 
 
 class HybridAttentionBackend(ContainerBackend):

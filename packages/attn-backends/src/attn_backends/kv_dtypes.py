@@ -8,9 +8,9 @@ which is most of what a large decode batch reads (docs/benchmarks.md, CPU speed)
 from __future__ import annotations
 
 import torch
-from config_bags import AttentionKernelName
 
 from attn_backends.paged_attention_kernel import POOL_DTYPES
+from config_bags import AttentionKernelName
 
 # kernel -> the (compute, KV) dtype pairs it reads beside the compute dtype's own: cpu_paged's are
 # the mixed entries its C++ kernel has.

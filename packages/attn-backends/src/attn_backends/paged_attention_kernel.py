@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from native_build import load_library
 
 from attn_backends.native_attention import NativeAttention
+from native_build import load_library
 
 WHAT = "the cpu_paged attention kernel"
 SOURCE = Path(__file__).with_name("paged_attention_kernel.cpp")

@@ -11,13 +11,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
-from config_bags import AttentionHalf, AttentionKernelName
-
 from attn_backends.attention_choice import attention_choice
 from attn_backends.backend import AttentionBackend
 from attn_backends.cpu_paged import CpuPagedBackend
 from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
 from attn_backends.torch_native import TorchNativeBackend
+from config_bags import AttentionHalf, AttentionKernelName
 
 # (half, device type, batch_invariant) -> (the kernel it built, the backend)
 Entry = Callable[[AttentionHalf, str, bool], tuple[str, AttentionBackend]]

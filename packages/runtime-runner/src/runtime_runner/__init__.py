@@ -17,7 +17,6 @@ kernels beside their bindings, `parallel/` tensor parallelism, `sampling/` the s
 """
 
 from config_bags import ForwardMode
-
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView
 from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+
 from config_bags import AttentionStamp, ForwardMode
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from config_bags import get_memory, get_schedule, max_total_tokens_of
 
+from config_bags import get_memory, get_schedule, max_total_tokens_of
 from runtime_runner.errors import BatchError
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
+
 from config_bags import LinearAttnBackends
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from config_bags import DeviceBag, MemoryBag, ModelBag, ParallelBag
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
 from config_bags import (
     AttentionStamp,
     NotPublishedError,
@@ -28,7 +29,6 @@ from config_bags import (
     get_schedule,
     is_published,
 )
-
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
 from runtime_runner.determinism import batch_invariance_for

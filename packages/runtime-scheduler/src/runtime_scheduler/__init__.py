@@ -10,7 +10,6 @@ Only KV slot indices live here; the executor (the runner) owns the tensors.
 """
 
 from config_bags import ForwardMode
-
 from runtime_scheduler.audit import PageAccountingError
 from runtime_scheduler.batch import BatchRequest, ForwardBatch
 from runtime_scheduler.events import Refusal, RequestEvent

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from config_bags import get_schedule
 from config_bags.bags.schedule import SchedulePolicy
-
 from runtime_scheduler.radix_cache import RadixCache
 from runtime_scheduler.request import Request
 from runtime_scheduler.request_state import RequestState

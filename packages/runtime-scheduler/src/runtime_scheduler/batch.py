@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
-from config_bags import ForwardMode
 
+from config_bags import ForwardMode
 from runtime_scheduler.request import SamplingParams
 
 

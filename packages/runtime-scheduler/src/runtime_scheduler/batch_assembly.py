@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from config_bags import ForwardMode, get_schedule
-
 from runtime_scheduler.batch import BatchRequest, ForwardBatch
 from runtime_scheduler.request_state import RequestState
 

@@ -18,7 +18,6 @@ built pool: `check_page_size` refuses that before a step or an abort touches the
 from __future__ import annotations
 
 from config_bags import get_schedule
-
 from runtime_scheduler.page_allocator import PageAllocator
 from runtime_scheduler.radix_cache import RadixCache
 from runtime_scheduler.request_state import RequestState

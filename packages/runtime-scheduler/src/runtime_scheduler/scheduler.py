@@ -22,11 +22,9 @@ unrecoverable fault propagates out of `step`.
 from __future__ import annotations
 
 import bisect
-
 from collections.abc import Sequence
 
 from config_bags import chunk_size_of, context_length_of, get_model, get_schedule, get_spec
-
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of

@@ -9,10 +9,10 @@ import os
 import signal
 import sys
 
-import config_bags
 import msgspec
-from config_bags import Role, get_observability
 
+import config_bags
+from config_bags import Role, get_observability
 from serve.launch_rules import launch_rules
 from serve.served_model import ServedModel
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import config_bags
 from config_bags import ColdLeafError, leaf_spec, published_bags, published_rules, with_leaves
-
 from serve.ipc.messages import OverrideAck, OverrideRequest
 
 

@@ -24,7 +24,6 @@ from runtime_runner.determinism import batch_invariance_refusal_of
 from runtime_runner.loading.checkpoint_source import arch_config_at, gguf_file_of
 from runtime_runner.loading.quantization_support import quantized_weights_refusal_of
 from runtime_runner.models.compiled_decode import TRACEABLE_DECODE_KERNELS
-
 from serve.absent_features import absent_feature_rules
 from serve.parallel_rules import PARALLEL_AS_BUILT, tensor_parallel_fits_model
 from serve.served_model import ServedModel

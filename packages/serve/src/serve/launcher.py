@@ -23,11 +23,10 @@ import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 
+import uvicorn
 
 import config_bags
-import uvicorn
 from config_bags import get_model, get_parallel, get_serving
-
 from serve.child_process import Handover, configure_logging
 from serve.detokenizer.process import run_detokenizer
 from serve.http.app import create_app

@@ -27,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     enforce_role_checks_by_default()
     # Imported here, after the role-check default, since each of these imports config_bags.
     from config_bags import ConfigError
-
     from serve.port_check import refuse_a_taken_port
     from serve.record import LaunchInputError, launch_request, project, resolve
 

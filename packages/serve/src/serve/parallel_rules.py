@@ -16,11 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+
 from config_bags import Bags, Rule
 from runtime_runner import CheckpointError
 from runtime_runner.loading.quantization_support import serves_quantized
 from runtime_runner.parallel.rank_layout import tensor_parallel_refusal
-
 from serve.served_model import ServedModel
 from serve.visible_device import visible_device_type
 

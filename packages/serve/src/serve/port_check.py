@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 
 from config_bags import ServingBag
-
 from serve.record.errors import LaunchInputError
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from config_bags import Bags
-
 from serve.served_model import ServedModel
 
 

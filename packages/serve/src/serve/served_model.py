@@ -4,6 +4,7 @@ handed to every process with the bags (a child never reads the checkpoint to che
 from __future__ import annotations
 
 import msgspec
+
 from runtime_runner import ArchConfig
 
 

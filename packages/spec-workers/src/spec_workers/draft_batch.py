@@ -4,7 +4,6 @@ that catches the draft up before them. They fit the runner's batch protocol."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from dataclasses import dataclass
 
 from config_bags import ForwardMode

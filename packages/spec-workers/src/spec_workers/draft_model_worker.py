@@ -25,11 +25,9 @@ from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from config_bags import get_schedule
-
 from spec_workers.acceptance_gate import AcceptanceGate
 from spec_workers.batch_view import BatchView, DraftOffer, OutputView
 from spec_workers.draft_batch import GREEDY, DraftBatch, DraftBatchRequest, slot_of
-
 
 Output = TypeVar("Output", bound=OutputView)
 Output_co = TypeVar("Output_co", bound=OutputView, covariant=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from config_bags.bags.base import Bag
 from config_bags.bags.attention_names import AttentionBackendName
+from config_bags.bags.base import Bag
 from config_bags.constraints import NonEmptyStr, PositiveInt, UnitFloat
 from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf

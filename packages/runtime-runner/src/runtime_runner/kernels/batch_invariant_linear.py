@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from native_build import load_library
 
+from native_build import load_library
 from runtime_runner.kernels.native_projection import NativeProjectionEntry, address_of
 
 WHAT = "the runner's batch-invariant linear"

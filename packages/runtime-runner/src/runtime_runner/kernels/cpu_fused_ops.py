@@ -19,8 +19,8 @@ import functools
 from pathlib import Path
 
 import torch
-from native_build import load_library
 
+from native_build import load_library
 from runtime_runner.kernels.native_projection import address_of
 
 WHAT = "the runner's fused CPU ops"

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from native_build import load_library
 
-from runtime_runner.kernels import cpu_fused_ops
+from native_build import load_library
 from runtime_runner.attention_seam import NativeAttentionView
+from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.models.decoder import DecoderForCausalLM, LayerProjections

@@ -24,8 +24,8 @@ from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
-from native_build import load_library
 
+from native_build import load_library
 from runtime_runner.kernels.native_projection import NativeProjectionEntry, address_of
 from runtime_runner.kernels.quantized_tensor import BLOCK, BLOCK_BYTES, QuantizedTensor, QuantKind
 

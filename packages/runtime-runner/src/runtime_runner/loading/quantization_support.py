@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from config_bags import ExecBag, ModelBag
 
+from config_bags import ExecBag, ModelBag
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_source import gguf_file_of
 from runtime_runner.loading.gguf.file import GgufFile

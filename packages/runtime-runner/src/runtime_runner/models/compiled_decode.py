@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterable
 
 import torch
-from config_bags import AttentionStamp
 
+from config_bags import AttentionStamp
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.models.decoder import DecoderForCausalLM
 from runtime_runner.models.layer_attention import LayerAttention

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
 
 import torch
-from config_bags.bags.model import Quantization
 
+from config_bags.bags.model import Quantization
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
 from runtime_runner.loading.checkpoint_source import weight_reader_at

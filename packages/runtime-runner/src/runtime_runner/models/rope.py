@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.errors import UnsupportedConfigError
+from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.loading.arch_config import RopeSpec
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")

@@ -9,9 +9,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import config_bags
 import zmq
 
+import config_bags
 from serve.child_process import Handover, die_with_parent, publish_received
 from serve.config_override import apply_override
 from serve.detokenizer.request_text import RequestText

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from config_bags import get_serving
 from runtime_scheduler.request import Request, SamplingParams, StopConditions
-
 from serve.http.errors import bad_request
 from serve.http.protocol import INT64_MAX, INT64_MIN, SamplingFields
 from serve.ipc.messages import GenerateRequest

@@ -5,9 +5,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 
-from config_bags import get_serving
 from fastapi import FastAPI, Request, Response
 
+from config_bags import get_serving
 from serve.http.errors import APIError
 
 OPEN_PATHS = frozenset({"/health"})

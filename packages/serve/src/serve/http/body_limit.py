@@ -7,9 +7,9 @@ without one (chunked) is counted as it streams and refused at the first chunk pa
 
 from __future__ import annotations
 
-from config_bags import get_serving
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from config_bags import get_serving
 from serve.http.errors import APIError
 
 _MIB = 1024 * 1024

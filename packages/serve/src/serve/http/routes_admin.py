@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import config_bags
 import msgspec
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+import config_bags
 from config_bags import (
     ConfigError,
     config_hash,
@@ -16,10 +19,7 @@ from config_bags import (
     overrides_log,
     published_role,
 )
-from fastapi import APIRouter, Body, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
 from runtime_scheduler import SchedulerMetrics
-
 from serve.config_override import hot_leaf_names
 from serve.http.errors import APIError, bad_request
 from serve.metrics.speculative import speculative_summary

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Literal, Union
 
 import msgspec
+
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import Request
 

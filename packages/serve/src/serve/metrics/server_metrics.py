@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from config_bags import get_parallel
 from runtime_scheduler import SchedulerMetrics
-
 from serve.metrics.histogram import Histogram
 from serve.metrics.replicas import combined
 from serve.metrics.speculative import accept_length_histogram, speculative_rows

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from runtime_scheduler import SchedulerMetrics
-
 from serve.metrics.histogram import Histogram
 
 

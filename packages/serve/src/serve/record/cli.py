@@ -8,8 +8,8 @@ import difflib
 from typing import NoReturn
 
 import msgspec
-from config_bags import Bags, LeafSpec, leaf_specs
 
+from config_bags import Bags, LeafSpec, leaf_specs
 from serve.record.errors import LaunchInputError
 
 LAUNCH_ONLY = ("config", "dump_config", "explain")

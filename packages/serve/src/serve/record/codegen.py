@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from config_bags import leaf_specs
-
 from serve.record.text_values import base_type
 
 BEGIN = "    # BEGIN generated leaves: `uv run python -m serve.record.codegen` rewrites this block\n"

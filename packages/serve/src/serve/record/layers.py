@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
-from config_bags import Bags, LeafValueError, leaf_specs
 
+from config_bags import Bags, LeafValueError, leaf_specs
 from serve.record.cli import CliInput, flag_of, leaf_name_of, parsed_cli
 from serve.record.config_file import config_file_entries
 from serve.record.errors import LaunchInputError

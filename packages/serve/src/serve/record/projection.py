@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+
 from config_bags import Bags, LeafValueError, leaf_specs
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
 from config_bags import Bags, LeafValueError, Rule, broken_rule, checked_value, leaf_spec
 from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import arch_config_at
-
 from serve.record.errors import ResolutionError
 from serve.record.provenance import is_operator_set, resolved_by
 from serve.record.server_args import ServerArgs

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+
 from config_bags import (
     Bags,
     attention_backends_of,
@@ -28,7 +29,6 @@ from config_bags import (
     overrides_log,
     published_bags,
 )
-
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
 from serve.served_model import ServedModel

@@ -25,7 +25,6 @@ from config_bags import (
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens_of,
 )
-
 from serve.record.errors import SealedRecordError
 from serve.record.projection import bags_of
 

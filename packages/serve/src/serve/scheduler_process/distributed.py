@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import config_bags
 import torch
 import torch.distributed as dist
+
+import config_bags
 from config_bags import get_device, get_parallel, leaf_specs, leaf_value_of
 from runtime_runner import device_of
-
 from serve.launch_rules import launch_rules
 from serve.scheduler_process.placement import RankPlacement
 from serve.served_model import ServedModel

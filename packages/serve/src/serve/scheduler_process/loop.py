@@ -17,7 +17,6 @@ import logging
 import time
 
 from runtime_scheduler import RequestEvent, Scheduler
-
 from serve.config_override import apply_override
 from serve.ipc.channels import Receiver, Sender
 from serve.ipc.messages import (

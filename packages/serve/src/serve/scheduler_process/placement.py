@@ -10,8 +10,8 @@ nothing with another.
 from __future__ import annotations
 
 import msgspec
-from config_bags import ParallelBag, get_parallel
 
+from config_bags import ParallelBag, get_parallel
 from serve.process_names import scheduler_name
 
 

@@ -8,24 +8,24 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import config_bags
 import torch
 import torch.distributed as dist
 import zmq
+
+import config_bags
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from runtime_runner.loading.quantization_support import quantization_description
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ModelExecutor, Scheduler, Speculator
-from spec_workers import DraftModelWorker, NgramWorker
-
 from serve.child_process import Handover, die_with_parent, publish_received
 from serve.ipc.channels import Addresses, Receiver, Sender
-from serve.ipc.messages import ModelInfo, ProcessReady, RunnerStamp
+from serve.ipc.messages import ModelInfo, ProcessReady
 from serve.scheduler_process.distributed import join_world, serve_leaders_bags
 from serve.scheduler_process.lockstep import Lockstep
 from serve.scheduler_process.loop import SchedulerLoop
 from serve.scheduler_process.placement import ALONE, RankPlacement
 from serve.scheduler_process.runners import ModelRunners
+from spec_workers import DraftModelWorker, NgramWorker
 
 logger = logging.getLogger(__name__)
 

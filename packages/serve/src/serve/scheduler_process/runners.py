@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime_runner.runner import ModelRunner
-
 from serve.ipc.messages import RunnerStamp
 
 

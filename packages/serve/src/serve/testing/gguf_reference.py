@@ -16,11 +16,12 @@ from typing import Any
 import gguf
 import numpy as np
 import torch
+from safetensors.torch import save_file
+
 from runtime_runner.kernels.quantized_tensor import QuantizedTensor
 from runtime_runner.loading.gguf.arch import gguf_arch_config
 from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.gguf.format import read_gguf_layout
-from safetensors.torch import save_file
 
 _ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
 _BLOCK_KINDS: dict[gguf.GGMLQuantizationType, Any] = {

@@ -6,8 +6,8 @@ machine), so /metrics and /server_info may lag the last answer a client got by t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")

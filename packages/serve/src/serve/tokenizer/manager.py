@@ -16,11 +16,11 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-import config_bags
 import msgspec
 import zmq.asyncio
-from config_bags import get_observability
 
+import config_bags
+from config_bags import get_observability
 from serve.config_override import check_runtime_override
 from serve.ipc.channels import Addresses, AsyncReceiver, AsyncSender
 from serve.ipc.messages import (

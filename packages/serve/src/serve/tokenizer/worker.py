@@ -24,7 +24,6 @@ from multiprocessing import get_context
 from typing import Any, TypeVar
 
 from config_bags import get_model
-
 from serve.child_process import die_with_parent
 from serve.tokenizer.chat_template import chat_prompt_ids
 from serve.tokenizer.loading import tokenizer_dir

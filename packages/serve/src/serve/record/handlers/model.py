@@ -11,7 +11,6 @@ from runtime_runner import device_of, ensure_default_model
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_file_of
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
-
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.parallel_rules import tensor_parallel_fits_model
 from serve.record.errors import ResolutionError

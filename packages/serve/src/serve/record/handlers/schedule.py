@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from config_bags import leaf_spec
 from runtime_runner import device_of
-
 from serve.record.resolution import Resolution
 
 PREFILL_SHARE_OF_POOL = 4

@@ -5,7 +5,6 @@ where its kernels are, and speculative decoding as this build runs it. Each chec
 from __future__ import annotations
 
 from config_bags import deterministic_inference_of
-
 from serve.absent_features import absent_feature_rules
 from serve.launch_rules import (
     ATTENTION_BACKENDS_RUN_HERE,
