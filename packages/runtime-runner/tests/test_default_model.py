@@ -282,6 +282,9 @@ def test_a_conversion_by_older_code_is_converted_again_in_place(
     )
     gguf_file = bundled_gguf()
     AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name).save_pretrained(target)
+    # The old conversion's EOS, written out: transformers' converter gave it up to 5.17, and 5.23 no longer does.
+    config = _read_json(target / "tokenizer_config.json")
+    (target / "tokenizer_config.json").write_text(json.dumps({**config, "eos_token": "<|im_start|>"}))
     assert AutoTokenizer.from_pretrained(target).eos_token_id == 1  # the defect the old conversion had
     assert not is_converted(target)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))

