@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attn_backends import build_attention_pair
-from config_bags import AttentionStamp, Bags, MemoryBag, ModelBag, ScheduleBag, publish
+from attn_backends import AttentionStamp, build_attention_pair
+from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata
 from runtime_runner.device_faults import DeviceFaultError
 from runtime_runner.output import ForwardOutput

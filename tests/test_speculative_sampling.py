@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 import config_bags
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, SpecBag, serving_attention_backend
+from attn_backends import serving_attention_backend
+from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, SpecBag
 from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
 from serve.scheduler_process.process import build_scheduler
 from serve.scheduler_process.runners import ModelRunners

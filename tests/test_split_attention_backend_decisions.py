@@ -30,10 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from attn_backends import build_attention_pair, refusal_on
+from attn_backends import AttentionStamp, build_attention_pair, refusal_on, serving_attention_backend
 from config_bags import (
     INVARIANTS,
-    AttentionStamp,
     Bags,
     ExecBag,
     GraphBag,
@@ -42,7 +41,6 @@ from config_bags import (
     attention_backends,
     broken_rule,
     publish,
-    serving_attention_backend,
     unpublish,
 )
 from runtime_runner.errors import UnsupportedConfigError

@@ -35,20 +35,15 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_backends import AttentionBackend, build_attention_backend, build_attention_pair, refusal_on
-from config_bags import (
+from attn_backends import (
     KERNEL_NAMES,
-    Bags,
-    DeviceBag,
-    ExecBag,
+    AttentionBackend,
     ForwardMode,
-    KernelBag,
-    MemoryBag,
-    ModelBag,
-    ScheduleBag,
-    publish,
-    unpublish,
+    build_attention_backend,
+    build_attention_pair,
+    refusal_on,
 )
+from config_bags import Bags, DeviceBag, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 from runtime_runner.attention_seam import AttentionMetadata
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner

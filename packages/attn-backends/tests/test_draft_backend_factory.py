@@ -17,15 +17,18 @@ from paged_reference import Metadata, paged_tensors, reference, scenario, was_pl
 from attn_backends import (
     AttentionBackend,
     AttentionBackendUnavailableError,
+    AttentionStamp,
     CpuPagedBackend,
     DraftBackendFactory,
     DraftExtendBackend,
     DraftRunnerBackend,
+    ForwardMode,
     MultiStepDraftBackend,
     TorchNativeBackend,
     UnstampedBackendError,
+    serving_attention_backend,
 )
-from config_bags import AttentionStamp, Bags, ForwardMode, SpecBag, publish, serving_attention_backend, unpublish
+from config_bags import Bags, SpecBag, publish, unpublish
 
 SERVED: tuple[ForwardMode, ...] = ("extend", "mixed", "draft_extend", "decode")
 

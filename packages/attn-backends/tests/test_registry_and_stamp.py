@@ -19,9 +19,12 @@ from paged_reference import paged_tensors, scenario, was_planned
 import attn_backends.registry as registry_module
 from attn_backends import (
     DEPRECATED_ALIASES,
+    KERNEL_NAMES,
     REGISTRY,
     AttentionBackend,
+    AttentionStamp,
     CpuPagedBackend,
+    ForwardMode,
     HybridAttentionBackend,
     TorchNativeBackend,
     UnknownAttentionBackendError,
@@ -32,20 +35,10 @@ from attn_backends import (
     build_attention_pair,
     refusal_on,
     registered_attention_backends,
+    serving_attention_backend,
     stamp_built,
 )
-from config_bags import (
-    KERNEL_NAMES,
-    AttentionStamp,
-    Bags,
-    ExecBag,
-    ForwardMode,
-    KernelBag,
-    SpecBag,
-    publish,
-    serving_attention_backend,
-    unpublish,
-)
+from config_bags import Bags, ExecBag, KernelBag, SpecBag, publish, unpublish
 
 MODES: tuple[ForwardMode, ...] = get_args(ForwardMode)
 

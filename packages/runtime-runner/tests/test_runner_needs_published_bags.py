@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from config_bags import AttentionStamp, NotPublishedError, is_published
-from runtime_runner.attention_seam import AttentionBackend
+from config_bags import NotPublishedError, is_published
+from runtime_runner.attention_seam import AttentionBackend, AttentionStamp
 from runtime_runner.runner import ModelRunner
 
 

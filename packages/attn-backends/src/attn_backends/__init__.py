@@ -24,6 +24,14 @@ from attn_backends.attention_choice import AttentionChoice, attention_choice
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
 from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.cpu_paged import CpuPagedBackend
+from attn_backends.dispatch import (
+    KERNEL_NAMES,
+    AttentionStamp,
+    ForwardMode,
+    dispatched_half,
+    dispatched_half_of,
+    serving_attention_backend,
+)
 from attn_backends.draft_backend_factory import DraftBackendFactory
 from attn_backends.draft_extend import DraftExtendBackend
 from attn_backends.draft_runner_backend import DraftRunnerBackend
@@ -49,6 +57,12 @@ from attn_backends.torch_native import TorchNativeBackend
 from attn_backends.wrapper import WrapperBackend
 
 __all__ = [
+    "KERNEL_NAMES",
+    "AttentionStamp",
+    "ForwardMode",
+    "dispatched_half",
+    "dispatched_half_of",
+    "serving_attention_backend",
     "DEPRECATED_ALIASES",
     "REGISTRY",
     "AttentionBackend",

@@ -6,9 +6,9 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from attn_backends.dispatch import KERNEL_NAMES
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.native_attention import NativeAttention
-from config_bags import KERNEL_NAMES
 
 
 class UnstampedBackendError(RuntimeError):

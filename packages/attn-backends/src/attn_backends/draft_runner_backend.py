@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from attn_backends.backend import AttentionBackend
 from attn_backends.container import ContainerBackend
+from attn_backends.dispatch import ForwardMode, dispatched_half
 from attn_backends.draft_extend import DraftExtendBackend
 from attn_backends.metadata import AttentionMetadataView
 from attn_backends.multi_step_draft import MultiStepDraftBackend
-from config_bags import ForwardMode, dispatched_half
 
 _REFUSED: tuple[ForwardMode, ...] = ("target_verify", "idle")
 

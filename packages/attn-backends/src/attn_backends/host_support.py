@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
+from attn_backends.dispatch import KERNEL_NAMES
 from attn_backends.flashinfer_backend import flashinfer_unavailable_reason
-from config_bags import KERNEL_NAMES, AttentionKernelName
+from config_bags import AttentionKernelName
 
 
 def refusal_on(kernel: AttentionKernelName, device_type: str) -> str | None:

@@ -1,7 +1,7 @@
 """The hybrid attention container: a prefill-half backend and a decode-half backend, one selected per forward.
 
 The runner builds one when the two halves resolve to different kernels (`auto` on a CPU does).
-It selects by the forward's mode exactly as `config_bags.dispatched_half` answers (decode and
+It selects by the forward's mode exactly as `dispatched_half` (dispatch.py) answers (decode and
 idle to the decode half, a target verify by `speculative_attention_mode`, everything else to the
 prefill half), so `serving_attention_backend` can mirror it; the selected child plans and
 attends (container.py). The children carry the stamps: the container is built on a path that stamps them.
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from attn_backends.backend import AttentionBackend
 from attn_backends.container import ContainerBackend
+from attn_backends.dispatch import dispatched_half
 from attn_backends.metadata import AttentionMetadataView
-from config_bags import AttentionHalf, dispatched_half
+from config_bags import AttentionHalf
 
 
 class HybridAttentionBackend(ContainerBackend):

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from config_bags import ForwardMode
+from attn_backends.dispatch import ForwardMode
 
 
 class AttentionMetadataView(Protocol):

@@ -13,14 +13,6 @@ by type (`bag(EngineBag).block_size`); this server's `Bags` is one such root. Se
 """
 
 from config_bags.accessors import accessor, bag
-from config_bags.attention_dispatch import (
-    KERNEL_NAMES,
-    AttentionStamp,
-    ForwardMode,
-    dispatched_half,
-    dispatched_half_of,
-    serving_attention_backend,
-)
 from config_bags.bags import (
     Bags,
     DeviceBag,
@@ -173,15 +165,9 @@ __all__ = [
     "root_fields",
     "BATCH_INVARIANT_KERNELS",
     "INVARIANTS",
-    "KERNEL_NAMES",
     "AttentionBackendName",
     "AttentionHalf",
     "AttentionKernelName",
-    "AttentionStamp",
-    "ForwardMode",
-    "dispatched_half",
-    "dispatched_half_of",
-    "serving_attention_backend",
     "ROLE_CHECK_MODE",
     "ROLE_READS",
     "AttentionBackends",

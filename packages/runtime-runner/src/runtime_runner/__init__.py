@@ -16,9 +16,8 @@ and the seams other packages see (`batch`, `attention_seam`, `linear_attn_seam`,
 kernels beside their bindings, `parallel/` tensor parallelism, `sampling/` the sampler.
 """
 
-from config_bags import ForwardMode
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
-from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView
+from runtime_runner.batch import ForwardBatchView, ForwardMode, RequestView, SamplingView
 from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
 from runtime_runner.kv_pool import kv_bytes_per_token
 from runtime_runner.loading.arch_config import ArchConfig, read_arch_config

@@ -11,7 +11,19 @@ from typing import Protocol
 
 import torch
 
-from config_bags import AttentionStamp, ForwardMode
+from runtime_runner.batch import ForwardMode
+
+
+class AttentionStamp(Protocol):
+    """What a pair factory answers about the pair it built: each half's effective kernel, and
+    whether it is a draft runner's own override (attn_backends.AttentionStamp fits)."""
+
+    @property
+    def prefill(self) -> str: ...
+    @property
+    def decode(self) -> str: ...
+    @property
+    def is_draft_override(self) -> bool: ...
 
 
 @dataclass(frozen=True)

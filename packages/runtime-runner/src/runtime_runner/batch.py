@@ -7,9 +7,11 @@ Read-only properties are used so that plain attributes, frozen structs and prope
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
-from config_bags import ForwardMode
+# The scheduler's, the backends' and this package's vocabulary of forwards, each declaring the same
+# Literal: the types meet structurally, as the packages never import each other.
+ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
 
 # The modes a runner computes: target_verify scores a request's drafts (every position samples),
 # draft_extend is a draft runner's extend; idle, a data-parallel rank's empty step, is not run here.

@@ -17,7 +17,6 @@ import torch
 import torch.distributed as dist
 
 from config_bags import (
-    AttentionStamp,
     NotPublishedError,
     attention_backends,
     context_length_of,
@@ -29,7 +28,7 @@ from config_bags import (
     get_schedule,
     is_published,
 )
-from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
+from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory, AttentionStamp
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
 from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults

@@ -9,9 +9,8 @@
 Only KV slot indices live here; the executor (the runner) owns the tensors.
 """
 
-from config_bags import ForwardMode
 from runtime_scheduler.audit import PageAccountingError
-from runtime_scheduler.batch import BatchRequest, ForwardBatch
+from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
 from runtime_scheduler.events import Refusal, RequestEvent
 from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView
 from runtime_scheduler.metrics import SchedulerMetrics

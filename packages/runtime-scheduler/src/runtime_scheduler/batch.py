@@ -11,11 +11,15 @@ ints, never back at themselves, and thousands are made per second.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 
-from config_bags import ForwardMode
 from runtime_scheduler.request import SamplingParams
+
+# The vocabulary of forwards this package shares with the runner and the attention backends, each
+# declaring the same Literal: the types meet structurally.
+ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
 
 
 class BatchRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from config_bags import ForwardMode, get_schedule
-from runtime_scheduler.batch import BatchRequest, ForwardBatch
+from config_bags import get_schedule
+from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
 from runtime_scheduler.request_state import RequestState
 
 Extend = tuple[RequestState, int]  # a request and how many tokens it computes this step

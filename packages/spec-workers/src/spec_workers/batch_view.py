@@ -5,9 +5,11 @@ packages never import each other)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
-from config_bags import ForwardMode
+# The vocabulary of forwards this package shares with the scheduler, the runner and the attention
+# backends, each declaring the same Literal: the types meet structurally.
+ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
 
 
 class DraftOffer(Protocol):

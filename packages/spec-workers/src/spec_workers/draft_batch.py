@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from config_bags import ForwardMode
+from spec_workers.batch_view import ForwardMode
 
 
 @dataclass(frozen=True)

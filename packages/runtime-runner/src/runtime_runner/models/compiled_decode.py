@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import torch
 
-from config_bags import AttentionStamp
+from runtime_runner.attention_seam import AttentionStamp
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.models.decoder import DecoderForCausalLM
 from runtime_runner.models.layer_attention import LayerAttention

@@ -1,6 +1,8 @@
-"""Which attention half a forward runs on, and the backend it dispatches to.
+"""Which attention half a forward runs on, the stamp of what a runner built, and the backend a
+forward dispatches to.
 
-The forward modes are the vocabulary the scheduler, the runner and the backends share. A hybrid
+The forward modes are the vocabulary the scheduler, the runner and the backends share; each
+declares the same `Literal` for itself, and the types meet structurally. A hybrid
 attention container (prefill half != decode half) selects its child with `dispatched_half_of`;
 `serving_attention_backend` answers the same selection as a kernel name, preferring the runner's
 stamp, so a draft runner answers with its own backend rather than the target's configured pair.
@@ -10,10 +12,8 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple, get_args
 
-from config_bags.bags.attention_names import AttentionHalf, AttentionKernelName
+from config_bags import AttentionHalf, AttentionKernelName, attention_backends, get_spec
 from config_bags.bags.spec import SpeculativeAttentionMode
-from config_bags.bags_accessors import get_spec
-from config_bags.derived import attention_backends
 
 ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
 KERNEL_NAMES: tuple[AttentionKernelName, ...] = get_args(AttentionKernelName)
