@@ -4,9 +4,9 @@ every endpoint and answers each with a 4xx in OpenAI's error shape naming what w
 the battery it is healthy, serves a greedy request exactly as before, has the same config hash
 and scheduler pid, and counts no failed request. The battery includes request fields the server
 does not act on (OpenAI's tools, logit_bias, images, misspellings...), each refused with its path
-as the param; the no-op values clients send for them are served exactly as without. Also here: oversize bodies refused before they
-are read, /health answering while a prompt just under the limit is tokenized, and /server_info
-telling the live config after a PATCH."""
+as the param; the no-op values clients send for them are served exactly as without. Also here: oversize
+bodies refused before they are read, /health answering while a prompt just under the limit is
+tokenized, and /server_info telling the live config after a PATCH."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.client import HTTPResponse
 from typing import Any
@@ -425,8 +425,8 @@ def test_bad_input_is_a_4xx_naming_what_was_wrong(http: httpx.Client, before: Sn
 # The no-op values SDKs and clients send for fields the server does not act on.
 NO_OPS: dict[str, Any] = {
     "logit_bias": None, "tools": [], "tool_choice": "none", "functions": None, "user": "x", "metadata": {"run": "7"},
-    "stream_options": None, "best_of": 1, "echo": False, "response_format": {"type": "text"}, "parallel_tool_calls": True,
-    "store": False, "service_tier": "auto", "reasoning_effort": None,
+    "stream_options": None, "best_of": 1, "echo": False, "response_format": {"type": "text"},
+    "parallel_tool_calls": True, "store": False, "service_tier": "auto", "reasoning_effort": None,
 }  # fmt: skip
 
 
@@ -485,7 +485,7 @@ def test_the_no_op_values_clients_send_are_served_as_without(http: httpx.Client,
     assert tokens([{"role": "developer", "content": "Be brief."}, USER]) == tokens(system)
 
 
-def raw_response(port: int, head: bytes, body_chunks: Iterator[bytes] = iter(())) -> tuple[int, dict[str, Any]]:
+def raw_response(port: int, head: bytes, body_chunks: Iterable[bytes] = ()) -> tuple[int, dict[str, Any]]:
     """Send a request head (and any body chunks) on a raw socket; the answer's status and JSON."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(head)
@@ -501,7 +501,10 @@ def test_a_declared_oversize_body_is_refused_before_it_is_sent(server: ServerPro
 
     Reverse-verified: without the Content-Length check the server waited for the body and the
     read timed out."""
-    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100000000\r\n\r\n"
+    )
     status, answer = raw_response(server.port, head)
     assert status == 413 and answer["error"]["code"] == "request_too_large"
     assert f"{100_000_000} bytes" in answer["error"]["message"]
@@ -513,7 +516,10 @@ def test_a_chunked_body_is_refused_as_it_passes_the_limit(server: ServerProcess,
     Reverse-verified: without the body-limit middleware the server waited for the end of the
     body and the read timed out (the unit test in packages/serve/tests/test_http_body_limit.py
     reverse-verifies the counting alone)."""
-    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
     chunk = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
     status, answer = raw_response(server.port, head, iter([chunk] * 17))
     assert status == 413 and "more than 1048576 bytes" in answer["error"]["message"]

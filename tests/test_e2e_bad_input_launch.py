@@ -110,7 +110,8 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
         "draft tree",
         ["--speculative-algorithm", "ngram", "--speculative-eagle-topk", "2", "--page-size", "1"],
         [
-            "speculative_eagle_topk = 2 asks for a tree of drafts; this build verifies a chain of drafts, not a tree; accepted: 1"
+            "speculative_eagle_topk = 2 asks for a tree of drafts; this build verifies a chain of drafts, not a tree; "
+            "accepted: 1"
         ],
     ),
     (
@@ -153,7 +154,8 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
         "deterministic with SDPA prompts",
         ["--enable-deterministic-inference", "true", "--prefill-attention-backend", "torch_native"],
         [
-            "enable_deterministic_inference = True needs batch-invariant attention, but prefill_attention_backend = torch_native",
+            "enable_deterministic_inference = True needs batch-invariant attention, but prefill_attention_backend = "
+            "torch_native",
             "torch_native is not batch-invariant",
             "rule deterministic_kernels",
         ],

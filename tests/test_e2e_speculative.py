@@ -34,7 +34,10 @@ from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 pytestmark = pytest.mark.timeout(1200)
 
 README_MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
-CODE = "def area(width, height):\n    if width < 0 or height < 0:\n        raise ValueError('negative side')\n    return width * height\n"
+CODE = (
+    "def area(width, height):\n    if width < 0 or height < 0:\n        raise ValueError('negative side')\n    return "
+    "width * height\n"
+)
 COPY = [
     f"Repeat this function exactly:\n\n{CODE}",
     f"Rename `width` to `w` in this function and print it:\n\n{CODE}",

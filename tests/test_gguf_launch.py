@@ -137,7 +137,8 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
         "hybrid",
         ["--quantization", "int8"],
         [
-            "quantization = 'int8': Qwen3NextForCausalLM is not served with quantized weights; accepted: LlamaForCausalLM"
+            "quantization = 'int8': Qwen3NextForCausalLM is not served with quantized weights; accepted: "
+            "LlamaForCausalLM"
         ],
     ),
     (

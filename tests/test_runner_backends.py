@@ -116,11 +116,13 @@ def test_a_kernel_that_cannot_run_here_is_refused_in_one_line(runner: Runner, mo
     [
         (
             "idle",
-            "forward mode 'idle' is not served by this build.*accepted: extend, decode, mixed, target_verify, draft_extend",
+            "forward mode 'idle' is not served by this build.*accepted: extend, decode, mixed, target_verify, "
+            "draft_extend",
         ),
         (
             "draft_extend",
-            "forward mode 'draft_extend' is not a target runner's; a target verifies, a draft runner extends its drafts",
+            "forward mode 'draft_extend' is not a target runner's; a target verifies, a draft runner extends its "
+            "drafts",
         ),
     ],
 )

@@ -1,6 +1,6 @@
 """A runner pays its one-time costs while it is built, not on the first request: on a CPU,
-cpu_paged's paged-attention kernel (the default pair's decode half) and the runner's fused ops are loaded (built first, on a
-machine that never had them) before the runner answers anything."""
+cpu_paged's paged-attention kernel (the default pair's decode half) and the runner's fused ops are loaded
+(built first, on a machine that never had them) before the runner answers anything."""
 
 from __future__ import annotations
 

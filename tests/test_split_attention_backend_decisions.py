@@ -51,7 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Code that reads the base field `attention_backend`, and why it may.
 BASE_FIELD_READERS = {
-    "packages/config-bags/src/config_bags/derived.py": "attention_leaf_of is the fallback itself (split field, else base); every half's reader goes through it",
+    "packages/config-bags/src/config_bags/derived.py": (
+        "attention_leaf_of is the fallback itself (split field, else base); every half's reader goes through it"
+    ),
     "packages/config-bags/src/config_bags/invariants.py": "the page-size rule lists the leaves it reads",
     "packages/serve/src/serve/launch_rules.py": "the launch rules list the leaves they read",
 }

@@ -189,7 +189,8 @@ def run(half: str, page_size: int, args: argparse.Namespace) -> None:
             plan_us[name] = min(plan_us[name], best_us(functools.partial(backend.plan, meta), 20))
     lengths = meta.seq_lens.tolist()
     print(
-        f"{half} page_size {page_size}: {len(lengths)} requests, {meta.num_tokens} new tokens, {sum(lengths)} keys (longest {max(lengths)})"
+        f"{half} page_size {page_size}: {len(lengths)} requests, {meta.num_tokens} new tokens, {sum(lengths)} keys "
+        f"(longest {max(lengths)})"
     )
     for name, us in best.items():
         diff = max(float((a - b).abs().max()) for a, b in zip(outputs[name], outputs["torch_native"], strict=True))
@@ -247,11 +248,13 @@ def whole_step(page_size: int, args: argparse.Namespace) -> None:
     unpublish()
     first = next(iter(best))
     print(
-        f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, bf16"
+        f"page_size {page_size}: whole decode step, {args.requests} requests of 100-400 prompt tokens, default model, "
+        "bf16"
     )
     for name, ms in best.items():
         print(
-            f"  {name:24s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   this / {first} = {ms / best[first]:5.2f}x time"
+            f"  {name:24s} {ms:8.1f} ms per step = {args.requests / ms * 1000:6.1f} tok/s   this / {first} = "
+            f"{ms / best[first]:5.2f}x time"
         )
 
 

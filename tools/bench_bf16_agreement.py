@@ -79,11 +79,12 @@ def main() -> None:
             )
             expected.append(out[0, len(prompt) :].tolist())
     print(
-        f"default model, runner in bf16 against transformers in {args.reference_dtype}, {args.new_tokens} greedy tokens, "
-        f"{len(prompts)} prompts"
+        f"default model, runner in bf16 against transformers in {args.reference_dtype}, {args.new_tokens} greedy "
+        f"tokens, {len(prompts)} prompts"
     )
     print(
-        "| deterministic | prompts run | tokens agreeing before the first difference, per prompt | prompts agreeing throughout |"
+        "| deterministic | prompts run | tokens agreeing before the first difference, per prompt | prompts agreeing "
+        "throughout |"
     )
     print("|---|---|---|---|")
     for deterministic in (True, False):

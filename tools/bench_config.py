@@ -25,11 +25,11 @@ class Consumer:
 
     def read_copy(self, n: int) -> None:
         for _ in range(n):
-            self.page_size
+            _ = self.page_size  # the timed read
 
     def read_accessor(self, n: int) -> None:
         for _ in range(n):
-            get_schedule().page_size
+            _ = get_schedule().page_size  # the timed read
 
     def loop_only(self, n: int) -> None:
         for _ in range(n):

@@ -225,7 +225,10 @@ def fresh_pools(w: Layer, requests: int, width: int, device: torch.device) -> Po
 
 def row(case: str, name: str, kernels_us: float, layer_us: float, hf: tuple[float, float], diff: float | None) -> str:
     ratios = f"{hf[0] / kernels_us:.2f}x | {hf[1] / layer_us:.2f}x"
-    return f"| {case} | {name} | {kernels_us:,.0f} | {layer_us:,.0f} | {ratios} | {'' if diff is None else f'{diff:.1e}'} |"
+    return (
+        f"| {case} | {name} | {kernels_us:,.0f} | {layer_us:,.0f} | {ratios} "
+        f"| {'' if diff is None else f'{diff:.1e}'} |"
+    )
 
 
 def bench_prefill(

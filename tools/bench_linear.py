@@ -157,7 +157,8 @@ def main() -> None:
         "ms per call, speed-up = their time / invariant's time\n"
     )
     print(
-        "| layer | N x K | M | dtype | invariant ms | F.linear ms | packed ms | vs F.linear | vs packed | max abs diff |"
+        "| layer | N x K | M | dtype | invariant ms | F.linear ms | packed ms | vs F.linear | vs packed "
+        "| max abs diff |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     with torch.inference_mode():

@@ -156,10 +156,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(
-        f"model {model_dir.name}, prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, {torch.get_num_threads()} threads"
+        f"model {model_dir.name}, prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, "
+        f"{torch.get_num_threads()} threads"
     )
     print(
-        "| dtype | batch | deterministic | prefill tok/s (runner / transformers = ratio) | decode tok/s (runner / transformers = ratio) |"
+        "| dtype | batch | deterministic | prefill tok/s (runner / transformers = ratio) "
+        "| decode tok/s (runner / transformers = ratio) |"
     )
     print("|---|---|---|---|---|")
     rates: dict[tuple[str, int, bool], tuple[Rates, Rates]] = {}
@@ -186,8 +188,9 @@ def main() -> None:
             built = time.perf_counter()
             runners[deterministic] = ModelRunner(build_attention_pair)
             print(
-                f"{dtype}: runner (deterministic {'on' if deterministic else 'off'}) built in {time.perf_counter() - built:.1f} s "
-                f"(torch.compile {'on' if args.torch_compile else 'off'}, attention {runners[deterministic].attention_stamp})",
+                f"{dtype}: runner (deterministic {'on' if deterministic else 'off'}) built in "
+                f"{time.perf_counter() - built:.1f} s (torch.compile {'on' if args.torch_compile else 'off'}, "
+                f"attention {runners[deterministic].attention_stamp})",
                 flush=True,
             )
         reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()  # type: ignore[no-untyped-call]
@@ -222,8 +225,8 @@ def main() -> None:
             if (dtype, 1, deterministic) in rates and (dtype, 32, deterministic) in rates:
                 one_hf, big = rates[(dtype, 1, deterministic)][1].decode, rates[(dtype, 32, deterministic)][0].decode
                 print(
-                    f"{dtype}, {setting}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' batch-1 rate "
-                    f"({one_hf:.1f} tok/s)"
+                    f"{dtype}, {setting}: runner batch-32 decode {big:.1f} tok/s = {big / one_hf:.1f}x transformers' "
+                    f"batch-1 rate ({one_hf:.1f} tok/s)"
                 )
             if (dtype, 1, deterministic) in rates:
                 ours_one, theirs_one = (

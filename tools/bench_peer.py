@@ -360,7 +360,8 @@ def build_engines(
         else:
             known = ["ours", *ours, *LLAMA_FILES, "transformers"]
             raise SystemExit(
-                f"bench_peer: unknown engine {name!r} (known: {', '.join(known)}; ours-NAME comes with --ours NAME=FLAGS)"
+                f"bench_peer: unknown engine {name!r} (known: {', '.join(known)}; ours-NAME comes with --ours "
+                "NAME=FLAGS)"
             )
     return engines
 
@@ -378,13 +379,14 @@ def run_rounds(engines: list[Engine], levels: list[int], settings: Settings, rep
                     got = engine.measure(jobs, level, round_)
                     results.append(got)
                     print(
-                        f"round {round_ + 1}/{repeat} {engine.name:>14} c={level:<3} {got.output_tok_s:8.1f} out tok/s   "
-                        f"TTFT p50 {got.ttft_p50_s * 1000:8.1f} ms  p90 {got.ttft_p90_s * 1000:8.1f} ms   "
+                        f"round {round_ + 1}/{repeat} {engine.name:>14} c={level:<3} {got.output_tok_s:8.1f} out "
+                        f"tok/s   TTFT p50 {got.ttft_p50_s * 1000:8.1f} ms  p90 {got.ttft_p90_s * 1000:8.1f} ms   "
                         f"decode {got.decode_tok_s:6.1f} tok/s/request",
                         flush=True,
                     )
             print(
-                f"round {round_ + 1}/{repeat} {engine.name:>14} done in {time.monotonic() - started:.0f} s (with its start and warm-up)",
+                f"round {round_ + 1}/{repeat} {engine.name:>14} done in {time.monotonic() - started:.0f} s (with its "
+                "start and warm-up)",
                 flush=True,
             )
     return results
@@ -439,7 +441,8 @@ def table(results: list[Figures], engines: list[str], levels: list[int]) -> str:
                 continue
             decode = spread([r.decode_tok_s for r in cell], 1, 1) if level == 1 else ""
             rows.append(
-                f"| {engine} | {level} | {spread([r.output_tok_s for r in cell], 1, 1)} | {spread([r.ttft_p50_s for r in cell], 1000, 0)} "
+                f"| {engine} | {level} | {spread([r.output_tok_s for r in cell], 1, 1)} "
+                f"| {spread([r.ttft_p50_s for r in cell], 1000, 0)} "
                 f"| {spread([r.ttft_p90_s for r in cell], 1000, 0)} | {decode} |"
             )
     return "\n".join(rows)
@@ -498,7 +501,8 @@ def machine() -> str:
         0,
     )
     return (
-        f"{info.get('Model name', '?').strip()}, {os.cpu_count()} CPUs ({info.get('Thread(s) per core', '?').strip()} thread(s) per core), "
+        f"{info.get('Model name', '?').strip()}, {os.cpu_count()} CPUs "
+        f"({info.get('Thread(s) per core', '?').strip()} thread(s) per core), "
         f"SIMD: {simd}, {memory / 2**20:.0f} GiB; load average at the start {os.getloadavg()[0]:.2f}"
     )
 
@@ -546,7 +550,9 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=FLAGS",
-        help="another configuration of our server, engine ours-NAME, e.g. 'q4=--model-path /path/file.gguf' (repeatable)",
+        help=(
+            "another configuration of our server, engine ours-NAME, e.g. 'q4=--model-path /path/file.gguf' (repeatable)"
+        ),
     )
     p.add_argument(
         "--concurrency", type=int, nargs="+", default=[1, 4, 16, 32], help="concurrency levels (default 1 4 16 32)"
@@ -559,7 +565,10 @@ def main() -> None:
     p.add_argument(
         "--threads",
         type=int,
-        help="threads of llama-server and transformers, and --cpu-threads of ours (default: the CPU count; ours keeps its default)",
+        help=(
+            "threads of llama-server and transformers, and --cpu-threads of ours (default: the CPU count; ours keeps "
+            "its default)"
+        ),
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--markdown", type=Path, help="write the header and table here")
@@ -590,9 +599,9 @@ def main() -> None:
         f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"machine: {machine()}",
         *versions(engines),
-        f"workload: prompts of {settings.prompt_len} random token ids, {settings.output_len} output tokens (greedy, ignore_eos), "
-        f"streamed /v1/completions; at concurrency C, C x {settings.waves} requests with C in flight; {settings.threads} threads; "
-        f"{args.repeat} round(s): median (min-max)",
+        f"workload: prompts of {settings.prompt_len} random token ids, {settings.output_len} output tokens (greedy, "
+        f"ignore_eos), streamed /v1/completions; at concurrency C, C x {settings.waves} requests with C in flight; "
+        f"{settings.threads} threads; {args.repeat} round(s): median (min-max)",
     ]
     print("\n".join(header), flush=True)
     if os.getloadavg()[0] > 0.5:  # every engine here uses all the cores: anything else running skews the figures

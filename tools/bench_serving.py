@@ -321,7 +321,10 @@ def main() -> None:
     p.add_argument(
         "--in-process",
         action="store_true",
-        help="also run the jobs through the scheduler and runner in this process (needs --launch or this project's server)",
+        help=(
+            "also run the jobs through the scheduler and runner in this process (needs --launch or this project's "
+            "server)"
+        ),
     )
     p.add_argument("--baseline-dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
     p.add_argument("--threads", type=int, help="torch threads for the baseline")
@@ -383,31 +386,37 @@ def main() -> None:
         baseline = run_baseline(model_path, jobs, args.concurrency, args.baseline_dtype, args.threads)
     print(
         f"workload: {args.num_requests} requests, prompt {args.prompt_len[0]}-{args.prompt_len[1]} tokens, "
-        f"output {args.output_len[0]}-{args.output_len[1]} tokens, concurrency {args.concurrency}, rate {args.request_rate}/s"
+        f"output {args.output_len[0]}-{args.output_len[1]} tokens, concurrency {args.concurrency}, rate "
+        f"{args.request_rate}/s"
     )
     print(
-        f"serve:     {summary['output_throughput']:8.1f} output tok/s  ({summary['output_tokens']} tokens in {summary['wall_s']:.1f} s)"
+        f"serve:     {summary['output_throughput']:8.1f} output tok/s  ({summary['output_tokens']} tokens in "
+        f"{summary['wall_s']:.1f} s)"
     )
     for name in ("ttft_s", "itl_s"):
         q = summary[name]
         print(
-            f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms"
+            f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 "
+            f"{q['p99'] * 1000:8.1f} ms"
         )
     for launch_flags, other_timings, other_wall in runs[1:]:
         other = server_summary(other_timings, other_wall)
         print(f"serve {' '.join(launch_flags[len(flags) :])}:")
         print(
-            f"           {other['output_throughput']:8.1f} output tok/s  ({other['output_tokens']} tokens in {other['wall_s']:.1f} s), "
+            f"           {other['output_throughput']:8.1f} output tok/s  ({other['output_tokens']} tokens in "
+            f"{other['wall_s']:.1f} s), "
             f"{summary['output_throughput'] / other['output_throughput']:.2f}x of it without those flags"
         )
         for name in ("ttft_s", "itl_s"):
             q = other[name]
             print(
-                f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 {q['p99'] * 1000:8.1f} ms"
+                f"           {name[:-2]:>4} p50 {q['p50'] * 1000:8.1f} ms   p90 {q['p90'] * 1000:8.1f} ms   p99 "
+                f"{q['p99'] * 1000:8.1f} ms"
             )
     if in_process is not None:
         print(
-            f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in {in_process['wall_s']:.1f} s, "
+            f"in-process:{in_process['output_throughput']:8.1f} output tok/s  ({in_process['output_tokens']} tokens in "
+            f"{in_process['wall_s']:.1f} s, "
             "the server's scheduler and runner without HTTP, tokenizer, detokenizer or ipc)"
         )
         for kind, (steps, seconds, decodes, prompt) in sorted(
@@ -419,7 +428,8 @@ def main() -> None:
             )
     if baseline is not None:
         print(
-            f"baseline:  {baseline['output_throughput']:8.1f} output tok/s  ({baseline['output_tokens']} tokens in {baseline['wall_s']:.1f} s, "
+            f"baseline:  {baseline['output_throughput']:8.1f} output tok/s  ({baseline['output_tokens']} tokens in "
+            f"{baseline['wall_s']:.1f} s, "
             f"transformers generate, {args.baseline_dtype}, static batches of {args.concurrency})"
         )
         print(f"ratio:     {summary['output_throughput'] / baseline['output_throughput']:.2f}x")

@@ -44,9 +44,9 @@ CODE = """def moving_average(values, window):
     return totals
 """
 PASSAGE = (
-    "The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, polished the great lens, "
-    "and wrote the weather in a leather logbook: wind from the west, seas moderate, visibility good. Ships passed in the "
-    "night and never knew his name, but they knew his light, and that was enough for him."
+    "The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, polished the great "
+    "lens, and wrote the weather in a leather logbook: wind from the west, seas moderate, visibility good. Ships "
+    "passed in the night and never knew his name, but they knew his light, and that was enough for him."
 )
 COPY_HEAVY = [
     f"Repeat the following Python function exactly, character for character:\n\n{CODE}",
@@ -303,7 +303,8 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     base = {(r.workload, r.batch): r.throughput for r in rows if r.setting == "off"}
     print(
-        f"\n{'setting':28} {'workload':11} {'batch':>5} {'tok/s':>8} {'vs off':>7} {'accept len':>10} {'accept rate':>11} identical"
+        f"\n{'setting':28} {'workload':11} {'batch':>5} {'tok/s':>8} {'vs off':>7} {'accept len':>10} "
+        f"{'accept rate':>11} identical"
     )
     for r in rows:
         ratio = r.throughput / base[(r.workload, r.batch)] if (r.workload, r.batch) in base else float("nan")

@@ -203,7 +203,8 @@ def _download_sdist(version: str, folder: Path) -> Path:
     """llama-cpp-python's source distribution from PyPI (it vendors llama.cpp's whole tree)."""
     folder.mkdir(parents=True)
     print(
-        f"llama_cpp_peer: downloading the llama-cpp-python {version} sdist from PyPI (pip prepares its metadata: a minute or two)",
+        f"llama_cpp_peer: downloading the llama-cpp-python {version} sdist from PyPI (pip prepares its metadata: a "
+        "minute or two)",
         flush=True,
     )
     subprocess.run(
@@ -507,7 +508,8 @@ def main() -> None:
     build = ensure_llama_server(args.version)
     print(build.describe())
     print(
-        f"binary: {build.binary} ({server_version(build.binary)}), built in {build.build_seconds / 60:.1f} min on {build.built_at}"
+        f"binary: {build.binary} ({server_version(build.binary)}), built in {build.build_seconds / 60:.1f} min on "
+        f"{build.built_at}"
     )
     q4 = bundled_gguf()
     for model in (ensure_bf16_gguf(q4), q4):

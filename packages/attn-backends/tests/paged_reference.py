@@ -26,7 +26,8 @@ class Metadata:
 
 
 def scenario(prefix: list[int], extend: list[int], page_size: int, seed: int) -> tuple[Metadata, list[list[int]]]:
-    """Shuffled pages per request, so no request's slots are contiguous; answers the metadata and each request's slots."""
+    """Shuffled pages per request, so no request's slots are contiguous; answers the metadata and each
+    request's slots."""
     gen = torch.Generator().manual_seed(seed)
     seqs = [p + e for p, e in zip(prefix, extend, strict=True)]
     need = [-(-s // page_size) for s in seqs]

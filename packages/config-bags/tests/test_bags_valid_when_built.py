@@ -59,7 +59,8 @@ def test_the_example_of_the_issue_is_refused_naming_bag_leaf_value_and_accepted(
     with pytest.raises(LeafValueError) as caught:
         ScheduleBag(page_size=-5, max_running_requests="lots")  # type: ignore[arg-type]
     assert str(caught.value) == (
-        "ScheduleBag.page_size = -5 is not accepted (Expected `int` >= 1 - at `$.page_size`); accepted: int >= 1 and <= 2^63-1"
+        "ScheduleBag.page_size = -5 is not accepted (Expected `int` >= 1 - at `$.page_size`); accepted: int >= 1 and "
+        "<= 2^63-1"
     )
 
 

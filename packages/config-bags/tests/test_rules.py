@@ -57,7 +57,8 @@ BREAKS: list[tuple[str, Bags, dict[str, Any], str]] = [
             schedule=ScheduleBag(chunked_prefill_size=64, max_prefill_tokens=64), memory=MemoryBag(max_total_tokens=100)
         ),
         {"chunked_prefill_size": 128},
-        "chunked_prefill_size = 128 requires one chunk to fit the KV pool (at most max_total_tokens, or -1 for no chunking), got max_total_tokens = 100",
+        "chunked_prefill_size = 128 requires one chunk to fit the KV pool (at most max_total_tokens, or -1 for no "
+        "chunking), got max_total_tokens = 100",
     ),
     (
         "prefill_budget_fits_pool",

@@ -38,7 +38,10 @@ def test_registry_names_every_supported_architecture() -> None:
     ]
     with pytest.raises(
         UnsupportedArchitectureError,
-        match="'GPT2LMHeadModel'.*LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM",
+        match=(
+            "'GPT2LMHeadModel'.*LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, "
+            "Qwen3_5ForCausalLM"
+        ),
     ):
         model_class_for("GPT2LMHeadModel")
 
@@ -53,7 +56,8 @@ def test_unknown_architecture_in_a_checkpoint_is_refused(make_checkpoint: Checkp
 
 
 def test_missing_tensor_is_named(make_checkpoint: CheckpointMaker) -> None:
-    """Reverse-verified: without the presence check in CheckpointReader.read this surfaces as FileNotFoundError: None."""
+    """Reverse-verified: without the presence check in CheckpointReader.read this surfaces as
+    FileNotFoundError: None."""
     model_dir = make_checkpoint("LlamaForCausalLM")
     tensors = load_file(model_dir / "model.safetensors")
     del tensors["model.layers.1.mlp.up_proj.weight"]

@@ -36,7 +36,7 @@ BASE = ArchConfig(
 
 def test_kv_heads_split_when_the_ranks_divide_them() -> None:
     layouts = [RankLayout.of(BASE, rank, 2) for rank in range(2)]
-    assert [(l.heads, l.kv_heads, l.intermediate) for l in layouts] == [
+    assert [(layout.heads, layout.kv_heads, layout.intermediate) for layout in layouts] == [
         (range(0, 2), range(0, 1), range(0, 6)),
         (range(2, 4), range(1, 2), range(6, 12)),
     ]
@@ -51,18 +51,20 @@ def test_kv_heads_split_when_the_ranks_divide_them() -> None:
 def test_kv_heads_replicated_when_they_divide_the_ranks() -> None:
     """Four ranks over 2 KV heads: each rank's query heads share one KV head, held by two ranks."""
     layouts = [RankLayout.of(BASE, rank, 4) for rank in range(4)]
-    assert [(l.heads.start, l.kv_heads) for l in layouts] == [
+    assert [(layout.heads.start, layout.kv_heads) for layout in layouts] == [
         (0, range(0, 1)),
         (1, range(0, 1)),
         (2, range(1, 2)),
         (3, range(1, 2)),
     ]
-    assert all(l.kv_replicated for l in layouts) and kv_heads_per_rank(2, 4) == 1
+    assert all(layout.kv_replicated for layout in layouts) and kv_heads_per_rank(2, 4) == 1
 
 
 def test_the_vocabulary_splits_unevenly_and_the_last_rank_pads() -> None:
     layouts = [RankLayout.of(BASE, rank, 2) for rank in range(2)]
-    assert [l.vocab for l in layouts] == [range(0, 34), range(34, 67)] and {l.vocab_rows for l in layouts} == {34}
+    assert [layout.vocab for layout in layouts] == [range(0, 34), range(34, 67)] and {
+        layout.vocab_rows for layout in layouts
+    } == {34}
 
 
 @pytest.mark.parametrize(

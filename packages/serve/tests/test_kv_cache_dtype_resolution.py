@@ -43,17 +43,20 @@ def test_a_bf16_cache_under_float32_compute_resolves_on_cpu_paged_and_is_sized_a
     [
         (
             {"dtype": "float32", "kv_cache_dtype": "bfloat16", "enable_deterministic_inference": False},
-            r"with attention_backend = auto \(builds torch_native for the prefill half\): attention torch_native cannot read "
-            r"a bfloat16 KV cache under float32 compute; it reads the compute dtype \(float32\); accepted: kv_cache_dtype auto",
+            r"with attention_backend = auto \(builds torch_native for the prefill half\): attention torch_native "
+            r"cannot read a bfloat16 KV cache under float32 compute; it reads the compute dtype \(float32\); accepted: "
+            r"kv_cache_dtype auto",
         ),
         (
             {"dtype": "bfloat16", "kv_cache_dtype": "float32"},
-            r"with attention_backend = auto \(builds cpu_paged for the prefill half\): attention cpu_paged cannot read a "
-            r"float32 KV cache under bfloat16 compute; it reads the compute dtype \(bfloat16\) or bfloat16 under float32",
+            r"with attention_backend = auto \(builds cpu_paged for the prefill half\): attention cpu_paged cannot read "
+            r"a float32 KV cache under bfloat16 compute; it reads the compute dtype \(bfloat16\) or bfloat16 under "
+            r"float32",
         ),
         (
             {"dtype": "float32", "kv_cache_dtype": "float16", "attention_backend": "cpu_paged"},
-            r"with attention_backend = cpu_paged: attention cpu_paged cannot read a float16 KV cache under float32 compute",
+            r"with attention_backend = cpu_paged: attention cpu_paged cannot read a float16 KV cache under float32 "
+            r"compute",
         ),
     ],
 )

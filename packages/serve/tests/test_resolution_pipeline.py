@@ -102,7 +102,10 @@ def test_a_split_across_devices_is_refused_not_ignored(tiny_model: Path, leaf: s
     without the absent_features handler (and the final rules check), pp_size=2 resolved silently."""
     with pytest.raises(
         ResolutionError,
-        match=rf"^{leaf} = 2: this build has no {feature}; accepted: 1 \(the default\) \(rule absent_.*; from assigned 2\)$",
+        match=(
+            rf"^{leaf} = 2: this build has no {feature}; accepted: 1 \(the default\) "
+            r"\(rule absent_.*; from assigned 2\)$"
+        ),
     ):
         resolved(tiny_model, **{leaf: 2})
 
@@ -164,7 +167,10 @@ def test_speculation_on_a_cpu_limits_the_verify_batch_and_its_drafts(tiny_model:
 
 
 REFUSALS_ON_A_CPU = {
-    "triton": "triton runs on a CPU only under TRITON_INTERPRET=1 (its interpreter, for tests); on a CPU use torch_native, cpu_paged or auto",
+    "triton": (
+        "triton runs on a CPU only under TRITON_INTERPRET=1 (its interpreter, for tests); on a CPU use "
+        "torch_native, cpu_paged or auto"
+    ),
     "flashinfer": "flashinfer runs on CUDA devices only, not on cpu; here use torch_native, cpu_paged or auto",
 }
 

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.timeout(300)
 # Refuses a conversation that opens with an assistant turn, as many real templates refuse roles
 # out of order.
 REFUSING_TEMPLATE = (
-    "{% if messages[0]['role'] == 'assistant' %}{{ raise_exception('a conversation must not open with an assistant turn') }}{% endif %}"
-    + CHAT_TEMPLATE
+    "{% if messages[0]['role'] == 'assistant' %}"
+    "{{ raise_exception('a conversation must not open with an assistant turn') }}{% endif %}" + CHAT_TEMPLATE
 )
 TEXT = "The quick brown fox jumps over the lazy dog. Héllo wörld, 東京 😀 "
 

@@ -17,7 +17,9 @@ from config_bags import BATCH_INVARIANT_KERNELS, AttentionKernelName
 # (paged_attention_kernel.cpp's header), merged in position order.
 
 _WHY_NOT: dict[AttentionKernelName, str] = {
-    "torch_native": "its prompts run one SDPA per request and its decodes a batched matmul, which reduce a token's keys differently",
+    "torch_native": (
+        "its prompts run one SDPA per request and its decodes a batched matmul, which reduce a token's keys differently"
+    ),
     "triton": "its extend and decode kernels tile a token's keys differently",
     "flashinfer": "its decode plan splits keys by the batch's size",
 }

@@ -25,7 +25,8 @@ def decode_attention(
     scale: float,
     workspace: GatherWorkspace,
 ) -> torch.Tensor:
-    """q [requests, heads, d] against each request's keys in the pool [kv_heads, slots, d]; answers [requests, heads, d]."""
+    """q [requests, heads, d] against each request's keys in the pool [kv_heads, slots, d]; answers
+    [requests, heads, d]."""
     requests, heads, head_dim = q.shape
     kv_heads = k_cache.shape[0]
     per_kv = heads // kv_heads

@@ -41,7 +41,8 @@ def flashinfer_unavailable_reason() -> str | None:
 
 
 def hnd_pages_view(cache: torch.Tensor, page_size: int) -> torch.Tensor:
-    """The pool [kv_heads, slots, head_dim] as flashinfer's HND pages [pages, kv_heads, page_size, head_dim], without a copy."""
+    """The pool [kv_heads, slots, head_dim] as flashinfer's HND pages [pages, kv_heads, page_size, head_dim],
+    without a copy."""
     kv_heads, slots, head_dim = cache.shape
     if slots % page_size:
         raise ValueError(f"the pool holds {slots} slots, not a whole number of pages of {page_size}")

@@ -25,7 +25,10 @@ def refusal_on(kernel: AttentionKernelName, device_type: str) -> str | None:
         return (
             None
             if device_type == "cpu"
-            else f"cpu_paged runs on a CPU only, not on {device_type}; on {device_type} use triton, flashinfer or torch_native"
+            else (
+                f"cpu_paged runs on a CPU only, not on {device_type}; on {device_type} use triton, flashinfer or "
+                "torch_native"
+            )
         )
     if kernel == "triton":
         if device_type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":

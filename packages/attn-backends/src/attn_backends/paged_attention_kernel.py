@@ -75,7 +75,8 @@ def paged_queries(
         )
     if page_table.dtype != torch.int64 or page_table.dim() != 2:
         raise ValueError(
-            f"paged_queries takes an int64 page table [requests, pages]; got {page_table.dtype} {tuple(page_table.shape)}"
+            f"paged_queries takes an int64 page table [requests, pages]; got {page_table.dtype} "
+            f"{tuple(page_table.shape)}"
         )
     rows, width = page_table.shape
     if (
@@ -142,7 +143,8 @@ class NativePagedAttention:
 
 
 def native_paged_attention(queries: PagedQueries, dtype: torch.dtype, kv_dtype: torch.dtype) -> NativePagedAttention:
-    """The native attention ABI's entry for `queries` with q in `dtype` over pools in `kv_dtype` (native_attention.py)."""
+    """The native attention ABI's entry for `queries` with q in `dtype` over pools in `kv_dtype`
+    (native_attention.py)."""
     if (dtype, kv_dtype) not in _ENTRY_OF_DTYPES:
         raise TypeError(f"paged_attention takes {_accepted_dtypes()}; got q {dtype} with pools {kv_dtype}")
     plan = PagedPlan(

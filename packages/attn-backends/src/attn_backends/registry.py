@@ -65,7 +65,8 @@ def _deprecated_alias(alias: str) -> Entry:
     def entry(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
         target = DEPRECATED_ALIASES[alias]
         warnings.warn(
-            f"attention backend {alias!r} is a deprecated alias of {target!r}; it builds {target!r}: name {target!r} instead",
+            f"attention backend {alias!r} is a deprecated alias of {target!r}; it builds {target!r}: name {target!r} "
+            "instead",
             FutureWarning,
             stacklevel=3,
         )

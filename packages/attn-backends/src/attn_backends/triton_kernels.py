@@ -107,7 +107,8 @@ def _extend_kernel(
     m_i = tl.full([BLOCK_ROWS], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_ROWS], tl.float32)
     acc = tl.zeros([BLOCK_ROWS, HEAD_DIM], tl.float32)
-    # Causal: no row of the block sees past its last token. Every row (padding too) sees key 0, so no row's max stays -inf.
+    # Causal: no row of the block sees past its last token. Every row (padding too) sees key 0, so no row's max
+    # stays -inf.
     kv_end = first_pos + tokens
     pages = tl.cdiv(kv_end, PAGE_SIZE)
     in_page = tl.arange(0, PAGE_SIZE)

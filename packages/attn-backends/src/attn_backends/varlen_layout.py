@@ -66,11 +66,13 @@ def check_batch_rows(
             raise ValueError(f"a decode has one token per request: {tokens} tokens but {requests} slots")
     elif cu_seqlens.dim() != 1 or cu_seqlens.numel() != requests + 1:
         raise ValueError(
-            f"cu_seqlens must hold B+1 = {requests + 1} offsets for {requests} slots; got shape {tuple(cu_seqlens.shape)}"
+            f"cu_seqlens must hold B+1 = {requests + 1} offsets for {requests} slots; got shape "
+            f"{tuple(cu_seqlens.shape)}"
         )
     if has_initial is not None and (has_initial.dtype != torch.bool or has_initial.shape != (requests,)):
         raise ValueError(
-            f"has_initial must be a bool tensor [B] = [{requests}]; got {has_initial.dtype} of shape {tuple(has_initial.shape)}"
+            f"has_initial must be a bool tensor [B] = [{requests}]; got {has_initial.dtype} of shape "
+            f"{tuple(has_initial.shape)}"
         )
 
 

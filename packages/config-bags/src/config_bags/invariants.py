@@ -62,7 +62,10 @@ def _chunk_fits_pool(bags: Bags) -> str | None:
 def _prefill_budget_fits_pool(bags: Bags) -> str | None:
     pool, budget = bags.memory.max_total_tokens, bags.schedule.max_prefill_tokens
     if pool is not None and budget > pool:
-        return f"max_prefill_tokens = {budget} requires max_prefill_tokens <= max_total_tokens, got max_total_tokens = {pool}"
+        return (
+            f"max_prefill_tokens = {budget} requires max_prefill_tokens <= max_total_tokens, got max_total_tokens = "
+            f"{pool}"
+        )
     return None
 
 

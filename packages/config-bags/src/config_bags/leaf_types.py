@@ -54,7 +54,7 @@ def strip_optional(tp: Any) -> Any:
     if not is_optional(tp):
         return tp
     rest = [a for a in typing.get_args(tp) if a is not type(None)]
-    return rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+    return rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007 (a union of a runtime tuple: `|` has no such form)
 
 
 def accepted_text(value_type: Any) -> str:

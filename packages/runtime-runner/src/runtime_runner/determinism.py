@@ -17,7 +17,8 @@ def batch_invariance_refusal_of(exec: ExecBag, device_type: str) -> str | None:
     if device_type not in DETERMINISTIC_DEVICE_TYPES:
         return (
             f"enable_deterministic_inference = True: this build has batch-invariant kernels for "
-            f"{', '.join(DETERMINISTIC_DEVICE_TYPES)} only, not for {device_type}; accepted on {device_type}: False or unset"
+            f"{', '.join(DETERMINISTIC_DEVICE_TYPES)} only, not for {device_type}; accepted on {device_type}: False or "
+            "unset"
         )
     if exec.graph.enable_torch_compile:
         return (

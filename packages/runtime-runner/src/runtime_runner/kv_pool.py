@@ -77,6 +77,7 @@ class KVPool:
             raise BatchError(f"batch writes KV slots {min(slots)}..{max(slots)}; accepted: 0..{self.num_slots - 1}")
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots` (cast to the cache dtype)."""
+        """Store the new tokens' K and V [tokens, kv_heads, head_dim] of `layer` at `slots` (cast to the cache
+        dtype)."""
         self.k[layer].index_copy_(1, slots, k.transpose(0, 1).to(self.dtype))
         self.v[layer].index_copy_(1, slots, v.transpose(0, 1).to(self.dtype))

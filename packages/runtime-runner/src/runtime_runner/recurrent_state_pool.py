@@ -88,5 +88,6 @@ class RecurrentStatePool:
             )
         if len(set(slots)) != len(slots):
             raise BatchError(
-                f"two requests of the batch share a recurrent-state slot: {list(slots)[:16]}; accepted: one slot per request"
+                f"two requests of the batch share a recurrent-state slot: {list(slots)[:16]}; accepted: one slot per "
+                "request"
             )

@@ -320,7 +320,8 @@ class ModelRunner:
         requests = batch.requests
         if batch.forward_mode not in SERVED_FORWARD_MODES:
             raise BatchError(
-                f"forward mode {batch.forward_mode!r} is not served by this build; accepted: {', '.join(SERVED_FORWARD_MODES)}"
+                f"forward mode {batch.forward_mode!r} is not served by this build; accepted: "
+                f"{', '.join(SERVED_FORWARD_MODES)}"
             )
         verify_or_draft = "target_verify" if self.is_draft else "draft_extend"
         if batch.forward_mode == verify_or_draft:
@@ -349,7 +350,8 @@ class ModelRunner:
         sizes = (len(batch.input_ids), len(batch.positions), len(batch.out_cache_loc))
         if sizes != (tokens, tokens, tokens):
             raise BatchError(
-                f"input_ids, positions and out_cache_loc have lengths {sizes}; all must equal sum(extend_len) = {tokens}"
+                f"input_ids, positions and out_cache_loc have lengths {sizes}; all must equal sum(extend_len) = "
+                f"{tokens}"
             )
         seq = [p + e for p, e in zip(prefix, extend, strict=True)]
         limit = self.context_length

@@ -20,9 +20,9 @@ class PageAccountingError(RuntimeError):
 
 def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequence[RequestState]) -> None:
     """Raise PageAccountingError unless every page is free, owned by one running request, or held
-    by the cache, exactly once (and every recurrent-state slot free or held by one running request); each running request's cached pages are its cache path; lock
-    counts equal the running requests below each node; every evictable leaf can be found by
-    eviction; waiting requests hold nothing."""
+    by the cache, exactly once (and every recurrent-state slot free or held by one running request); each
+    running request's cached pages are its cache path; lock counts equal the running requests below each
+    node; every evictable leaf can be found by eviction; waiting requests hold nothing."""
     page_size = get_schedule().page_size
     owners: Counter[int] = Counter()
     cache = memory.cache

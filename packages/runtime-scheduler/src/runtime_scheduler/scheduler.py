@@ -73,13 +73,15 @@ class Scheduler:
         if (algorithm is None) != (speculator is None):
             raise ValueError(
                 f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
-                f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it is set"
+                f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it "
+                "is set"
             )
         self._executor = executor
         self._model_max_length = model_max_length
         if state_slots < 0:
             raise ValueError(
-                f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the runner's state pool"
+                f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the "
+                "runner's state pool"
             )
         self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
         self._speculation = None if speculator is None else SpeculativeDecoding(speculator, self._memory)

@@ -111,13 +111,19 @@ def _idle_spec_leaf(bags: Bags) -> str | None:
         if leaf == "speculative_algorithm" or value == getattr(default, leaf):
             continue
         if algorithm is None:
-            return f"{leaf} = {value!r} configures speculative decoding, which is off; accepted: --speculative-algorithm ngram or draft_model with it"
+            return (
+                f"{leaf} = {value!r} configures speculative decoding, which is off; accepted: --speculative-algorithm "
+                "ngram or draft_model with it"
+            )
         if algorithm == "ngram" and leaf in DRAFT_MODEL_LEAVES:
-            return f"{leaf} = {value!r} configures a draft model, but speculative_algorithm = 'ngram' has none; accepted: draft_model with it"
+            return (
+                f"{leaf} = {value!r} configures a draft model, but speculative_algorithm = 'ngram' has none; accepted: "
+                "draft_model with it"
+            )
     if spec.speculative_eagle_topk > 1:
         return (
-            f"speculative_eagle_topk = {spec.speculative_eagle_topk} asks for a tree of drafts; this build verifies a chain "
-            "of drafts, not a tree; accepted: 1"
+            f"speculative_eagle_topk = {spec.speculative_eagle_topk} asks for a tree of drafts; this build verifies a "
+            "chain of drafts, not a tree; accepted: 1"
         )
     return None
 

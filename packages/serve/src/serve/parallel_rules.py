@@ -29,9 +29,9 @@ def _unbuilt_parallel(bags: Bags) -> str | None:
     parallel, tp = bags.parallel, bags.parallel.tp_size
     if parallel.dp_size > 1 and parallel.nnodes > 1:
         return (
-            f"dp_size = {parallel.dp_size} with nnodes = {parallel.nnodes}: data-parallel replicas run on node 0, whose tokenizer "
-            "hands each its requests over local ipc; accepted: dp_size = 1 with nnodes > 1 (one tensor-parallel group across "
-            "the nodes)"
+            f"dp_size = {parallel.dp_size} with nnodes = {parallel.nnodes}: data-parallel replicas run on node 0, "
+            "whose tokenizer hands each its requests over local ipc; accepted: dp_size = 1 with nnodes > 1 (one "
+            "tensor-parallel group across the nodes)"
         )
     if tp > 1 and bags.exec.graph.enable_torch_compile:
         return (
@@ -40,8 +40,8 @@ def _unbuilt_parallel(bags: Bags) -> str | None:
         )
     if tp > 1 and bags.spec.speculative_algorithm == "draft_model":
         return (
-            f"speculative_algorithm = 'draft_model' runs an unsharded draft runner, and tp_size = {tp} splits the target; "
-            "accepted: ngram or no speculation with tp_size > 1"
+            f"speculative_algorithm = 'draft_model' runs an unsharded draft runner, and tp_size = {tp} splits the "
+            "target; accepted: ngram or no speculation with tp_size > 1"
         )
     if tp > 1 and _quantized(bags):
         what = (
@@ -59,8 +59,8 @@ def _unbuilt_parallel(bags: Bags) -> str | None:
     ranks, devices = parallel.dp_size * tp // parallel.nnodes, torch.cuda.device_count()
     if device_type == "cuda" and ranks > devices:
         return (
-            f"dp_size * tp_size / nnodes = {parallel.dp_size} * {tp} / {parallel.nnodes} = {ranks} ranks on this node need "
-            f"{ranks} CUDA devices, and torch sees {devices}"
+            f"dp_size * tp_size / nnodes = {parallel.dp_size} * {tp} / {parallel.nnodes} = {ranks} ranks on this node "
+            f"need {ranks} CUDA devices, and torch sees {devices}"
         )
     return None
 
@@ -99,8 +99,8 @@ def tensor_parallel_fits_model(model: ServedModel) -> Rule:
             return None
         if model.linear_attention:
             return (
-                f"tp_size = {tp}: {model.architecture} has linear-attention layers, which run unsharded in one process; "
-                "accepted: tp_size = 1"
+                f"tp_size = {tp}: {model.architecture} has linear-attention layers, which run unsharded in one "
+                "process; accepted: tp_size = 1"
             )
         return tensor_parallel_refusal(
             model.num_attention_heads, model.num_key_value_heads, model.intermediate_size, tp

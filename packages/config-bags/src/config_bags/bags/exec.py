@@ -67,7 +67,8 @@ class GraphBag(Bag, frozen=True, kw_only=True):
     enable_torch_compile: Annotated[
         bool,
         leaf(
-            "Compile the one-request decode step with torch.compile (faster batch-1 decode; a minute or more at start).",
+            "Compile the one-request decode step with torch.compile (faster batch-1 decode; a minute or more "
+            "at start).",
             hot=False,
         ),
     ] = False
@@ -77,7 +78,8 @@ class GraphBag(Bag, frozen=True, kw_only=True):
             set(self.cuda_graph_decode_bs)
         ):
             raise LeafValueError(
-                f"GraphBag.cuda_graph_decode_bs = {list(self.cuda_graph_decode_bs)} is not accepted; accepted: strictly increasing batch sizes"
+                f"GraphBag.cuda_graph_decode_bs = {list(self.cuda_graph_decode_bs)} is not accepted; accepted: "
+                "strictly increasing batch sizes"
             )
 
 

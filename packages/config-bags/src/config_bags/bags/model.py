@@ -18,28 +18,32 @@ class ModelBag(Bag, frozen=True, kw_only=True):
     model_path: Annotated[
         NonEmptyStr | None,
         leaf(
-            "Local checkpoint: a Hugging Face directory, or a GGUF file (or a directory holding one) (unset: the bundled default model).",
+            "Local checkpoint: a Hugging Face directory, or a GGUF file (or a directory holding one) (unset: the "
+            "bundled default model).",
             hot=False,
         ),
     ] = None
     tokenizer_path: Annotated[
         NonEmptyStr | None,
         leaf(
-            "Tokenizer directory (unset: the model directory, or a GGUF file's tokenizer written into the model cache).",
+            "Tokenizer directory (unset: the model directory, or a GGUF file's tokenizer written into the model "
+            "cache).",
             hot=False,
         ),
     ] = None
     served_model_name: Annotated[
         NonEmptyStr | None,
         leaf(
-            "Model name the API reports and accepts (unset: the model directory's name, or the GGUF file's without .gguf).",
+            "Model name the API reports and accepts (unset: the model directory's name, or the GGUF file's without "
+            ".gguf).",
             hot=False,
         ),
     ] = None
     dtype: Annotated[
         ModelDtype,
         leaf(
-            "Weight and activation dtype (auto: the checkpoint's; on CPU bfloat16 for float32, float32 for quantized weights).",
+            "Weight and activation dtype (auto: the checkpoint's; on CPU bfloat16 for float32, float32 for quantized "
+            "weights).",
             hot=False,
         ),
     ] = "auto"
@@ -50,7 +54,8 @@ class ModelBag(Bag, frozen=True, kw_only=True):
     quantization: Annotated[
         Quantization | None,
         leaf(
-            "Quantize a bf16/fp32 checkpoint's weight matrices at load (int8: per output channel; CPU only; unset: as stored).",
+            "Quantize a bf16/fp32 checkpoint's weight matrices at load (int8: per output channel; CPU only; unset: as "
+            "stored).",
             hot=False,
         ),
     ] = None

@@ -30,7 +30,8 @@ class ParallelBag(Bag, frozen=True, kw_only=True):
     dist_init_addr: Annotated[
         HostPort | None,
         leaf(
-            "host:port of node 0 where every rank meets to start torch.distributed (unset: a free local port; needed when nnodes > 1).",
+            "host:port of node 0 where every rank meets to start torch.distributed (unset: a free local port; needed "
+            "when nnodes > 1).",
             hot=False,
         ),
     ] = None
@@ -47,6 +48,6 @@ class ParallelBag(Bag, frozen=True, kw_only=True):
             )
         if self.dist_init_addr is not None and not 1 <= int(self.dist_init_addr.rsplit(":", 1)[1]) <= 65535:
             raise LeafValueError(
-                f"ParallelBag.dist_init_addr = {self.dist_init_addr!r} is not accepted; accepted: host:port with a port "
-                "of 1 to 65535"
+                f"ParallelBag.dist_init_addr = {self.dist_init_addr!r} is not accepted; accepted: host:port with a "
+                "port of 1 to 65535"
             )

@@ -86,11 +86,11 @@ class SpecBag(Bag, frozen=True, kw_only=True):
             )
         if self.speculative_algorithm is not None and self.speculative_num_draft_tokens < 2:
             raise LeafValueError(
-                f"SpecBag.speculative_num_draft_tokens = {self.speculative_num_draft_tokens} leaves no draft in a verify pass "
-                "(it counts the last accepted token too); accepted: >= 2 while speculative_algorithm is set"
+                f"SpecBag.speculative_num_draft_tokens = {self.speculative_num_draft_tokens} leaves no draft in a "
+                "verify pass (it counts the last accepted token too); accepted: >= 2 while speculative_algorithm is set"
             )
         if self.speculative_algorithm == "draft_model" and self.speculative_draft_model_path is None:
             raise LeafValueError(
-                "SpecBag.speculative_algorithm = 'draft_model' requires speculative_draft_model_path (the draft checkpoint "
-                "directory), got none"
+                "SpecBag.speculative_algorithm = 'draft_model' requires speculative_draft_model_path (the draft "
+                "checkpoint directory), got none"
             )

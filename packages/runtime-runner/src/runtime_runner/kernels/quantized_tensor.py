@@ -60,7 +60,8 @@ class QuantizedTensor:
             raise ValueError(f"quantized kind {self.kind!r} is not one of {', '.join([*BLOCK_BYTES, 'int8'])}")
         if k % BLOCK:
             raise ValueError(
-                f"a {self.kind} matrix has rows of whole {BLOCK}-value blocks; in_features = {k} is not a multiple of {BLOCK}"
+                f"a {self.kind} matrix has rows of whole {BLOCK}-value blocks; in_features = {k} is not a multiple of "
+                f"{BLOCK}"
             )
         row_bytes = k // BLOCK * BLOCK_BYTES[self.kind]
         if self.data.dtype != torch.uint8 or tuple(self.data.shape) != (n, row_bytes) or self.scales is not None:

@@ -110,6 +110,7 @@ def read_arch_config(model_dir: Path) -> ArchConfig:
     path = model_dir / "config.json"
     if not path.is_file():
         raise CheckpointError(
-            f"no config.json in {model_dir}; accepted: a Hugging Face checkpoint directory (config.json + *.safetensors)"
+            f"no config.json in {model_dir}; accepted: a Hugging Face checkpoint directory (config.json + "
+            "*.safetensors)"
         )
     return arch_config_of(json.loads(path.read_text()))

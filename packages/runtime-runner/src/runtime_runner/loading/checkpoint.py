@@ -54,7 +54,8 @@ class CheckpointReader:
         with safe_open(str(file), framework="pt") as handle:
             if name not in handle.keys():
                 raise CheckpointError(
-                    f"checkpoint file {file.name} lacks tensor {name!r} that its index names (expected shape {list(shape)})"
+                    f"checkpoint file {file.name} lacks tensor {name!r} that its index names (expected shape "
+                    f"{list(shape)})"
                 )
             tensor: torch.Tensor = handle.get_tensor(name)
         if tuple(tensor.shape) != shape:

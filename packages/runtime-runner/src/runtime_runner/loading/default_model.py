@@ -131,7 +131,8 @@ def ensure_default_model() -> Path:
         if not is_converted(scratch):
             raise RuntimeError(
                 f"conversion of {GGUF_FILE} produced an incomplete directory; expected config.json, "
-                f"model.safetensors, tokenizer.json, tokenizer_config.json and {MARKER_FILE} (version {CONVERSION_VERSION})"
+                f"model.safetensors, tokenizer.json, tokenizer_config.json and {MARKER_FILE} (version "
+                f"{CONVERSION_VERSION})"
             )
         move_into_place(scratch, target)
     finally:

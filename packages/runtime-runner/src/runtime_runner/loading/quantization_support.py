@@ -37,9 +37,9 @@ def quantized_weights_refusal_of(
         return None
     if model.quantization is not None and gguf is not None:
         return (
-            f"quantization = {model.quantization!r} quantizes a bf16/fp32 checkpoint at load, but model_path = {model.model_path} "
-            "is a GGUF checkpoint, quantized already; accepted: quantization unset with a GGUF file, or int8 with a Hugging "
-            "Face checkpoint directory"
+            f"quantization = {model.quantization!r} quantizes a bf16/fp32 checkpoint at load, but model_path = "
+            f"{model.model_path} is a GGUF checkpoint, quantized already; accepted: quantization unset with a GGUF "
+            "file, or int8 with a Hugging Face checkpoint directory"
         )
     what = f"quantization = {model.quantization!r}" if gguf is None else f"model_path = {model.model_path} (GGUF)"
     if device_type != "cpu":

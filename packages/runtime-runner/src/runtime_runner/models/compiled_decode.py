@@ -4,8 +4,8 @@ A batch-1 decode is bound by reading the weights, yet eagerly about a third of i
 the ~400 small ops around the matmuls (norms, rotary, residual adds, attention, K/V writes),
 each paying dispatch overhead. Traced into one graph, those fuse into a few kernels and every
 projection becomes one pass over its weight (packed_linear); on the bundled model in bf16 a step
-runs about twice as fast (docs/benchmarks.md). Only decode batches of exactly one request take this path: at larger batches
-the matmuls dominate and oneDNN's packed kernels, which a graph cannot hold, are faster.
+runs about twice as fast (docs/benchmarks.md). Only decode batches of exactly one request take this path:
+at larger batches the matmuls dominate and oneDNN's packed kernels, which a graph cannot hold, are faster.
 """
 
 from __future__ import annotations

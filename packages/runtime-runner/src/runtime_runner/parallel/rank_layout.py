@@ -28,8 +28,8 @@ def tensor_parallel_refusal(
         return f"num_attention_heads = {num_attention_heads} not divisible by tp_size = {tp_size}"
     if num_key_value_heads % tp_size and tp_size % num_key_value_heads:
         return (
-            f"num_key_value_heads = {num_key_value_heads} neither divisible by tp_size = {tp_size} (split) nor dividing it "
-            "(replicated)"
+            f"num_key_value_heads = {num_key_value_heads} neither divisible by tp_size = {tp_size} (split) nor "
+            "dividing it (replicated)"
         )
     if intermediate_size % tp_size:
         return f"intermediate_size = {intermediate_size} not divisible by tp_size = {tp_size}"

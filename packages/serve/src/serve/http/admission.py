@@ -51,8 +51,8 @@ def check_sampling(fields: SamplingFields, vocab_size: int) -> None:
         check_token_ids(fields.stop_token_ids, vocab_size, "stop_token_ids")
     if fields.seed is not None and fields.seed + fields.n - 1 > INT64_MAX:
         raise bad_request(
-            f"seed={fields.seed} with n={fields.n} gives choice {fields.n - 1} the seed {fields.seed + fields.n - 1}, above the largest "
-            f"signed 64-bit integer; accepted: {INT64_MIN} to {INT64_MAX - fields.n + 1}",
+            f"seed={fields.seed} with n={fields.n} gives choice {fields.n - 1} the seed {fields.seed + fields.n - 1}, "
+            f"above the largest signed 64-bit integer; accepted: {INT64_MIN} to {INT64_MAX - fields.n + 1}",
             param="seed",
         )
 

@@ -28,7 +28,8 @@ def too_large(size: str, limit: int) -> APIError:
     """The 413 answered for a body of `size` (in words) over `limit` bytes."""
     return APIError(
         413,
-        f"the request body is {size}, over this server's limit of {limit} bytes ({limit // _MIB} MiB, serving.max_request_body_mb); "
+        f"the request body is {size}, over this server's limit of {limit} bytes ({limit // _MIB} MiB, "
+        "serving.max_request_body_mb); "
         "send a smaller request",
         code="request_too_large",
     )

@@ -84,7 +84,8 @@ def _validation_message(err: RequestValidationError, content_type: str | None) -
         param = param or (loc[0] if loc else None)
         if not loc and isinstance(detail.get("input"), bytes):  # FastAPI parses JSON only when the content type says so
             parts.append(
-                f"the body must be a JSON object sent with Content-Type: application/json; got Content-Type {content_type!r}"
+                "the body must be a JSON object sent with Content-Type: application/json; got Content-Type "
+                f"{content_type!r}"
             )
         elif detail.get("type") == "json_invalid":
             parts.append(f"malformed JSON body: {detail.get('ctx', {}).get('error', detail.get('msg'))}")

@@ -118,8 +118,8 @@ class OpenAIRequest(SamplingFields):
         if not self.stream and self.stream_options is not None and self.stream_options.include_usage:
             raise refused_field(
                 "stream_options",
-                "include_usage adds a usage chunk to a stream, and this request is not streamed (its answer carries usage "
-                "anyway); send stream: true, or no stream_options",
+                "include_usage adds a usage chunk to a stream, and this request is not streamed (its answer carries "
+                "usage anyway); send stream: true, or no stream_options",
             )
         return self
 
@@ -174,8 +174,8 @@ class ChatMessage(RequestObject):
         if data.get("role") == "tool":
             raise refused_field(
                 f"{prefix}role",
-                "role 'tool' is not supported here: this server makes no tool calls (tools and tool_calls are refused), "
-                "so no tool result answers one; send the text as a user message",
+                "role 'tool' is not supported here: this server makes no tool calls (tools and tool_calls are "
+                "refused), so no tool result answers one; send the text as a user message",
             )
         content = data.get("content")
         if isinstance(content, list):
@@ -210,7 +210,8 @@ class ChatCompletionRequest(OpenAIRequest):
         if self.top_logprobs and not self.logprobs:
             raise refused_field(
                 "top_logprobs",
-                f"top_logprobs={self.top_logprobs} returns nothing without logprobs: true; send logprobs: true, or top_logprobs 0 or null",
+                f"top_logprobs={self.top_logprobs} returns nothing without logprobs: true; send logprobs: true, or "
+                "top_logprobs 0 or null",
             )
         return self
 
@@ -251,8 +252,8 @@ class TokenizeBody(RequestObject):
         if self.messages is not None and self.add_special_tokens and "add_special_tokens" in self.model_fields_set:
             raise refused_field(
                 "add_special_tokens",
-                "true is not supported with messages: the chat template writes its special tokens itself and its text is "
-                "encoded without added ones; send false, or leave it out",
+                "true is not supported with messages: the chat template writes its special tokens itself and its text "
+                "is encoded without added ones; send false, or leave it out",
             )
         return self
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from fastapi import APIRouter, Body, Request
@@ -165,7 +165,7 @@ async def runtime_config() -> dict[str, Any]:
 
 
 @router.patch("/v1/runtime_config")
-async def patch_runtime_config(request: Request, leaves: dict[str, Any] = Body(...)) -> dict[str, Any]:
+async def patch_runtime_config(request: Request, leaves: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Apply `{leaf: value, ...}` in every process at a safe point; answers the new config hash once
     every process acknowledged it. A refused change is a 400 and changes nothing anywhere."""
     manager = _manager(request)

@@ -239,6 +239,7 @@ def served_fields(
         if not decision.is_no_op(value, data):
             raise refused_field(
                 prefix + name,
-                f"not supported here: this server does not {decision.would}; accepted only as {decision.accepted(data)}, got {shown(value)}",
+                f"not supported here: this server does not {decision.would}; accepted only as "
+                f"{decision.accepted(data)}, got {shown(value)}",
             )
     return served

@@ -16,7 +16,7 @@ and hand their acks and readiness to it the same way (serve.scheduler_process.lo
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -171,13 +171,13 @@ class SchedulerStats(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     replica: int = 0
 
 
-Message = Union[
-    GenerateRequest,
-    AbortRequest,
-    OverrideRequest,
-    OverrideAck,
-    ProcessReady,
-    TokenBatch,
-    TextBatch,
-    SchedulerStats,
-]
+Message = (
+    GenerateRequest
+    | AbortRequest
+    | OverrideRequest
+    | OverrideAck
+    | ProcessReady
+    | TokenBatch
+    | TextBatch
+    | SchedulerStats
+)

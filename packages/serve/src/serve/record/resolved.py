@@ -104,7 +104,8 @@ class ResolvedArgs:
             f"{name} = {self.value(name)!r}",
             f"  provenance: {provenance}",
             f"  origin: {self.server_args.origin_of(name) or '-'}",
-            f"  bag: {spec.namespace} ({'hot' if spec.hot else 'cold'}); default {spec.default!r}; accepted: {spec.accepts()}",
+            f"  bag: {spec.namespace} ({'hot' if spec.hot else 'cold'}); default {spec.default!r}; accepted: "
+            f"{spec.accepts()}",
             f"  help: {spec.help}",
         ]
         for d in self.declarations:

@@ -1,6 +1,7 @@
 """Handlers for what this build can run: no absent feature configured, attention kernels that run
 on this host, a compiled decode step over a traceable decode half, deterministic inference
-where its kernels are, and speculative decoding as this build runs it. Each checks a rule serve publishes with its bags (serve.launch_rules)."""
+where its kernels are, and speculative decoding as this build runs it. Each checks a rule serve publishes
+with its bags (serve.launch_rules)."""
 
 from __future__ import annotations
 
