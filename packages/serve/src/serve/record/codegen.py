@@ -18,6 +18,7 @@ from serve.record.text_values import base_type
 
 BEGIN = "    # BEGIN generated leaves: `uv run python -m serve.record.codegen` rewrites this block\n"
 END = "    # END generated leaves\n"
+LINE_LENGTH = 120  # the root pyproject's [tool.ruff] line-length
 TARGET = Path(__file__).with_name("server_args.py")
 
 
@@ -34,6 +35,13 @@ def rendered_type(tp: Any) -> str:
     return f"{text} | None" if optional else text
 
 
+def annotation_line(name: str, annotation: str) -> str:
+    """One leaf's annotation as `ruff format` leaves it: on one line, or wrapped in parentheses
+    when that line would be longer than the project's 120 characters."""
+    line = f"    {name}: {annotation}\n"
+    return line if len(line) <= LINE_LENGTH + 1 else f"    {name}: (\n        {annotation}\n    )\n"
+
+
 def generated_block() -> str:
     """The annotation lines for every leaf, grouped by bag, between the markers."""
     lines = [BEGIN]
@@ -42,7 +50,7 @@ def generated_block() -> str:
         if spec.namespace != namespace:
             namespace = spec.namespace
             lines.append(f"    # {namespace}\n")
-        lines.append(f"    {spec.name}: {rendered_type(spec.value_type)}\n")
+        lines.append(annotation_line(spec.name, rendered_type(spec.value_type)))
     lines.append(END)
     return "".join(lines)
 
