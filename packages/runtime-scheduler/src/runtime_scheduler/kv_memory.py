@@ -33,6 +33,16 @@ class KvMemory:
     executor's `pool_slots` KV slots."""
 
     def __init__(self, pool_slots: int, *, state_slots: int = 0) -> None:
+        page_size = get_schedule().page_size
+        if pool_slots < page_size:
+            raise ValueError(
+                f"max_total_tokens={pool_slots} is not accepted; accepted: at least one page ({page_size} slots)"
+            )
+        if state_slots < 0:
+            raise ValueError(
+                f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the "
+                "runner's state pool"
+            )
         self.pool_slots = pool_slots
         self.allocator = PageAllocator(pool_slots // get_schedule().page_size)
         self.cache = RadixCache()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import msgspec
+
+from runtime_scheduler.kv_memory import KvMemory
 
 
 class SchedulerMetrics(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,3 +32,36 @@ class SchedulerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     # request verifies by accept length (tokens one verify gave a request: accepted drafts plus the
     # target's own next token): entry n counts the verifies that gave n tokens; entry 0 is unused
     spec_accept_length_counts: tuple[int, ...] = ()
+
+
+@dataclass
+class Tally:
+    """A scheduler's running totals since it was built."""
+
+    admitted_tokens: int = 0
+    cached_tokens: int = 0
+    retractions: int = 0
+    finished: int = 0
+    aborted: int = 0
+    failed: int = 0
+
+    def snapshot(self, memory: KvMemory, *, running: int, waiting: int) -> SchedulerMetrics:
+        """These totals with the pool's and the queues' counts now."""
+        allocator, cache = memory.allocator, memory.cache
+        total = allocator.num_pages
+        return SchedulerMetrics(
+            num_running=running,
+            num_waiting=waiting,
+            total_pages=total,
+            free_pages=allocator.free_count,
+            cached_pages=cache.cached_pages,
+            evictable_pages=cache.evictable_pages,
+            token_usage=(total - allocator.free_count - cache.evictable_pages) / total,
+            admitted_tokens=self.admitted_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_hit_rate=self.cached_tokens / self.admitted_tokens if self.admitted_tokens else 0.0,
+            num_retractions=self.retractions,
+            num_finished=self.finished,
+            num_aborted=self.aborted,
+            num_failed=self.failed,
+        )

@@ -24,17 +24,17 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from config_bags import chunk_size_of, context_length_of, get_model, get_schedule, get_spec
+from config_bags import chunk_size_of, context_length_of, get_model, get_schedule
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of
 from runtime_scheduler.events import Refusal, RequestEvent, event_of
 from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, check_answer, is_unrecoverable
 from runtime_scheduler.kv_memory import KvMemory, pages_for
-from runtime_scheduler.metrics import SchedulerMetrics
+from runtime_scheduler.metrics import SchedulerMetrics, Tally
 from runtime_scheduler.request import FinishReason, Request
 from runtime_scheduler.request_state import RequestState
-from runtime_scheduler.speculation import SpeculativeDecoding, Speculator, check_verify_answer
+from runtime_scheduler.speculation import Speculator, check_verify_answer, speculative_decoding_of
 from runtime_scheduler.stop import finish_reason_of
 
 
@@ -64,37 +64,15 @@ class Scheduler:
     ) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
-        page_size = get_schedule().page_size
-        if max_total_tokens < page_size:
-            raise ValueError(
-                f"max_total_tokens={max_total_tokens} is not accepted; accepted: at least one page ({page_size} slots)"
-            )
-        algorithm = get_spec().speculative_algorithm
-        if (algorithm is None) != (speculator is None):
-            raise ValueError(
-                f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
-                f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it "
-                "is set"
-            )
         self._executor = executor
         self._model_max_length = model_max_length
-        if state_slots < 0:
-            raise ValueError(
-                f"state_slots={state_slots} is not accepted; accepted: 0 (no recurrent state) or the slots of the "
-                "runner's state pool"
-            )
         self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
-        self._speculation = None if speculator is None else SpeculativeDecoding(speculator, self._memory)
+        self._speculation = speculative_decoding_of(speculator, self._memory)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
         self._live: dict[str, RequestState] = {}
         self._next_seq = 0
-        self._admitted_tokens = 0
-        self._cached_tokens = 0
-        self._retractions = 0
-        self._finished = 0
-        self._aborted = 0
-        self._failed = 0
+        self._tally = Tally()
 
     # ---- the server's API -------------------------------------------------------------------
 
@@ -128,7 +106,7 @@ class Scheduler:
             return False
         (self._running if state.status == "running" else self._waiting).remove(state)
         self._end(state)
-        self._aborted += 1
+        self._tally.aborted += 1
         return True
 
     def has_work(self) -> bool:
@@ -189,24 +167,7 @@ class Scheduler:
 
     def metrics(self) -> SchedulerMetrics:
         """A snapshot of queue sizes, pool usage, cache hits and retractions."""
-        allocator, cache = self._memory.allocator, self._memory.cache
-        total = allocator.num_pages
-        metrics = SchedulerMetrics(
-            num_running=len(self._running),
-            num_waiting=len(self._waiting),
-            total_pages=total,
-            free_pages=allocator.free_count,
-            cached_pages=cache.cached_pages,
-            evictable_pages=cache.evictable_pages,
-            token_usage=(total - allocator.free_count - cache.evictable_pages) / total,
-            admitted_tokens=self._admitted_tokens,
-            cached_tokens=self._cached_tokens,
-            cache_hit_rate=self._cached_tokens / self._admitted_tokens if self._admitted_tokens else 0.0,
-            num_retractions=self._retractions,
-            num_finished=self._finished,
-            num_aborted=self._aborted,
-            num_failed=self._failed,
-        )
+        metrics = self._tally.snapshot(self._memory, running=len(self._running), waiting=len(self._waiting))
         return metrics if self._speculation is None else self._speculation.counted_in(metrics)
 
     def audit(self) -> None:
@@ -298,8 +259,8 @@ class Scheduler:
                 break
             s.status = "running"
             self._running.append(s)
-            self._admitted_tokens += s.fill_len
-            self._cached_tokens += s.kv_len
+            self._tally.admitted_tokens += s.fill_len
+            self._tally.cached_tokens += s.kv_len
             if s.cached_tokens is None:
                 s.cached_tokens = s.kv_len
             extends.append((s, ext))
@@ -427,13 +388,13 @@ class Scheduler:
 
     def _finish(self, s: RequestState) -> None:
         self._end(s)
-        self._finished += 1
+        self._tally.finished += 1
 
     def _fail(self, s: RequestState, reason: str, events: list[RequestEvent]) -> None:
         """End a running request that failed while being served: its pages are freed (its computed
         full pages stay cached), its client hears `reason`. The caller drops it from `_running`."""
         self._end(s)
-        self._failed += 1
+        self._tally.failed += 1
         events.append(event_of(s, "abort", error=reason))
 
     def _finish_outgrown(self, s: RequestState, events: list[RequestEvent]) -> None:
@@ -446,4 +407,4 @@ class Scheduler:
         self._memory.release(s)
         s.status = "waiting"
         bisect.insort(self._waiting, s, key=lambda w: w.seq)
-        self._retractions += 1
+        self._tally.retractions += 1

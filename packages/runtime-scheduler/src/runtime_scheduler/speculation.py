@@ -203,3 +203,17 @@ def _checked_drafts(offer: DraftRequest, drafts: Sequence[int]) -> list[int]:
             f"{offer.max_drafts} token ids >= 0"
         )
     return own
+
+
+def speculative_decoding_of(speculator: Speculator | None, memory: KvMemory) -> SpeculativeDecoding | None:
+    """A scheduler's speculative decoding: one exactly when spec.speculative_algorithm is set (a cold
+    leaf), and then through `speculator`; None without. A speculator handed where the leaf is unset,
+    or none where it is set, is refused."""
+    algorithm = get_spec().speculative_algorithm
+    if (algorithm is None) != (speculator is None):
+        raise ValueError(
+            f"spec.speculative_algorithm is {algorithm!r} but the scheduler was "
+            f"{'given no' if speculator is None else 'given a'} speculator; accepted: a speculator exactly when it "
+            "is set"
+        )
+    return None if speculator is None else SpeculativeDecoding(speculator, memory)
