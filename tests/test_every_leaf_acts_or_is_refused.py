@@ -64,7 +64,9 @@ def test_the_walk_finds_reads_through_accessors_aliases_and_helpers(readers: dic
     assert readers["cpu_threads"] == {"runtime-runner"}
     assert "serve" in readers["tokenizer_path"]
     assert "runtime-scheduler" in readers["chunked_prefill_size"]
-    assert readers["decode_attention_backend"] == {"runtime-runner"}
+    # the runner builds its pair from attention_backends(); attn-backends' serving_attention_backend
+    # answers the configured half through it where a runner has no stamp
+    assert readers["decode_attention_backend"] == {"runtime-runner", "attn-backends"}
     assert readers["enable_two_batch_overlap"] == set()
 
 
