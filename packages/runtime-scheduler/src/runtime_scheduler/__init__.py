@@ -14,7 +14,7 @@ from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
 from runtime_scheduler.events import Refusal, RequestEvent
 from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView
 from runtime_scheduler.metrics import SchedulerMetrics
-from runtime_scheduler.request import FinishReason, Request, SamplingParams, StopConditions
+from runtime_scheduler.request import FinishReason, OutputConstraint, Request, SamplingParams, StopConditions
 from runtime_scheduler.scheduler import Scheduler
 from runtime_scheduler.speculation import DraftRequest, Speculator
 
@@ -26,6 +26,7 @@ __all__ = [
     "ForwardMode",
     "ForwardOutputView",
     "ModelExecutor",
+    "OutputConstraint",
     "PageAccountingError",
     "Refusal",
     "Request",

@@ -12,6 +12,24 @@ import msgspec
 
 FinishReason = Literal["length", "stop", "abort"]
 
+# What an output constraint's text is: a JSON schema (JSON text), a regular expression, or an EBNF
+# grammar (GBNF, as llama.cpp and xgrammar write it).
+ConstraintKind = Literal["json_schema", "regex", "ebnf"]
+
+LOGIT_BIAS_LIMIT = 100.0  # OpenAI's bound: a bias in [-100, 100]; -100 bans the token
+
+
+class OutputConstraint(msgspec.Struct, frozen=True, kw_only=True):
+    """What a request's output must match, as text a grammar engine compiles: `kind` says how to
+    read `text`. Two constraints with equal fields compile to the same grammar (the compile cache's key)."""
+
+    kind: ConstraintKind
+    text: str
+
+    def __post_init__(self) -> None:
+        _require(self.kind in ("json_schema", "regex", "ebnf"), "kind", self.kind, "json_schema, regex or ebnf")
+        _require(isinstance(self.text, str) and self.text != "", "text", self.text, "a non-empty string")
+
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     """How the next token is drawn; the runner reads these fields (its `SamplingView`)."""
@@ -26,6 +44,9 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    # (token id, bias) pairs added to the logits before sampling, token ids ascending, each once
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    constraint: OutputConstraint | None = None  # the output must match it (None: free text)
 
     def __post_init__(self) -> None:
         _require(self.temperature >= 0.0, "temperature", self.temperature, "a float >= 0 (0 means greedy)")
@@ -38,6 +59,19 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
         )
         _require(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty", self.presence_penalty, "a float in [-2, 2]")
         _require(self.top_logprobs >= 0, "top_logprobs", self.top_logprobs, "an int >= 0")
+        ids = [t for t, _ in self.logit_bias]
+        _require(
+            all(t >= 0 for t in ids) and ids == sorted(set(ids)),
+            "logit_bias",
+            self.logit_bias,
+            "(token id, bias) pairs, token ids >= 0, ascending, each once",
+        )
+        _require(
+            all(-LOGIT_BIAS_LIMIT <= b <= LOGIT_BIAS_LIMIT for _, b in self.logit_bias),
+            "logit_bias",
+            self.logit_bias,
+            f"biases in [-{LOGIT_BIAS_LIMIT:g}, {LOGIT_BIAS_LIMIT:g}]",
+        )
 
 
 class StopConditions(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from config_bags.bags.base import Bag
 from config_bags.constraints import NonEmptyStr, Port, PositiveInt
 from config_bags.leaf import leaf
+
+
+GrammarBackend = Literal["xgrammar", "none"]
+ToolCallParser = Literal["hermes", "qwen25", "llama3"]
+ReasoningParser = Literal["qwen3", "deepseek-r1"]
 
 
 class ServingBag(Bag, frozen=True, kw_only=True):
@@ -23,3 +28,27 @@ class ServingBag(Bag, frozen=True, kw_only=True):
         PositiveInt,
         leaf("Largest request body the API reads, in MiB; a larger one is answered 413 before it is read.", hot=True),
     ] = 4
+    grammar_backend: Annotated[
+        GrammarBackend,
+        leaf(
+            "Grammar engine of structured outputs and forced tool calls (json_schema, regex, ebnf, choice); "
+            "none refuses every constrained request.",
+            hot=False,
+        ),
+    ] = "xgrammar"
+    tool_call_parser: Annotated[
+        ToolCallParser | None,
+        leaf(
+            "How tool calls are read out of the model's text: hermes or qwen25 (<tool_call>{json}</tool_call>), "
+            "llama3 (a JSON object); unset: inferred from the chat template where it is unambiguous.",
+            hot=True,
+        ),
+    ] = None
+    reasoning_parser: Annotated[
+        ReasoningParser | None,
+        leaf(
+            "Split the model's <think>...</think> reasoning into reasoning_content: qwen3 (the model opens the block), "
+            "deepseek-r1 (the prompt opens it); unset: the reasoning stays in content.",
+            hot=True,
+        ),
+    ] = None

@@ -133,6 +133,9 @@ class ServerArgs:
     max_n: int
     stream_interval: int
     max_request_body_mb: int
+    grammar_backend: Literal["xgrammar", "none"]
+    tool_call_parser: Literal["hermes", "qwen25", "llama3"] | None
+    reasoning_parser: Literal["qwen3", "deepseek-r1"] | None
     # observability
     log_level: Literal["debug", "info", "warning", "error", "critical"]
     log_requests: bool
