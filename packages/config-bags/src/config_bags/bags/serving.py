@@ -8,7 +8,6 @@ from config_bags.bags.base import Bag
 from config_bags.constraints import NonEmptyStr, Port, PositiveInt
 from config_bags.leaf import leaf
 
-
 GrammarBackend = Literal["xgrammar", "none"]
 ToolCallParser = Literal["hermes", "qwen25", "llama3"]
 ReasoningParser = Literal["qwen3", "deepseek-r1"]
