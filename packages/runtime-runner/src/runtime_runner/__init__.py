@@ -17,7 +17,7 @@ kernels beside their bindings, `parallel/` tensor parallelism, `sampling/` the s
 """
 
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory
-from runtime_runner.batch import ForwardBatchView, ForwardMode, RequestView, SamplingView
+from runtime_runner.batch import ForwardBatchView, ForwardMode, RequestView, SamplingView, TokenGrammar
 from runtime_runner.errors import BatchError, CheckpointError, UnsupportedArchitectureError, UnsupportedConfigError
 from runtime_runner.kv_pool import kv_bytes_per_token
 from runtime_runner.loading.arch_config import ArchConfig, read_arch_config
@@ -39,6 +39,7 @@ __all__ = [
     "ModelRunner",
     "RequestView",
     "SamplingView",
+    "TokenGrammar",
     "UnsupportedArchitectureError",
     "UnsupportedConfigError",
     "device_of",

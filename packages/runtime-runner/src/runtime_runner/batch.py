@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
+import torch
+
 # The scheduler's, the backends' and this package's vocabulary of forwards, each declaring the same
 # Literal: the types meet structurally, as the packages never import each other.
 ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
@@ -41,6 +43,17 @@ class SamplingView(Protocol):
     def logprobs(self) -> bool: ...  # report the chosen token's logprob
     @property
     def top_logprobs(self) -> int: ...  # how many alternatives to report (0: none)
+    @property
+    def logit_bias(self) -> Sequence[tuple[int, float]]: ...  # (token id, bias) added to the logits before sampling
+
+
+class TokenGrammar(Protocol):
+    """A constrained request's matcher, as the sampler reads it (xgrammar's GrammarMatcher fits)."""
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int) -> bool:
+        """Write the tokens allowed next into row `index` of `bitmask` (int32 [rows, ceil(vocab / 32)],
+        bit t % 32 of word t // 32 set when token t is allowed)."""
+        ...
 
 
 class RequestView(Protocol):
@@ -64,6 +77,8 @@ class RequestView(Protocol):
     def output_ids(self) -> Sequence[int]: ...  # tokens generated so far (penalties, seeded steps)
     @property
     def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 for a model without one)
+    @property
+    def grammar(self) -> TokenGrammar | None: ...  # sample only what it allows next (None: free text)
 
 
 class ForwardBatchView(Protocol):

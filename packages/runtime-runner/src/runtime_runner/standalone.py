@@ -18,7 +18,7 @@ from typing import Protocol
 import torch
 
 from config_bags import get_schedule
-from runtime_runner.batch import ForwardMode
+from runtime_runner.batch import ForwardMode, TokenGrammar
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool
 from runtime_runner.output import ForwardOutput
@@ -38,6 +38,7 @@ class Sampling:
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Request:
     prompt_ids: tuple[int, ...]
     output_ids: tuple[int, ...]
     state_slot: int = -1
+    grammar: TokenGrammar | None = None
 
 
 @dataclass(frozen=True)

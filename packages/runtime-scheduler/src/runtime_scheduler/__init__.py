@@ -13,6 +13,7 @@ from runtime_scheduler.audit import PageAccountingError
 from runtime_scheduler.batch import BatchRequest, ForwardBatch, ForwardMode
 from runtime_scheduler.events import Refusal, RequestEvent
 from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, VerifiedView
+from runtime_scheduler.grammar import GrammarCounts, GrammarEngine, TokenGrammar
 from runtime_scheduler.metrics import SchedulerMetrics
 from runtime_scheduler.request import FinishReason, OutputConstraint, Request, SamplingParams, StopConditions
 from runtime_scheduler.scheduler import Scheduler
@@ -22,6 +23,8 @@ __all__ = [
     "BatchRequest",
     "DraftRequest",
     "FinishReason",
+    "GrammarCounts",
+    "GrammarEngine",
     "ForwardBatch",
     "ForwardMode",
     "ForwardOutputView",
@@ -36,5 +39,6 @@ __all__ = [
     "SchedulerMetrics",
     "Speculator",
     "StopConditions",
+    "TokenGrammar",
     "VerifiedView",
 ]

@@ -15,6 +15,7 @@ from typing import Literal
 
 import msgspec
 
+from runtime_scheduler.grammar import TokenGrammar
 from runtime_scheduler.request import SamplingParams
 
 # The vocabulary of forwards this package shares with the runner and the attention backends, each
@@ -36,6 +37,8 @@ class BatchRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # A hybrid model's recurrent-state slot of the request (-1: the model keeps none). The state
     # there is the one after its first prefix_len tokens; prefix_len 0 starts from zeros.
     state_slot: int = -1
+    # A constrained request's matcher: the runner samples only the tokens it allows next (None: free text)
+    grammar: TokenGrammar | None = None
 
 
 class ForwardBatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -56,6 +56,7 @@ def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
         prompt_ids=s.req.prompt_ids,
         output_ids=s.output_ids,
         state_slot=-1 if s.state_slot is None else s.state_slot,
+        grammar=s.grammar,
     )
 
 

@@ -32,6 +32,10 @@ class SchedulerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     # request verifies by accept length (tokens one verify gave a request: accepted drafts plus the
     # target's own next token): entry n counts the verifies that gave n tokens; entry 0 is unused
     spec_accept_length_counts: tuple[int, ...] = ()
+    num_grammar_waiting: int = 0  # queued requests whose grammar is still compiling
+    grammar_compiles: int = 0  # output constraints compiled (total; cache misses)
+    grammar_cache_hits: int = 0  # constrained requests served from an already compiled grammar (total)
+    grammar_compile_seconds: float = 0.0  # time spent compiling grammars (total)
 
 
 @dataclass

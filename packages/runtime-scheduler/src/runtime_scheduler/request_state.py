@@ -8,8 +8,10 @@ the rest belong to the request.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Literal
 
+from runtime_scheduler.grammar import TokenGrammar
 from runtime_scheduler.radix_cache import RadixNode
 from runtime_scheduler.request import Request
 
@@ -23,6 +25,8 @@ class RequestState:
         "cached_pages",
         "cached_tokens",
         "fill_len",
+        "grammar",
+        "grammar_pending",
         "kv_len",
         "node",
         "output_ids",
@@ -45,6 +49,9 @@ class RequestState:
         self.node: RadixNode | None = None
         self.cached_tokens: int | None = None  # prefix-cache hit at first admission
         self.state_slot: int | None = None  # a hybrid model's recurrent-state slot while running
+        # A constrained request's matcher while it compiles, then the matcher itself (from admission on)
+        self.grammar_pending: Future[TokenGrammar] | None = None
+        self.grammar: TokenGrammar | None = None
 
     def append_output(self, token: int) -> None:
         """Extend the sequence by one generated token."""

@@ -1,7 +1,9 @@
 """Continuous batching: each step admits, chunks, decodes and retracts, then runs one forward.
 
 The serving loop calls `add_request`, `abort` and `step` from one thread. `step` never waits for
-anything but the forward it runs; with nothing to do it returns at once. Every schedule leaf
+anything but the forward it runs; with nothing to do it returns at once, except that with nothing
+to run but queued requests whose grammar is compiling it waits up to 2 ms for one (rather than
+have the loop spin against the compiling thread). Every schedule leaf
 (page_size, chunked_prefill_size, max_running_requests, max_prefill_tokens, schedule_policy,
 max_queued_requests) and the context length are read from the published bags at each decision,
 so an override takes effect on the next step.
@@ -17,12 +19,18 @@ One request never takes the others down (executor.py says how a failure is attri
 the executor reports failed, or every request of a step whose forward raised, finishes with reason
 "abort" and an error event, its pages freed, and the scheduler serves the rest; only an
 unrecoverable fault propagates out of `step`.
+
+Output constraints (grammar.py): a constrained request waits in the queue until its matcher has
+compiled, samples only what its matcher allows, and finishes "stop" when its grammar terminates.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, wait
+
+import msgspec
 
 from config_bags import chunk_size_of, context_length_of, get_model, get_schedule
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
@@ -30,12 +38,15 @@ from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of
 from runtime_scheduler.events import Refusal, RequestEvent, event_of
 from runtime_scheduler.executor import ForwardOutputView, ModelExecutor, check_answer, is_unrecoverable
+from runtime_scheduler.grammar import GrammarEngine
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics, Tally
 from runtime_scheduler.request import FinishReason, Request
 from runtime_scheduler.request_state import RequestState
 from runtime_scheduler.speculation import Speculator, check_verify_answer, speculative_decoding_of
 from runtime_scheduler.stop import finish_reason_of
+
+_GRAMMAR_WAIT_S = 0.002  # the longest an idle step waits for a grammar to compile
 
 
 class Scheduler:
@@ -50,7 +61,8 @@ class Scheduler:
     when spec.speculative_algorithm is set (a cold leaf). `state_slots` is the slot count of a
     hybrid model's recurrent-state pool (the runner's, like `max_total_tokens`; 0 for a model
     without one): each running request holds one, admission waits for a free one, and such a
-    model reuses no cached prefix (kv_memory.py says why).
+    model reuses no cached prefix (kv_memory.py says why). `grammars` compiles the output
+    constraints of requests that carry one; without it such a request is refused.
     """
 
     def __init__(
@@ -61,6 +73,7 @@ class Scheduler:
         max_total_tokens: int,
         speculator: Speculator | None = None,
         state_slots: int = 0,
+        grammars: GrammarEngine | None = None,
     ) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
@@ -73,6 +86,7 @@ class Scheduler:
         self._live: dict[str, RequestState] = {}
         self._next_seq = 0
         self._tally = Tally()
+        self._grammars = grammars
 
     # ---- the server's API -------------------------------------------------------------------
 
@@ -89,9 +103,13 @@ class Scheduler:
         pool_tokens = self._memory.allocator.num_pages * schedule.page_size
         context = self._context_length()
         reason = refusal_reason(req, context, pool_tokens, len(self._waiting), schedule.max_queued_requests)
+        if reason is None and req.sampling.constraint is not None and self._grammars is None:
+            reason = "this server constrains no output (no grammar engine: --grammar-backend none); send no constraint"
         if reason is not None:
             return Refusal(rid=req.rid, reason=reason)
         state = RequestState(req, self._next_seq)
+        if req.sampling.constraint is not None and self._grammars is not None:
+            state.grammar_pending = self._grammars.matcher_for(req.sampling.constraint)
         self._next_seq += 1
         self._waiting.append(state)
         self._live[req.rid] = state
@@ -132,6 +150,7 @@ class Scheduler:
             prefilling = [s for s in self._running if s.kv_len < s.fill_len - 1]
             extends = self._plan_extends(prefilling, events, admit=False)
         if not extends and not decodes:
+            self._await_grammars()
             return events
         drafts: list[list[int]] | None = None
         try:
@@ -168,6 +187,15 @@ class Scheduler:
     def metrics(self) -> SchedulerMetrics:
         """A snapshot of queue sizes, pool usage, cache hits and retractions."""
         metrics = self._tally.snapshot(self._memory, running=len(self._running), waiting=len(self._waiting))
+        if self._grammars is not None:
+            counts = self._grammars.counts()
+            metrics = msgspec.structs.replace(
+                metrics,
+                num_grammar_waiting=sum(s.grammar_pending is not None for s in self._waiting),
+                grammar_compiles=counts.compiles,
+                grammar_cache_hits=counts.cache_hits,
+                grammar_compile_seconds=counts.compile_seconds,
+            )
         return metrics if self._speculation is None else self._speculation.counted_in(metrics)
 
     def audit(self) -> None:
@@ -250,6 +278,12 @@ class Scheduler:
                 self._finish_outgrown(s, events)
                 admitted = True
                 continue
+            if s.grammar_pending is not None:
+                if not s.grammar_pending.done():
+                    continue  # its grammar compiles: the requests after it may go first
+                admitted |= not self._take_grammar(s, events)
+                if s.status != "waiting":
+                    continue
             if len(self._running) >= schedule.max_running_requests or not self._memory.can_admit():
                 break
             self._memory.attach_prefix(s)
@@ -269,6 +303,25 @@ class Scheduler:
         if admitted:  # some left the queue
             self._waiting = [s for s in self._waiting if s.status == "waiting"]
         return extends
+
+    def _take_grammar(self, s: RequestState, events: list[RequestEvent]) -> bool:
+        """Give waiting `s` its compiled matcher; False (and `s` failed, with the engine's message)
+        when its constraint did not compile."""
+        assert s.grammar_pending is not None
+        try:
+            s.grammar = s.grammar_pending.result()
+        except Exception as err:
+            self._fail(s, f"request failed: its output constraint did not compile: {err}", events)
+            return False
+        finally:
+            s.grammar_pending = None
+        return True
+
+    def _await_grammars(self) -> None:
+        """With nothing to run, wait briefly for a queued request's grammar to compile."""
+        pending = [s.grammar_pending for s in self._waiting if s.grammar_pending is not None]
+        if pending:
+            wait(pending, timeout=_GRAMMAR_WAIT_S, return_when=FIRST_COMPLETED)
 
     def _grow_if_fits(self, s: RequestState, ext: int, others: bool) -> bool:
         """Give `s` the pages for `ext` more tokens if the pool has them. When this chunk ends the
@@ -365,8 +418,15 @@ class Scheduler:
                 events,
             )
             return None
+        if s.grammar is not None and not s.grammar.accept_token(token):
+            self._fail(
+                s, f"request failed: the executor sampled token {token}, which its output constraint forbids", events
+            )
+            return None
         s.append_output(token)
         reason = finish_reason_of(s, token, context)
+        if reason is None and s.grammar is not None and s.grammar.is_terminated():
+            reason = "stop"
         events.append(event_of(s, reason, token=token, logprob=logprob, top=top))
         return reason
 

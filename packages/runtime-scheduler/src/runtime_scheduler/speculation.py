@@ -98,6 +98,8 @@ class SpeculativeDecoding:
         offers: list[DraftRequest] = []
         for s in decodes:
             room = min(budget, s.req.stop.max_new_tokens - len(s.output_ids) - 1, context - s.fill_len)
+            if s.grammar is not None:  # a constrained request decodes plainly (grammar.py says why)
+                room = 0
             if room > 0:
                 room = self._reserve_draft_pages(s, room)
             offers.append(

@@ -5,7 +5,7 @@ packages never import each other)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 # The vocabulary of forwards this package shares with the scheduler, the runner and the attention
 # backends, each declaring the same Literal: the types meet structurally.
@@ -54,6 +54,14 @@ class SamplingView(Protocol):
     def logprobs(self) -> bool: ...
     @property
     def top_logprobs(self) -> int: ...
+    @property
+    def logit_bias(self) -> Sequence[tuple[int, float]]: ...
+
+
+class TokenGrammar(Protocol):
+    """A constrained request's matcher, as the runner reads it (the bitmask is its int32 tensor)."""
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int) -> bool: ...
 
 
 class RequestView(Protocol):
@@ -77,6 +85,8 @@ class RequestView(Protocol):
     def output_ids(self) -> Sequence[int]: ...
     @property
     def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 without one)
+    @property
+    def grammar(self) -> TokenGrammar | None: ...  # a constrained request's matcher (None: free text)
 
 
 class BatchView(Protocol):

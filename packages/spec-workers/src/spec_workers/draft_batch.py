@@ -23,6 +23,7 @@ class GreedySampling:
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 GREEDY = GreedySampling()
@@ -43,6 +44,7 @@ class DraftBatchRequest:
     state_slot: (
         int  # the target request's slot: a hybrid draft keeps its own state in its own pool's slot of that index
     )
+    grammar: None = None  # a draft proposes freely (constrained requests are offered no drafts)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,11 +1,12 @@
 """Next-token sampling, vectorized over the batch.
 
-Per request: penalties (repetition over prompt and output, frequency and presence over output),
-then greedy (temperature 0) or temperature, top-k, top-p and min-p, sampled by an exponential race
+Per request: its logit bias and its grammar's mask (logit_constraints.py), then penalties
+(repetition over prompt and output, frequency and presence over output), then greedy
+(temperature 0) or temperature, top-k, top-p and min-p, sampled by an exponential race
 (argmax of p / E with E ~ Exp(1), which draws from p). A request with a seed draws its noise from a
 generator seeded by (seed, tokens generated so far): the same seed gives the same tokens.
 
-Logprobs are those of the model's distribution, log_softmax of the raw logits, before penalties,
+Logprobs are those of the model's distribution, log_softmax of the raw logits, before bias, mask, penalties,
 temperature and truncation.
 
 One request's parameters never fail the batch: when the vectorized pass raises, each request is
@@ -21,6 +22,7 @@ import torch
 
 from runtime_runner.batch import RequestView
 from runtime_runner.device_faults import is_device_fault
+from runtime_runner.sampling.logit_constraints import biased_and_masked
 
 _SEED_STRIDE = 1_000_003  # spreads (seed, step) pairs over generator seeds
 
@@ -165,7 +167,7 @@ def _sample_batch(logits: torch.Tensor, requests: Sequence[RequestView], generat
     fine = (None,) * len(requests)
     if not requests:
         return Sampled((), (), (), ())
-    penalized = apply_penalties(logits, requests)
+    penalized = apply_penalties(biased_and_masked(logits, requests), requests)
     chosen = row_argmax(penalized)
     random_rows = [
         i for i, r in enumerate(requests) if r.sample and r.sampling.temperature > 0 and r.sampling.top_k != 1

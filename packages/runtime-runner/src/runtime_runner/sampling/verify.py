@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView
+from runtime_runner.batch import ForwardBatchView, RequestView, SamplingView, TokenGrammar
 from runtime_runner.output import ForwardOutput, PositionSamples
 from runtime_runner.sampling.sampler import sample
 
@@ -33,9 +33,15 @@ class _PositionRequest:
     prompt_ids: Sequence[int]
     output_ids: Sequence[int]
     state_slot: int
+    grammar: TokenGrammar | None
 
 
 def _positions_of(request: RequestView, drafts: Sequence[int]) -> list[_PositionRequest]:
+    if request.grammar is not None and drafts:
+        # Its matcher stands before the first position: the drafts' positions have none to mask by.
+        raise ValueError(
+            f"request {request.rid!r} is constrained and carries drafts; accepted: none (it decodes plainly)"
+        )
     base = list(request.output_ids)
     return [
         _PositionRequest(
@@ -48,6 +54,7 @@ def _positions_of(request: RequestView, drafts: Sequence[int]) -> list[_Position
             request.prompt_ids,
             base + list(drafts[:i]),
             request.state_slot,
+            request.grammar,
         )
         for i in range(len(drafts) + 1)
     ]

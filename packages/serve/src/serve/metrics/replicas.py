@@ -39,4 +39,8 @@ def combined(stats: Sequence[SchedulerMetrics]) -> SchedulerMetrics:
         spec_draft_tokens=sum(s.spec_draft_tokens for s in stats),
         spec_accepted_tokens=sum(s.spec_accepted_tokens for s in stats),
         spec_accept_length_counts=counts,
+        num_grammar_waiting=sum(s.num_grammar_waiting for s in stats),
+        grammar_compiles=sum(s.grammar_compiles for s in stats),
+        grammar_cache_hits=sum(s.grammar_cache_hits for s in stats),
+        grammar_compile_seconds=sum(s.grammar_compile_seconds for s in stats),
     )

@@ -129,6 +129,30 @@ class ServerMetrics:
             ),
             ("serve_retractions_total", "counter", "Requests retracted to free KV pages.", stats.num_retractions),
             *(speculative_rows(stats) if stats.spec_accept_length_counts else ()),
+            (
+                "serve_num_grammar_waiting_requests",
+                "gauge",
+                "Queued requests whose output constraint is still compiling.",
+                stats.num_grammar_waiting,
+            ),
+            (
+                "serve_grammar_compiles_total",
+                "counter",
+                "Output constraints compiled (cache misses).",
+                stats.grammar_compiles,
+            ),
+            (
+                "serve_grammar_cache_hits_total",
+                "counter",
+                "Constrained requests served from an already compiled grammar.",
+                stats.grammar_cache_hits,
+            ),
+            (
+                "serve_grammar_compile_seconds_total",
+                "counter",
+                "Time spent compiling output constraints.",
+                stats.grammar_compile_seconds,
+            ),
         ]
 
 

@@ -16,8 +16,9 @@ import config_bags
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from runtime_runner.loading.quantization_support import quantization_description
 from runtime_runner.runner import ModelRunner
-from runtime_scheduler import ModelExecutor, Scheduler, Speculator
+from runtime_scheduler import GrammarEngine, ModelExecutor, Scheduler, Speculator
 from serve.child_process import Handover, die_with_parent, publish_received
+from serve.grammar.xgrammar_engine import XGrammarEngine, tokenizer_info_of
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import ModelInfo, ProcessReady
 from serve.scheduler_process.distributed import join_world, serve_leaders_bags
@@ -25,6 +26,8 @@ from serve.scheduler_process.lockstep import Lockstep
 from serve.scheduler_process.loop import SchedulerLoop
 from serve.scheduler_process.placement import ALONE, RankPlacement
 from serve.scheduler_process.runners import ModelRunners
+from serve.tokenizer.eos import eos_token_ids
+from serve.tokenizer.loading import load_tokenizer
 from spec_workers import DraftModelWorker, NgramWorker
 
 logger = logging.getLogger(__name__)
@@ -40,7 +43,8 @@ def build_scheduler(
     speculator too (ngram: prompt lookup; draft_model: a draft runner whose worker is both
     executor and speculator). `executor_of` may wrap the executor (tools/bench_serving.py times
     its forwards that way); the server drives it itself. With parallel.tp_size > 1 the target
-    runner holds its rank's slice over `tensor_parallel_group`."""
+    runner holds its rank's slice over `tensor_parallel_group`. With serving.grammar_backend
+    xgrammar the scheduler compiles output constraints for the target's vocabulary."""
     target = ModelRunner(
         build_attention_pair,
         linear_attn_factory=LinearAttnBackendFactory(),
@@ -62,8 +66,22 @@ def build_scheduler(
         max_total_tokens=target.pool.num_slots,
         speculator=speculator,
         state_slots=target.state_slots,
+        grammars=grammar_engine_of(target.arch.vocab_size, synchronous=tensor_parallel_group is not None),
     )
     return scheduler, ModelRunners(target, draft)
+
+
+def grammar_engine_of(vocab_size: int, *, synchronous: bool) -> GrammarEngine | None:
+    """The grammar engine serving.grammar_backend names, for a model whose logits are `vocab_size`
+    wide (None for "none": constrained requests are refused)."""
+    if config_bags.get_serving().grammar_backend == "none":
+        return None
+
+    def tokenizer_info() -> Any:
+        tokenizer = load_tokenizer()
+        return tokenizer_info_of(tokenizer, vocab_size, eos_token_ids(tokenizer))
+
+    return XGrammarEngine(tokenizer_info, synchronous=synchronous)
 
 
 def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlacement = ALONE) -> None:

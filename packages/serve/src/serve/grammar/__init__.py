@@ -1,0 +1,1 @@
+"""The grammar engine behind output constraints (xgrammar), built in the scheduler process."""
