@@ -18,13 +18,15 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from config_bags import MemoryBag, ScheduleBag
+import config_bags
+from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, SpecBag
 from runtime_runner.runner import ModelRunner
 from runtime_runner.sampling.sampler import sample
 from runtime_runner.standalone import Request as RunnerRequest
 from runtime_runner.standalone import Sampling
 from runtime_scheduler import OutputConstraint, Request, SamplingParams, Scheduler, StopConditions
 from serve.grammar.xgrammar_engine import XGrammarEngine, tokenizer_info_of
+from serve.scheduler_process.process import build_scheduler
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
 SCHEDULE = ScheduleBag(page_size=4, chunked_prefill_size=16, max_prefill_tokens=64, max_running_requests=4)
@@ -179,3 +181,30 @@ def test_a_constrained_request_is_refused_without_an_engine(runner: ModelRunner)
     """With no grammar engine (--grammar-backend none) a constrained request is refused, not served free."""
     refusal = scheduler_of(runner, None).add_request(_request("json", (5, 6), JSON))
     assert refusal is not None and "grammar" in refusal.reason
+
+
+@pytest.mark.parametrize("algorithm", ["ngram", "draft_model"])
+def test_constrained_requests_decode_plainly_beside_speculating_ones(
+    tiny: Path, unpublished: None, algorithm: str
+) -> None:
+    """Built as serve builds it (build_scheduler, grammar engine from the serving bag): under ngram
+    and draft-model speculation a constrained request is offered no drafts and gives the tokens it
+    gives without speculation, valid against its schema, while the free requests beside it still
+    speculate. Reverse-verified: with the `room = 0` line of `drafts_for` removed, the verify
+    sampler refuses the constrained request's drafts and it fails."""
+
+    def scheduler_with(spec: SpecBag) -> Scheduler:
+        config_bags.unpublish()
+        config_bags.publish(
+            Bags(model=ModelBag(model_path=str(tiny), dtype="float32"), schedule=SCHEDULE, spec=spec),
+            role="standalone",
+        )
+        return build_scheduler()[0]
+
+    requests = [_request("json", (5, 6, 7, 8), JSON), _request("free", (5, 6, 7, 8, 5, 6, 7, 8), None)]
+    plain = served(scheduler_with(SpecBag()), requests)
+    draft = {"speculative_draft_model_path": str(tiny)} if algorithm == "draft_model" else {}
+    speculative = scheduler_with(SpecBag(speculative_algorithm=algorithm, **draft))  # type: ignore[arg-type]
+    assert served(speculative, requests) == plain
+    jsonschema.validate(json.loads(text_of(tiny, plain["json"]["tokens"])), SCHEMA)
+    assert speculative.metrics().spec_verify_steps > 0
