@@ -102,7 +102,24 @@ async def server_info(request: Request) -> dict[str, Any]:
         "replicas": _replicas(manager),
         "model": {"name": served_model_name(), **msgspec.to_builtins(manager.model_info)},
         "speculative": _speculative(manager),
+        "structured_outputs": _structured_outputs(manager),
     }
+
+
+def _structured_outputs(manager: TokenizerManager) -> dict[str, Any]:
+    """The grammar engine constrained requests run on ("none": they are refused) and its figures."""
+    stats = manager.metrics.scheduler
+    figures = (
+        {}
+        if stats is None
+        else {
+            "compiles": stats.grammar_compiles,
+            "cache_hits": stats.grammar_cache_hits,
+            "compile_seconds": stats.grammar_compile_seconds,
+            "waiting_for_grammar": stats.num_grammar_waiting,
+        }
+    )
+    return {"grammar_backend": config_bags.get_serving().grammar_backend, **figures}
 
 
 def _speculative(manager: TokenizerManager) -> dict[str, Any] | None:
