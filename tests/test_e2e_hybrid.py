@@ -5,7 +5,9 @@ checkpoints, real processes and HTTP.
   greedy output token for token, and a chat completion answers;
 - /server_info shows each runner's linear-attention stamp: the device's cpu_fused for every phase,
   on the target and on a hybrid draft;
-- /metrics reports the prefix-cache hit rate hybrids really get: 0;
+- a repeated prompt resumes from the recurrent-state snapshot at its cached prefix (snapshots
+  every 16 tokens): the same tokens, `usage.prompt_tokens_details.cached_tokens` says how many
+  were reused, and /metrics' prefix-cache hit rate counts them;
 - a bad request gets an OpenAI-shaped 400 and the server keeps serving; a refused override of a
   linear-attention leaf changes nothing.
 
@@ -52,7 +54,7 @@ def _server(*args: str | Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def hybrid_server(checkpoints: tuple[Path, Path, list[list[int]]]) -> Iterator[ServerProcess]:
-    yield from _server(checkpoints[0])
+    yield from _server(checkpoints[0], "--mamba-snapshot-interval", "16", "--chunked-prefill-size", "16")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +103,15 @@ def test_a_hybrid_answers_as_transformers_does(
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] is not None
     info = httpx.get(base_url + "/server_info").json()
     assert info["model"]["runners"]["target"]["linear_attn"] == CPU_STAMP
-    assert metric_value(httpx.get(base_url + "/metrics").text, "serve_cache_hit_rate") == 0.0
+    repeat = httpx.post(
+        base_url + "/v1/completions",
+        json={"prompt": PROMPTS[-1], "max_tokens": NEW_TOKENS, "ignore_eos": True, "temperature": 0},
+        timeout=600,
+    ).json()
+    assert repeat["usage"]["prompt_tokens_details"]["cached_tokens"] == 48  # snapshots at 16, 32, 48
+    assert _ids(base_url, PROMPTS[-1]) == checkpoints[2][-1]
+    assert metric_value(httpx.get(base_url + "/metrics").text, "serve_cache_hit_rate") > 0.0
+    assert info["model"]["recurrent_state_mb"] > 0 and info["model"]["state_snapshot_slots"] > 0
 
 
 def test_a_bad_request_and_a_refused_override_change_nothing(

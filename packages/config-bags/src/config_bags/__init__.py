@@ -83,11 +83,14 @@ from config_bags.derived import (
     linear_attn_backends_of,
     mamba_cache_slots,
     mamba_cache_slots_of,
+    mamba_snapshot_slots,
+    mamba_snapshot_slots_of,
     max_prefill_buffer_tokens,
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens,
     max_speculative_num_draft_tokens_of,
     max_total_tokens_of,
+    snapshot_grid_refusal,
 )
 from config_bags.errors import (
     ColdLeafError,
@@ -99,7 +102,7 @@ from config_bags.errors import (
     UnknownLeafError,
     WireError,
 )
-from config_bags.invariants import INVARIANTS, context_length_within_model
+from config_bags.invariants import INVARIANTS, SNAPSHOT_GRID, context_length_within_model
 from config_bags.leaf import leaf
 from config_bags.override import (
     checked_value,
@@ -251,6 +254,10 @@ __all__ = [
     "device_linear_attn_backend_of",
     "mamba_cache_slots",
     "mamba_cache_slots_of",
+    "mamba_snapshot_slots",
+    "mamba_snapshot_slots_of",
+    "snapshot_grid_refusal",
+    "SNAPSHOT_GRID",
     "max_prefill_buffer_tokens",
     "max_prefill_buffer_tokens_of",
     "max_speculative_num_draft_tokens",

@@ -14,6 +14,7 @@ INT64_MAX = 2**63 - 1
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0.0, le=1e15)]  # finite: an amount, not a switch
 PositiveOrDisabledInt = Annotated[int, msgspec.Meta(ge=-1, le=INT64_MAX)]
 AboveOneFloat = Annotated[float, msgspec.Meta(gt=1.0)]
 UnitFloat = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]

@@ -129,6 +129,36 @@ def mamba_cache_slots() -> int:
     return mamba_cache_slots_of(get_exec().mamba, get_schedule())
 
 
+def mamba_snapshot_slots_of(mamba: MambaBag, bytes_per_slot: int) -> int:
+    """Recurrent-state snapshots a hybrid model's prefix cache keeps: mamba_snapshot_memory_mb over
+    the bytes one snapshot takes (one slot of the state pool); 0 keeps none."""
+    if bytes_per_slot < 1:
+        raise ValueError(f"bytes_per_slot={bytes_per_slot} is not accepted; accepted: an int >= 1")
+    return int(mamba.mamba_snapshot_memory_mb * 1024 * 1024) // bytes_per_slot
+
+
+def mamba_snapshot_slots(bytes_per_slot: int) -> int:
+    """`mamba_snapshot_slots_of` over the published exec.mamba bag."""
+    return mamba_snapshot_slots_of(get_exec().mamba, bytes_per_slot)
+
+
+def snapshot_grid_refusal(mamba: MambaBag, schedule: ScheduleBag) -> str | None:
+    """Why the snapshot interval is off the page and chunk grid (None when it is on it): it is a
+    multiple of the page size, and the prefill chunk (when chunking) is a multiple of it or it a
+    multiple of the chunk, so that chunks end on snapshot boundaries."""
+    interval, page = mamba.mamba_snapshot_interval, schedule.page_size
+    if interval % page:
+        return f"mamba_snapshot_interval % page_size = {interval} % {page} = {interval % page}, must be 0"
+    chunk = chunk_size_of(schedule)
+    if chunk is not None and chunk % interval and interval % chunk:
+        return (
+            f"chunk % mamba_snapshot_interval = {chunk} % {interval} = {chunk % interval} and "
+            f"mamba_snapshot_interval % chunk = {interval % chunk}: one of them must be 0 (chunk: chunked_prefill_size "
+            "in whole pages)"
+        )
+    return None
+
+
 def max_prefill_buffer_tokens_of(schedule: ScheduleBag, parallel: ParallelBag) -> int:
     """Prompt tokens the prefill buffers must hold: one step's prefill budget (the larger of
     max_prefill_tokens and the chunk size when chunking) for each pipeline stage in flight."""

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from config_bags.bags import Bags
-from config_bags.derived import attention_leaf_of, chunk_size_of, context_length_refusal
+from config_bags.derived import attention_leaf_of, chunk_size_of, context_length_refusal, snapshot_grid_refusal
 from config_bags.rules import Rule
 
 
@@ -104,6 +104,14 @@ INVARIANTS: tuple[Rule, ...] = (
     Rule("prefill_budget_fits_pool", ("max_prefill_tokens", "max_total_tokens"), _prefill_budget_fits_pool),
     Rule("expert_parallel_divides_tp", ("ep_size", "tp_size"), _expert_parallel_divides_tp),
     Rule("nodes_divide_ranks", ("nnodes", "tp_size", "pp_size"), _nodes_divide_ranks),
+)
+
+
+# A hybrid model's snapshots lie on the page and chunk grid (serve adds it for such a model).
+SNAPSHOT_GRID = Rule(
+    "snapshot_interval_on_grid",
+    ("mamba_snapshot_interval", "page_size", "chunked_prefill_size"),
+    lambda bags: snapshot_grid_refusal(bags.exec.mamba, bags.schedule),
 )
 
 

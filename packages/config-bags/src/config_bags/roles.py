@@ -38,7 +38,10 @@ ROLE_READS: Mapping[Role, frozenset[str]] = MappingProxyType(
         # The scheduler and the runner it drives in the same process.
         # spec: the hybrid attention container picks a target verify's half by speculative_attention_mode.
         # parallel: its rank's slice of the model, its group, and its share of the CPU's threads.
-        "scheduler": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
+        # serving: grammar_backend, the engine it compiles constrained requests' grammars with.
+        "scheduler": frozenset(
+            {"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability", "serving"}
+        ),
         "runner": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
         "detokenizer": frozenset({"model", "serving", "observability"}),
     }

@@ -79,6 +79,10 @@ class RequestView(Protocol):
     def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 for a model without one)
     @property
     def grammar(self) -> TokenGrammar | None: ...  # sample only what it allows next (None: free text)
+    @property
+    def restore_from(self) -> int: ...  # a hybrid's snapshot slot holding its state after prefix_len tokens (-1: none)
+    @property
+    def snapshot_to(self) -> int: ...  # a hybrid's snapshot slot to keep its state after this forward in (-1: none)
 
 
 class ForwardBatchView(Protocol):

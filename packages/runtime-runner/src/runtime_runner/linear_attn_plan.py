@@ -3,8 +3,14 @@ kernels its phase runs over the recurrent-state pool, and the states a speculati
 
 A slot holds the state after its request's first `position` tokens. A forward resumes a request
 at `prefix_len`: 0 starts from zeros (a new request, or one computing its sequence again), the
-slot's position continues it, and any other length must be one the runner kept a state for, or
-the batch is refused before anything is computed.
+slot's position continues it, a snapshot the request names (`restore_from`: a state the prefix
+cache kept after exactly prefix_len tokens) is copied into the slot, and any other length must be
+one the runner kept a state for, or the batch is refused before anything is computed. A request
+that names `snapshot_to` has the state after its forward copied into that snapshot slot.
+
+A request computing one token runs the decode kernels and one computing several the prefill
+kernels, whatever else shares its forward: the two round differently, and a decoding request
+batched beside prompt chunks (a mixed forward) must get the bits it gets alone.
 
 Speculative forwards keep states rather than commit them (the scheduler learns only afterwards how
 many tokens were accepted): a target_verify forward computes the state after each of a request's
@@ -41,8 +47,14 @@ class _SlotHistory:
 class LinearAttnPlanner:
     """Plans each forward's linear attention over one runner's state pool."""
 
-    def __init__(self, pool: RecurrentStatePool, shape: LinearAttnShape, backend: LinearAttnBackendView) -> None:
-        self.pool, self.shape, self.backend = pool, shape, backend
+    def __init__(
+        self,
+        pool: RecurrentStatePool,
+        shape: LinearAttnShape,
+        backend: LinearAttnBackendView,
+        snapshots: RecurrentStatePool | None = None,
+    ) -> None:
+        self.pool, self.shape, self.backend, self.snapshots = pool, shape, backend, snapshots
         self._slots: dict[int, _SlotHistory] = {}
 
     def check(self, requests: Sequence[RequestView]) -> None:
@@ -50,7 +62,8 @@ class LinearAttnPlanner:
         share, or that resumes a request where its slot holds no state."""
         self.pool.check_slots([r.state_slot for r in requests])
         for r in requests:
-            if r.prefix_len == 0:
+            self._check_snapshots(r)
+            if r.prefix_len == 0 or r.restore_from >= 0:
                 continue
             history = self._slots.get(r.state_slot)
             if history is None or history.rid != r.rid:
@@ -65,6 +78,22 @@ class LinearAttnPlanner:
                     f"request {r.rid!r} resumes at {r.prefix_len} tokens, but its recurrent state is known after "
                     f"{history.position} tokens{f' or {kept}' if kept else ''}; accepted: one of those"
                 )
+
+    def _check_snapshots(self, r: RequestView) -> None:
+        named = [s for s in (r.restore_from, r.snapshot_to) if s >= 0]
+        if not named:
+            return
+        slots = 0 if self.snapshots is None else self.snapshots.num_slots
+        if any(s >= slots for s in named):
+            raise BatchError(
+                f"request {r.rid!r} names snapshot slots {named}; accepted: 0..{slots - 1} (this runner keeps "
+                f"{slots} snapshots)"
+            )
+        if r.restore_from >= 0 and r.prefix_len == 0:
+            raise BatchError(
+                f"request {r.rid!r} restores snapshot {r.restore_from} at prefix_len 0; accepted: a snapshot only "
+                "where the request resumes after a cached prefix"
+            )
 
     def plan(self, requests: Sequence[RequestView], forward_mode: str, draft_step: int | None) -> LinearLayerAttention:
         """Bring each request's slot to its prefix_len (checked already), and answer the per-layer
@@ -96,13 +125,40 @@ class LinearAttnPlanner:
                 q, k = q.repeat_interleave(ratio, dim=1), k.repeat_interleave(ratio, dim=1)
             return q, k, v.reshape(tokens, s.value_heads, s.value_dim)
 
+        def prefill_rows(
+            layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, rows: _Rows
+        ) -> torch.Tensor:
+            kernels = backend.prefill
+            c = kernels.causal_conv_prefill(
+                x, weight, None, rows.cu_seqlens, pool.conv[layer], rows.slots, rows.initial
+            )
+            q, k, v = heads(c)
+            return kernels.gated_delta_prefill(
+                q, k, v, g, beta, rows.cu_seqlens, pool.ssm[layer], rows.slots, rows.initial
+            )
+
+        def decode_rows(
+            layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, slots: torch.Tensor
+        ) -> torch.Tensor:
+            kernels = backend.decode
+            q, k, v = heads(kernels.causal_conv_decode(x, weight, None, pool.conv[layer], slots))
+            return kernels.gated_delta_decode(q, k, v, g, beta, pool.ssm[layer], slots)
+
+        split = _split_rows(requests, device)
+
         def extend_layer(
             layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
         ) -> torch.Tensor:
-            kernels = backend.prefill
-            c = kernels.causal_conv_prefill(x, weight, None, cu_seqlens, pool.conv[layer], slots, has_initial)
-            q, k, v = heads(c)
-            return kernels.gated_delta_prefill(q, k, v, g, beta, cu_seqlens, pool.ssm[layer], slots, has_initial)
+            if split is None:
+                return prefill_rows(layer, x, weight, g, beta, _Rows(cu_seqlens, slots, has_initial))
+            many, one = split
+            out = torch.empty((x.shape[0], s.value_heads, s.value_dim), dtype=x.dtype, device=device)
+            if many.tokens.numel():
+                t = many.tokens
+                out[t] = prefill_rows(layer, x[t], weight, g[t], beta[t], many).to(out.dtype)
+            t = one.tokens
+            out[t] = decode_rows(layer, x[t], weight, g[t], beta[t], one.slots).to(out.dtype)
+            return out
 
         def decode_layer(
             layer: int, x: torch.Tensor, weight: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
@@ -138,8 +194,21 @@ class LinearAttnPlanner:
             history.position = r.prefix_len + r.extend_len
             if draft_step is None:
                 history.kept = {}
+            if r.snapshot_to >= 0:
+                assert self.snapshots is not None  # checked before the forward
+                self.pool.copy_slot(r.state_slot, self.snapshots, r.snapshot_to)
 
     def _resume(self, r: RequestView) -> None:
+        if r.prefix_len == 0 and r.extend_len == 1:
+            # Its one token runs the decode kernels, which read the slot: start them from zeros.
+            for layer in range(len(self.pool.layers)):
+                self.pool.conv[layer][r.state_slot].zero_()
+                self.pool.ssm[layer][r.state_slot].zero_()
+        if r.restore_from >= 0:
+            assert self.snapshots is not None  # checked before the forward
+            self.snapshots.copy_slot(r.restore_from, self.pool, r.state_slot)
+            self._slots[r.state_slot] = _SlotHistory(r.rid, r.prefix_len)
+            return
         if r.prefix_len == 0:
             self._slots[r.state_slot] = _SlotHistory(r.rid, 0)
             return
@@ -164,3 +233,37 @@ class LinearAttnPlanner:
             kept.setdefault(r.prefix_len + 1, []).append(
                 (self.pool.conv[layer][r.state_slot].clone(), self.pool.ssm[layer][r.state_slot].clone())
             )
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Some requests of a forward: their tokens' indices in the batch, and their prefill layout."""
+
+    cu_seqlens: torch.Tensor
+    slots: torch.Tensor
+    initial: torch.Tensor
+    tokens: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
+
+
+def _split_rows(requests: Sequence[RequestView], device: torch.device) -> tuple[_Rows, _Rows] | None:
+    """The requests of an extend or mixed forward that compute several tokens and those that compute
+    one (which run the decode kernels); None when every request computes several."""
+    if all(r.extend_len > 1 for r in requests):
+        return None
+    starts = [0]
+    for r in requests:
+        starts.append(starts[-1] + r.extend_len)
+    many = [i for i, r in enumerate(requests) if r.extend_len > 1]
+    one = [i for i, r in enumerate(requests) if r.extend_len == 1]
+
+    def rows(which: list[int]) -> _Rows:
+        lengths = torch.tensor([requests[i].extend_len for i in which], dtype=torch.int64)
+        tokens = [t for i in which for t in range(starts[i], starts[i + 1])]
+        return _Rows(
+            cu_seqlens=torch.nn.functional.pad(torch.cumsum(lengths, 0), (1, 0)).to(device),
+            slots=torch.tensor([requests[i].state_slot for i in which], dtype=torch.int64, device=device),
+            initial=torch.tensor([requests[i].prefix_len > 0 for i in which], device=device),
+            tokens=torch.tensor(tokens, dtype=torch.int64, device=device),
+        )
+
+    return rows(many), rows(one)

@@ -74,9 +74,20 @@ class RecurrentStatePool:
         return int(self.ssm[0].shape[0])
 
     @property
+    def bytes_per_slot(self) -> int:
+        """Bytes one slot takes across the layers."""
+        return state_bytes_per_slot(self.layers, self.conv[0].dtype, self.ssm_dtype)
+
+    @property
     def ssm_dtype(self) -> torch.dtype:
         """Element type of the delta-rule states (exec.mamba.mamba_ssm_dtype at construction)."""
         return self.ssm[0].dtype
+
+    def copy_slot(self, slot: int, into: RecurrentStatePool, into_slot: int) -> None:
+        """Copy slot `slot`'s state (every layer's) into `into`'s slot `into_slot` (same layer shapes)."""
+        for layer in range(len(self.layers)):
+            into.conv[layer][into_slot].copy_(self.conv[layer][slot])
+            into.ssm[layer][into_slot].copy_(self.ssm[layer][slot])
 
     def check_slots(self, slots: Sequence[int]) -> None:
         """Refuse a batch whose state slots the pool does not hold or that two requests share

@@ -27,6 +27,7 @@ from config_bags import (
     get_parallel,
     get_schedule,
     is_published,
+    mamba_snapshot_slots,
 )
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory, AttentionStamp
 from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
@@ -156,7 +157,8 @@ class ModelRunner:
         """A hybrid's linear attention (None for a model without linear-attention layers): the stamp
         first (`linear_attn_backends`, this runner's own choice, never recorded into the bags), then
         the backend that reads it off this runner, over a state pool of mamba_cache_slots() slots (a
-        draft's: its target's count)."""
+        draft's: its target's count), and a target's snapshot pool of mamba_snapshot_slots() slots
+        (a draft catches up from position 0 and keeps none)."""
         if cfg.hybrid is None:
             return None
         if factory is None:
@@ -175,10 +177,15 @@ class ModelRunner:
             v_dim=shape.value_dim,
         )
         slots = None if target is None else target.state_slots
-        pool = RecurrentStatePool(
-            [layer] * len(cfg.hybrid.linear_layers), conv_dtype=dtype, device=device, num_slots=slots
+        layers = [layer] * len(cfg.hybrid.linear_layers)
+        pool = RecurrentStatePool(layers, conv_dtype=dtype, device=device, num_slots=slots)
+        snapshot_slots = 0 if target is not None else mamba_snapshot_slots(pool.bytes_per_slot)
+        snapshots = (
+            RecurrentStatePool(layers, conv_dtype=dtype, device=device, num_slots=snapshot_slots)
+            if snapshot_slots > 0
+            else None
         )
-        return LinearAttnPlanner(pool, shape, backend)
+        return LinearAttnPlanner(pool, shape, backend, snapshots)
 
     def _native_step(self) -> NativeDecoderStep | None:
         """The whole forward in one C++ call where every piece has a C entry (a CPU, native
@@ -192,6 +199,19 @@ class ModelRunner:
     def state_slots(self) -> int:
         """Slots of the recurrent-state pool (0 for a model without linear-attention layers)."""
         return 0 if self._linear is None else self._linear.pool.num_slots
+
+    @property
+    def snapshot_slots(self) -> int:
+        """Slots of the recurrent-state snapshot pool (0: the model keeps no snapshots)."""
+        return 0 if self._linear is None or self._linear.snapshots is None else self._linear.snapshots.num_slots
+
+    @property
+    def recurrent_state_bytes(self) -> int:
+        """Bytes of the recurrent-state pool and the snapshot pool (0 for a model without them)."""
+        if self._linear is None:
+            return 0
+        pools = [self._linear.pool, *([] if self._linear.snapshots is None else [self._linear.snapshots])]
+        return sum(p.bytes_per_slot * p.num_slots for p in pools)
 
     @property
     def linear_attn_backend(self) -> LinearAttnBackendView | None:

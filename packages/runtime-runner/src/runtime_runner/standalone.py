@@ -55,6 +55,8 @@ class Request:
     output_ids: tuple[int, ...]
     state_slot: int = -1
     grammar: TokenGrammar | None = None
+    restore_from: int = -1
+    snapshot_to: int = -1
 
 
 @dataclass(frozen=True)

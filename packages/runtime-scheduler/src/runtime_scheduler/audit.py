@@ -61,6 +61,7 @@ def audit_pages(memory: KvMemory, running: Sequence[RequestState], waiting: Sequ
             f"pages with two owners: {wrong[:10]}, pages with none: {lost[:10]}, pages outside the pool: {foreign[:10]}"
         )
     _audit_state_slots(memory, running, waiting)
+    _audit_snapshots(memory, nodes, running, waiting)
     protected = 0
     for cached in nodes:
         if cached.lock_ref != users[id(cached)]:
@@ -88,6 +89,33 @@ def _audit_state_slots(memory: KvMemory, running: Sequence[RequestState], waitin
     lost = sorted(set(range(memory.states.num_pages)) - set(owners))
     if wrong or lost or len(owners) != memory.states.num_pages:
         _fail(f"recurrent-state slots with two owners: {wrong[:10]}, with none: {lost[:10]}")
+
+
+def _audit_snapshots(
+    memory: KvMemory, nodes: Sequence[RadixNode], running: Sequence[RequestState], waiting: Sequence[RequestState]
+) -> None:
+    """Every snapshot slot is free, attached to one cache node (the pool's map agreeing), or about to
+    be written by one running request; a slot a request is about to restore is attached, and pinned
+    once per such request; waiting requests name none."""
+    snapshots = memory.snapshots
+    if any(s.restore_from >= 0 or s.snapshot_to >= 0 for s in waiting):
+        _fail("a waiting request names a snapshot slot")
+    if snapshots is None:
+        if any(n.snapshot >= 0 for n in nodes) or any(s.restore_from >= 0 or s.snapshot_to >= 0 for s in running):
+            _fail("a snapshot slot is named but the model keeps no snapshots")
+        return
+    attached = {n.snapshot: n for n in nodes if n.snapshot >= 0}
+    if {slot: id(n) for slot, n in attached.items()} != {slot: id(n) for slot, n in snapshots.nodes.items()}:
+        _fail("the snapshot pool's map of slots to cache nodes disagrees with the nodes")
+    pending = [s.snapshot_to for s in running if s.snapshot_to >= 0]
+    owners = Counter([*attached, *pending, *snapshots.allocator.free_pages()])
+    wrong = sorted(slot for slot, n in owners.items() if n != 1)
+    lost = sorted(set(range(snapshots.allocator.num_pages)) - set(owners))
+    if wrong or lost:
+        _fail(f"snapshot slots with two owners: {wrong[:10]}, with none: {lost[:10]}")
+    pins = Counter(s.restore_from for s in running if s.restore_from >= 0)
+    if pins != Counter(snapshots.pinned) or any(slot not in attached for slot in pins):
+        _fail(f"snapshots about to be restored {dict(pins)} disagree with the pins {snapshots.pinned}")
 
 
 def _audit_request(state: RequestState) -> None:

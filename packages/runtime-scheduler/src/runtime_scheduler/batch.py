@@ -39,6 +39,11 @@ class BatchRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     state_slot: int = -1
     # A constrained request's matcher: the runner samples only the tokens it allows next (None: free text)
     grammar: TokenGrammar | None = None
+    # A hybrid model's recurrent-state snapshots (kv_memory.py): the snapshot slot whose state is the
+    # one after prefix_len tokens, copied into state_slot before the forward (-1: none), and the one
+    # the state after this forward is copied into (-1: none).
+    restore_from: int = -1
+    snapshot_to: int = -1
 
 
 class ForwardBatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):

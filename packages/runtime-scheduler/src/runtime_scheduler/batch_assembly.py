@@ -57,6 +57,8 @@ def _entry(s: RequestState, ext: int, sample: bool) -> BatchRequest:
         output_ids=s.output_ids,
         state_slot=-1 if s.state_slot is None else s.state_slot,
         grammar=s.grammar,
+        restore_from=s.restore_from,
+        snapshot_to=s.snapshot_to,
     )
 
 

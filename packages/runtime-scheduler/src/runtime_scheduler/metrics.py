@@ -32,6 +32,10 @@ class SchedulerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     # request verifies by accept length (tokens one verify gave a request: accepted drafts plus the
     # target's own next token): entry n counts the verifies that gave n tokens; entry 0 is unused
     spec_accept_length_counts: tuple[int, ...] = ()
+    state_snapshot_slots: int = 0  # a hybrid model's snapshot pool (0: it keeps no snapshots)
+    state_snapshots_held: int = 0  # of those, holding a cached prefix's state now
+    state_snapshots_taken: int = 0  # snapshots attached to the cache (total)
+    state_snapshots_dropped: int = 0  # snapshots dropped for newer ones (total; evicted nodes not counted)
     num_grammar_waiting: int = 0  # queued requests whose grammar is still compiling
     grammar_compiles: int = 0  # output constraints compiled (total; cache misses)
     grammar_cache_hits: int = 0  # constrained requests served from an already compiled grammar (total)
@@ -51,9 +55,13 @@ class Tally:
 
     def snapshot(self, memory: KvMemory, *, running: int, waiting: int) -> SchedulerMetrics:
         """These totals with the pool's and the queues' counts now."""
-        allocator, cache = memory.allocator, memory.cache
+        allocator, cache, snapshots = memory.allocator, memory.cache, memory.snapshots
         total = allocator.num_pages
         return SchedulerMetrics(
+            state_snapshot_slots=0 if snapshots is None else snapshots.allocator.num_pages,
+            state_snapshots_held=0 if snapshots is None else len(snapshots.nodes),
+            state_snapshots_taken=0 if snapshots is None else snapshots.taken,
+            state_snapshots_dropped=0 if snapshots is None else snapshots.dropped,
             num_running=running,
             num_waiting=waiting,
             total_pages=total,

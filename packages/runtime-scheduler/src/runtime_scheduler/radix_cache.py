@@ -14,7 +14,7 @@ skipped when popped, so eviction never walks the whole tree.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from config_bags import get_schedule
@@ -23,7 +23,7 @@ from config_bags import get_schedule
 class RadixNode:
     """One edge of the tree: `key` (tokens, a multiple of the page size) stored in `pages`."""
 
-    __slots__ = ("children", "key", "last_access", "lock_ref", "pages", "parent")
+    __slots__ = ("children", "key", "last_access", "lock_ref", "pages", "parent", "snapshot")
 
     def __init__(self, parent: RadixNode | None, key: tuple[int, ...], pages: list[int], last_access: int) -> None:
         self.parent = parent
@@ -32,6 +32,7 @@ class RadixNode:
         self.children: dict[tuple[int, ...], RadixNode] = {}
         self.lock_ref = 0
         self.last_access = last_access
+        self.snapshot = -1  # a hybrid's snapshot slot holding the state after this node's prefix (-1: none)
 
 
 class PrefixMatch(NamedTuple):
@@ -44,7 +45,9 @@ class PrefixMatch(NamedTuple):
 class RadixCache:
     """Prefix cache over page indices: match, insert, lock, unlock, evict."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_evict: Callable[[RadixNode], None] | None = None) -> None:
+        """`on_evict` is told of every node eviction drops (a hybrid's snapshots go with their node)."""
+        self._on_evict = on_evict
         self.root = RadixNode(None, (), [], 0)
         self.root.lock_ref = 1  # the root is never evicted
         self._clock = 0
@@ -164,6 +167,8 @@ class RadixCache:
             if parent is None or leaf.children or leaf.lock_ref or leaf.last_access != last_access:
                 continue  # stale: evicted, grown, locked or touched since it was pushed
             del parent.children[leaf.key[: len(leaf.key) // len(leaf.pages)]]
+            if self._on_evict is not None:
+                self._on_evict(leaf)
             leaf.parent = None
             freed.extend(leaf.pages)
             self.cached_pages -= len(leaf.pages)

@@ -33,6 +33,8 @@ class RequestState:
         "page_table",
         "req",
         "seq",
+        "restore_from",
+        "snapshot_to",
         "state_slot",
         "status",
     )
@@ -52,6 +54,10 @@ class RequestState:
         # A constrained request's matcher while it compiles, then the matcher itself (from admission on)
         self.grammar_pending: Future[TokenGrammar] | None = None
         self.grammar: TokenGrammar | None = None
+        # A hybrid's snapshot slots (state_snapshots.py): the one its next forward restores, and
+        # the one its next forward writes (-1: none).
+        self.restore_from = -1
+        self.snapshot_to = -1
 
     def append_output(self, token: int) -> None:
         """Extend the sequence by one generated token."""

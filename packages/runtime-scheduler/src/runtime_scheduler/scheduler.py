@@ -60,8 +60,9 @@ class Scheduler:
     `max_total_tokens // page_size` pages, and page_size is cold. `speculator` is required exactly
     when spec.speculative_algorithm is set (a cold leaf). `state_slots` is the slot count of a
     hybrid model's recurrent-state pool (the runner's, like `max_total_tokens`; 0 for a model
-    without one): each running request holds one, admission waits for a free one, and such a
-    model reuses no cached prefix (kv_memory.py says why). `grammars` compiles the output
+    without one): each running request holds one, and admission waits for a free one.
+    `snapshot_slots` is the slot count of such a runner's snapshot pool: its requests resume after
+    a cached prefix where a snapshot was kept (state_snapshots.py), none without. `grammars` compiles the output
     constraints of requests that carry one; without it such a request is refused.
     """
 
@@ -73,13 +74,14 @@ class Scheduler:
         max_total_tokens: int,
         speculator: Speculator | None = None,
         state_slots: int = 0,
+        snapshot_slots: int = 0,
         grammars: GrammarEngine | None = None,
     ) -> None:
         if model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length} is not accepted; accepted: an int >= 1")
         self._executor = executor
         self._model_max_length = model_max_length
-        self._memory = KvMemory(max_total_tokens, state_slots=state_slots)
+        self._memory = KvMemory(max_total_tokens, state_slots=state_slots, snapshot_slots=snapshot_slots)
         self._speculation = speculative_decoding_of(speculator, self._memory)
         self._waiting: list[RequestState] = []  # by arrival
         self._running: list[RequestState] = []  # by admission
@@ -264,9 +266,10 @@ class Scheduler:
         budget = schedule.max_prefill_tokens
         extends: list[Extend] = []
         for s in prefilling:
-            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends)
+            ext = self._memory.snapshot_cut(s, extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends))
             if ext == 0 or not self._grow_if_fits(s, ext, others=len(self._running) > 1):
                 return extends
+            self._memory.plan_snapshot(s, s.kv_len + ext)
             extends.append((s, ext))
             budget -= ext
         if not admit or not self._waiting:
@@ -287,10 +290,11 @@ class Scheduler:
             if len(self._running) >= schedule.max_running_requests or not self._memory.can_admit():
                 break
             self._memory.attach_prefix(s)
-            ext = extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends)
+            ext = self._memory.snapshot_cut(s, extend_len_of(s.fill_len - s.kv_len, chunk, budget, first=not extends))
             if ext == 0 or not self._grow_if_fits(s, ext, others=bool(self._running)):
                 self._memory.detach_prefix(s)
                 break
+            self._memory.plan_snapshot(s, s.kv_len + ext)
             s.status = "running"
             self._running.append(s)
             self._tally.admitted_tokens += s.fill_len
@@ -352,7 +356,9 @@ class Scheduler:
         for i, (s, ext) in enumerate(extends):
             if s.status == "running":
                 s.kv_len += ext
+                self._memory.restored(s)
                 self._memory.commit(s)
+                self._memory.keep_snapshot(s)
                 if s.kv_len == s.fill_len:
                     sampled.append((s, i))
         for i, s in enumerate(decodes, len(extends)):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from attn_backends import attention_choice
 from config_bags import (
+    SNAPSHOT_GRID,
     Bags,
     Rule,
     SpecBag,
@@ -212,4 +213,5 @@ def launch_rules(model: ServedModel) -> tuple[Rule, ...]:
         PARALLEL_AS_BUILT,
         tensor_parallel_fits_model(model),
         context_length_within_model(model.max_positions),
+        *((SNAPSHOT_GRID,) if model.linear_attention else ()),
     )

@@ -87,6 +87,10 @@ class RequestView(Protocol):
     def state_slot(self) -> int: ...  # a hybrid model's recurrent-state slot (-1 without one)
     @property
     def grammar(self) -> TokenGrammar | None: ...  # a constrained request's matcher (None: free text)
+    @property
+    def restore_from(self) -> int: ...  # a hybrid's snapshot slot to resume from (-1: none)
+    @property
+    def snapshot_to(self) -> int: ...  # a hybrid's snapshot slot to keep its state in (-1: none)
 
 
 class BatchView(Protocol):

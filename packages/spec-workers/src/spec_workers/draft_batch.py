@@ -45,6 +45,8 @@ class DraftBatchRequest:
         int  # the target request's slot: a hybrid draft keeps its own state in its own pool's slot of that index
     )
     grammar: None = None  # a draft proposes freely (constrained requests are offered no drafts)
+    restore_from: int = -1  # a draft catches up from position 0 and keeps no snapshots
+    snapshot_to: int = -1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ import msgspec
 
 from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBackendName
 from config_bags.bags.base import Bag
-from config_bags.constraints import BatchSizes, PositiveInt
+from config_bags.constraints import BatchSizes, NonNegativeFloat, PositiveInt
 from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
 
@@ -100,6 +100,23 @@ class MambaBag(Bag, frozen=True, kw_only=True):
     max_mamba_cache_size: Annotated[
         PositiveInt | None, leaf("Recurrent-state slots of a hybrid model (unset: max_running_requests).", hot=False)
     ] = None
+    mamba_snapshot_interval: Annotated[
+        PositiveInt,
+        leaf(
+            "Tokens between the recurrent-state snapshots a hybrid model keeps in its prefix cache (a multiple of "
+            "page_size; the prefill chunk a multiple of it, or it of the chunk): a cached prefix resumes at the "
+            "last snapshot it reaches.",
+            hot=False,
+        ),
+    ] = 512
+    mamba_snapshot_memory_mb: Annotated[
+        NonNegativeFloat,
+        leaf(
+            "Memory for a hybrid model's recurrent-state snapshots, in MiB (apart from the KV cache); 0 keeps none, "
+            "and its requests reuse no cached prefix.",
+            hot=False,
+        ),
+    ] = 256.0
 
 
 class OverlapBag(Bag, frozen=True, kw_only=True):

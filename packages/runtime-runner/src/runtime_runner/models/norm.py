@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from runtime_runner.kernels import cpu_fused_ops
+from runtime_runner.models.whole_vectors import in_whole_vectors
 
 
 def _rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -38,4 +39,4 @@ def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, ep
     transformers' Qwen3-Next gated norm rounds."""
     normed = x.float()
     normed = weight * (normed * torch.rsqrt(normed.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-    return (normed * torch.nn.functional.silu(gate.float())).to(x.dtype)
+    return (normed * in_whole_vectors(torch.nn.functional.silu, gate.float())).to(x.dtype)

@@ -34,6 +34,8 @@ class _PositionRequest:
     output_ids: Sequence[int]
     state_slot: int
     grammar: TokenGrammar | None
+    restore_from: int = -1  # a verify position restores and keeps no snapshot
+    snapshot_to: int = -1
 
 
 def _positions_of(request: RequestView, drafts: Sequence[int]) -> list[_PositionRequest]:

@@ -90,6 +90,10 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     runners: dict[str, RunnerStamp]
     speculative_algorithm: str | None = None
     quantization: str | None = None
+    # A hybrid model's recurrent state, apart from the KV cache: the state pool (one slot per running
+    # request) and the snapshot pool of its prefix cache, in MiB; and the snapshot pool's slots.
+    recurrent_state_mb: float = 0.0
+    state_snapshot_slots: int = 0
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):

@@ -117,6 +117,8 @@ class ServerArgs:
     # exec.mamba
     mamba_ssm_dtype: Literal["float32", "bfloat16", "float16"]
     max_mamba_cache_size: int | None
+    mamba_snapshot_interval: int
+    mamba_snapshot_memory_mb: float
     # exec.overlap
     disable_overlap_schedule: bool
     enable_two_batch_overlap: bool

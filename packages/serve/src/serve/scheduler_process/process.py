@@ -66,6 +66,7 @@ def build_scheduler(
         max_total_tokens=target.pool.num_slots,
         speculator=speculator,
         state_slots=target.state_slots,
+        snapshot_slots=target.snapshot_slots,
         grammars=grammar_engine_of(target.arch.vocab_size, synchronous=tensor_parallel_group is not None),
     )
     return scheduler, ModelRunners(target, draft)
@@ -111,6 +112,8 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
         runners=runners.stamps(),
         speculative_algorithm=config_bags.get_spec().speculative_algorithm,
         quantization=quantization_description(config_bags.get_model()),
+        recurrent_state_mb=target.recurrent_state_bytes / 2**20,
+        state_snapshot_slots=target.snapshot_slots,
     )
     logger.info("model loaded: %s; torch threads: %d", model, torch.get_num_threads())
     ready = ProcessReady(

@@ -34,6 +34,7 @@ from runtime_runner.models.layer_attention import LayerAttention, LinearLayerAtt
 from runtime_runner.models.matrix_projection import LinearOf, Projection, group_projection, linear_of
 from runtime_runner.models.norm import add_rms_norm, gated_rms_norm, rms_norm
 from runtime_runner.models.rope import RopeTable, apply_rope
+from runtime_runner.models.whole_vectors import in_whole_vectors
 
 
 class _LinearMixer:
@@ -49,8 +50,8 @@ class _LinearMixer:
     def __call__(self, index: int, x: torch.Tensor, kernels: LinearLayerAttention, eps: float) -> torch.Tensor:
         s, w = self.shape, self.w
         mixed, z, b, a = torch.split(self.in_proj(x), self.widths, dim=-1)
-        beta = torch.sigmoid(b.float())
-        g = w.neg_decay_rate * F.softplus(a.float() + w.dt_bias)
+        beta = in_whole_vectors(torch.sigmoid, b.float())
+        g = w.neg_decay_rate * in_whole_vectors(F.softplus, a.float() + w.dt_bias)
         out = kernels(index, mixed.contiguous(), w.conv, g, beta)
         tokens = x.shape[0]
         normed = gated_rms_norm(out.to(x.dtype), z.reshape(tokens, s.value_heads, s.value_dim), w.norm, eps)
@@ -86,7 +87,7 @@ class _GatedAttention:
         q = self._rotated(rms_norm(q.reshape(tokens, heads, head_dim), w.q_norm, eps), cos, sin)
         k = self._rotated(rms_norm(k.reshape(tokens, kv_heads, head_dim), w.k_norm, eps), cos, sin)
         out = attention(index, q, k, v.reshape(tokens, kv_heads, head_dim)).reshape(tokens, heads * head_dim)
-        return self.o_proj(out * torch.sigmoid(gate))
+        return self.o_proj(out * in_whole_vectors(torch.sigmoid, gate))
 
 
 def _mlp_of(w: DenseMlpWeights | MoeWeights, linear: LinearOf, cfg: ArchConfig, fused: bool) -> DenseMlp | SparseMoe:

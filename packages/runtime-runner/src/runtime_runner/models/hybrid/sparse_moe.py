@@ -14,6 +14,7 @@ import torch
 from runtime_runner.loading.hybrid_config import MoeShape
 from runtime_runner.models.matrix_projection import Projection
 from runtime_runner.models.mlp_activation import silu_and_mul
+from runtime_runner.models.whole_vectors import in_whole_vectors
 
 
 class DenseMlp:
@@ -61,5 +62,5 @@ class SparseMoe:
             rows, slot = torch.nonzero(chosen == e, as_tuple=True)
             out.index_add_(0, rows, expert(x.index_select(0, rows)) * weights[rows, slot, None])
         if self.shared is not None and self.shared_gate is not None:
-            out = out + torch.sigmoid(self.shared_gate(x)) * self.shared(x)
+            out = out + in_whole_vectors(torch.sigmoid, self.shared_gate(x)) * self.shared(x)
         return out

@@ -89,7 +89,12 @@ def tensor_parallel(res: Resolution) -> None:
 
 
 LINEAR_ATTN_LEAVES = ("linear_attn_backend", "linear_attn_prefill_backend", "linear_attn_decode_backend")
-RECURRENT_STATE_LEAVES = ("mamba_ssm_dtype", "max_mamba_cache_size")
+RECURRENT_STATE_LEAVES = (
+    "mamba_ssm_dtype",
+    "max_mamba_cache_size",
+    "mamba_snapshot_interval",
+    "mamba_snapshot_memory_mb",
+)
 
 
 def linear_attention(res: Resolution) -> None:
