@@ -9,6 +9,7 @@ launch with max_mamba_cache_size = 8 resolved (accepted and ignored) and the fir
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,8 @@ def tiny_hybrid(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("linear_attn_decode_backend", "cpu_fused"),
         ("mamba_ssm_dtype", "bfloat16"),
         ("max_mamba_cache_size", 8),
+        ("mamba_snapshot_interval", 64),
+        ("mamba_snapshot_memory_mb", 0.0),
     ],
 )
 def test_a_model_without_linear_layers_refuses_their_leaves(tiny_model: Path, leaf: str, value: object) -> None:
@@ -59,6 +62,30 @@ def test_a_kernel_this_device_cannot_run_is_refused(
     )  # a CPU runs Triton only in its interpreter, which tests may turn on
     with pytest.raises(ResolutionError, match=rf"^{leaf} = {value!r}: .*{why}"):
         resolve(ServerArgs(model_path=str(tiny_hybrid), device="cpu", **{leaf: value}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("leaves", "equation"),
+    [
+        (
+            {"mamba_snapshot_interval": 10, "page_size": 4},
+            "mamba_snapshot_interval % page_size = 10 % 4 = 2, must be 0",
+        ),
+        (
+            {"mamba_snapshot_interval": 96, "chunked_prefill_size": 256},
+            "chunk % mamba_snapshot_interval = 256 % 96 = 64 and mamba_snapshot_interval % chunk = 96",
+        ),
+    ],
+)
+def test_a_hybrid_refuses_snapshots_off_the_page_and_chunk_grid(
+    tiny_hybrid: Path, leaves: dict[str, int], equation: str
+) -> None:
+    """Rule snapshot_interval_on_grid, for a hybrid only (the dense model above refuses the leaf
+    itself); the refusal states the equation. Reverse-verified: without SNAPSHOT_GRID in
+    launch_rules both resolve."""
+    with pytest.raises(ResolutionError, match=re.escape(equation)):
+        resolve(ServerArgs(model_path=str(tiny_hybrid), **leaves))  # type: ignore[arg-type]
+    resolve(ServerArgs(model_path=str(tiny_hybrid), mamba_snapshot_interval=128, chunked_prefill_size=256))
 
 
 def test_a_hybrid_resolves_its_leaves_and_sizes_kv_over_its_full_attention_layers(tiny_hybrid: Path) -> None:
