@@ -27,8 +27,6 @@ ABSENT_FEATURES: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
         "prefill/decode disaggregation": ("disaggregation_mode", "disaggregation_bootstrap_port"),
         "hierarchical (host-memory) KV cache": ("enable_hierarchical_cache", "hicache_ratio"),
         "multimodal model": ("mm_feature_transport", "mm_max_items_per_request"),
-        "tool-call parsing": ("tool_call_parser",),
-        "reasoning parsing": ("reasoning_parser",),
     }
 )
 

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 
 from config_bags import get_serving
-from runtime_scheduler.request import Request, SamplingParams, StopConditions
+from runtime_scheduler.request import OutputConstraint, Request, SamplingParams, StopConditions
 from serve.http.errors import bad_request
 from serve.http.protocol import INT64_MAX, INT64_MIN, SamplingFields
 from serve.ipc.messages import GenerateRequest
@@ -122,9 +122,11 @@ def generate_requests(
     logprobs: bool,
     top_logprobs: int,
     prompt_param: str = "prompt",
+    constraint: OutputConstraint | None = None,
 ) -> list[GenerateRequest]:
     """One scheduler request per (prompt, choice), prompt-major, after every admission check.
-    `prompt_param` is the request field the prompts came from, named by a refusal."""
+    `prompt_param` is the request field the prompts came from, named by a refusal; `constraint`,
+    what every choice's output must match (None: free text)."""
     check_model(fields.model)
     check_n(fields.n)
     vocab_size = manager.model_info.vocab_size
@@ -156,6 +158,7 @@ def generate_requests(
                         seed=None if fields.seed is None else fields.seed + choice,
                         logprobs=logprobs,
                         top_logprobs=top_logprobs,
+                        constraint=constraint,
                     ),
                     stop=StopConditions(
                         max_new_tokens=budget,

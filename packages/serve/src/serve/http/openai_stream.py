@@ -1,4 +1,4 @@
-"""The SSE body of a streamed OpenAI response: one chunk per output, then usage, then [DONE]."""
+"""The SSE body of a streamed OpenAI response: the chunks of each output, then usage, then [DONE]."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from serve.ipc.messages import GenerateRequest, TextOutput
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.request_state import ServerFaultError
 
-ChoiceChunk = Callable[[int, TextOutput], dict[str, Any]]
+# The choice objects of one output of choice `index` (none while its text is held back).
+ChoiceChunks = Callable[[int, TextOutput], list[dict[str, Any]]]
 Envelope = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
@@ -23,12 +24,12 @@ async def openai_stream(
     prompt_lens: Sequence[int],
     *,
     first: Sequence[dict[str, Any]],
-    choice_chunk: ChoiceChunk,
+    choice_chunks: ChoiceChunks,
     envelope: Envelope,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
-    """Chunks `envelope([choice])` for each choice in `first`, then for each output; a usage chunk
-    when asked; `[DONE]`. A server fault ends the stream with an error event."""
+    """Chunks `envelope([choice])` for each choice in `first`, then for each choice object of each
+    output; a usage chunk when asked; `[DONE]`. A server fault ends the stream with an error event."""
     results = [ChoiceResult() for _ in requests]
     try:
         for choice in first:
@@ -36,8 +37,8 @@ async def openai_stream(
         async with aclosing(merged(manager, requests)) as outputs:
             async for index, out in outputs:
                 results[index].add(out)
-                if out.text or out.logprobs or out.finish is not None:  # text still held back waits
-                    yield sse(envelope([choice_chunk(index, out)]))
+                for choice in choice_chunks(index, out):
+                    yield sse(envelope([choice]))
     except ServerFaultError as err:
         yield sse(fault_error(err).body())
         yield DONE

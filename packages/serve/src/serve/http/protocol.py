@@ -11,22 +11,28 @@ serving.max_n) are checked at admission (`serve.http.admission`). Every model is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from serve.http.errors import refused_field, shown
+from serve.http.request_object import RequestObject
+from serve.http.tool_fields import (
+    Tool,
+    ToolCall,
+    ToolChoice,
+    check_tool_choice,
+    check_tool_results,
+    check_tools,
+)
 from serve.http.unserved_fields import (
     CHAT_FIELDS,
     COMPLETION_FIELDS,
     GENERATE_FIELDS,
     MESSAGE_FIELDS,
-    NO_FIELDS,
     SAMPLING_FIELDS,
     STREAM_OPTION_FIELDS,
     TOKENIZE_FIELDS,
-    Decision,
-    served_fields,
 )
 
 INT64_MIN = -(2**63)
@@ -38,30 +44,6 @@ TokenId = Annotated[int, Field(ge=0, le=INT64_MAX)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
-
-
-class RequestObject(BaseModel):
-    """A JSON object of a request whose every field the server acts on: a field the model does
-    not declare is refused with a 400 naming it, unless the model's `unserved` table accepts its
-    value (one that changes nothing, or metadata); those are dropped before validation."""
-
-    model_config = ConfigDict(extra="forbid")
-    unserved: ClassVar[Mapping[str, Decision]] = NO_FIELDS
-
-    @model_validator(mode="before")
-    @classmethod
-    def _only_served_fields(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        # OpenAI's API reads null as "the default" for a field that has one, and clients send it
-        # for the fields they leave unset.
-        return {k: v for k, v in cls.served(data).items() if v is not None or cls.model_fields[k].default is None}
-
-    @classmethod
-    def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-        """`data` with the fields the server does not act on dropped, or refused (`refused_field`,
-        the field's path being `prefix` + its name)."""
-        return served_fields(data, tuple(cls.model_fields), cls.unserved, prefix)
 
 
 class StreamOptions(RequestObject):
@@ -156,31 +138,46 @@ def _text_part(part: Any, prefix: str) -> Any:
 
 
 class ChatMessage(RequestObject):
-    """One message of a conversation, as the chat template is given it: a role and a text.
+    """One message of a conversation, as the chat template is given it: a role and a text, an
+    assistant turn's tool calls and reasoning, a tool result's call id.
 
     A `developer` message (OpenAI's newer name for a system message) is rendered as `system`,
-    the role the templates of the served models know. Refused: the `tool` role (this server
-    makes no tool calls, so a tool result answers none, and the templates that render one need
-    the call it answers) and content parts other than text (a text-only model)."""
+    the role the templates of the served models know. Refused: content parts other than text (a
+    text-only model); tool calls on a message that is not the assistant's, a tool result without
+    the id of the call it answers (or an id on another role), reasoning on a message that is not
+    the assistant's, and a tool result without content."""
 
     unserved = MESSAGE_FIELDS
 
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
 
     @classmethod
     def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-        """`data` after the role and content-part refusals, then the table's."""
-        if data.get("role") == "tool":
-            raise refused_field(
-                f"{prefix}role",
-                "role 'tool' is not supported here: this server makes no tool calls (tools and tool_calls are "
-                "refused), so no tool result answers one; send the text as a user message",
-            )
+        """`data` after the content-part refusals, then the table's."""
         content = data.get("content")
         if isinstance(content, list):
             data = {**data, "content": [_text_part(part, f"{prefix}content.{i}.") for i, part in enumerate(content)]}
         return super().served(data, prefix)
+
+    @model_validator(mode="after")
+    def _fields_of_its_role(self) -> Self:
+        if self.tool_calls and self.role != "assistant":
+            raise refused_field("tool_calls", f"only an assistant message carries tool calls; this one is {self.role}")
+        if self.reasoning_content is not None and self.role != "assistant":
+            raise refused_field(
+                "reasoning_content", f"only an assistant message carries reasoning; this one is {self.role}"
+            )
+        if self.role == "tool" and self.tool_call_id is None:
+            raise refused_field("tool_call_id", "a tool message answers a call: send the id of the call it answers")
+        if self.role != "tool" and self.tool_call_id is not None:
+            raise refused_field("tool_call_id", f"only a tool message answers a call; this one is {self.role}")
+        if self.role == "tool" and self.content is None:
+            raise refused_field("content", "a tool message carries the tool's result: send it as content")
+        return self
 
     def text(self) -> str:
         """The message's content as one string."""
@@ -190,9 +187,17 @@ class ChatMessage(RequestObject):
             return self.content
         return "".join(part.text for part in self.content)
 
-    def template_message(self) -> dict[str, str]:
-        """The message as the chat template is given it."""
-        return {"role": "system" if self.role == "developer" else self.role, "content": self.text()}
+    def template_message(self) -> dict[str, Any]:
+        """The message as the chat template is given it: role and content, and the assistant's
+        calls (arguments parsed) and reasoning, or the tool result's call id, where sent."""
+        message: dict[str, Any] = {"role": "system" if self.role == "developer" else self.role, "content": self.text()}
+        if self.tool_calls:
+            message["tool_calls"] = [call.template_call() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        if self.reasoning_content is not None:
+            message["reasoning_content"] = self.reasoning_content
+        return message
 
 
 class ChatCompletionRequest(OpenAIRequest):
@@ -204,6 +209,9 @@ class ChatCompletionRequest(OpenAIRequest):
     max_completion_tokens: Count | None = None
     logprobs: bool = False
     top_logprobs: TopLogprobs | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool = True
 
     @model_validator(mode="after")
     def _top_logprobs_needs_logprobs(self) -> Self:
@@ -214,6 +222,19 @@ class ChatCompletionRequest(OpenAIRequest):
                 "top_logprobs 0 or null",
             )
         return self
+
+    @model_validator(mode="after")
+    def _tools_agree(self) -> Self:
+        check_tools(self.tools or ())
+        check_tool_choice(self.tools or (), self.chosen_tools())
+        check_tool_results(self.messages)
+        return self
+
+    def chosen_tools(self) -> ToolChoice:
+        """The tool_choice sent, else OpenAI's default: "auto" when tools are offered, "none" when not."""
+        if self.tool_choice is not None:
+            return self.tool_choice
+        return "auto" if self.tools else "none"
 
     def length_fields(self) -> dict[str, int]:
         """The completion-length fields the client sent (max_completion_tokens is OpenAI's
@@ -238,14 +259,25 @@ class GenerateBody(RequestObject):
 
 
 class TokenizeBody(RequestObject):
-    """POST /tokenize: a prompt, or chat messages rendered through the chat template."""
+    """POST /tokenize: a prompt, or chat messages (and the tools offered) rendered through the chat
+    template."""
 
     unserved = TOKENIZE_FIELDS
 
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
+    tools: list[Tool] | None = None
     add_special_tokens: bool = True
+
+    @model_validator(mode="after")
+    def _tools_render_with_messages(self) -> Self:
+        if self.tools and self.messages is None:
+            raise refused_field("tools", "tools are rendered into the chat template with messages; send messages")
+        if self.messages is not None:
+            check_tools(self.tools or ())
+            check_tool_results(self.messages)
+        return self
 
     @model_validator(mode="after")
     def _messages_add_no_special_tokens(self) -> Self:

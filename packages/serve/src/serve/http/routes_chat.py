@@ -11,13 +11,14 @@ from fastapi.responses import StreamingResponse
 from jinja2 import TemplateError
 
 from serve.http.admission import generate_requests, new_rid
+from serve.http.chat_choice import ChoiceStream, whole_choice
+from serve.http.chat_turn import turn_plan
 from serve.http.errors import bad_request
-from serve.http.logprobs_format import chat_logprobs
 from serve.http.openai_stream import openai_stream
 from serve.http.protocol import ChatCompletionRequest, ChatMessage
 from serve.http.streams import collect, unless_disconnected
+from serve.http.tool_fields import Tool
 from serve.http.usage import usage
-from serve.ipc.messages import TextOutput
 from serve.tokenizer.chat_template import NoChatTemplateError
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.served_name import served_model_name
@@ -26,11 +27,14 @@ from serve.tokenizer.worker import TokenizerWorker
 router = APIRouter()
 
 
-async def rendered_prompt(worker: TokenizerWorker, messages: Sequence[ChatMessage]) -> Sequence[int]:
-    """The conversation's prompt ids, rendered in the tokenizer worker; a missing chat template,
-    or one that refuses the conversation (many raise on roles out of order), is the client's 400."""
+async def rendered_prompt(
+    worker: TokenizerWorker, messages: Sequence[ChatMessage], tools: Sequence[Tool] = ()
+) -> Sequence[int]:
+    """The conversation's prompt ids, rendered with the tools offered in the tokenizer worker; a
+    missing chat template, or one that refuses the conversation (many raise on roles out of
+    order), is the client's 400."""
     try:
-        return await worker.chat_prompt([m.template_message() for m in messages])
+        return await worker.chat_prompt([m.template_message() for m in messages], [t.template_tool() for t in tools])
     except NoChatTemplateError as err:
         raise bad_request(str(err), param="messages") from None
     except TemplateError as err:
@@ -39,9 +43,12 @@ async def rendered_prompt(worker: TokenizerWorker, messages: Sequence[ChatMessag
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, http_request: Request) -> Any:
-    """OpenAI chat completions, streamed (SSE) or whole."""
+    """OpenAI chat completions, streamed (SSE) or whole; each choice's text read into content,
+    reasoning and tool calls as the request's turn plan says (`serve.http.chat_turn`)."""
     manager: TokenizerManager = http_request.app.state.manager
-    prompt = await rendered_prompt(http_request.app.state.tokenizer_worker, body.messages)
+    worker: TokenizerWorker = http_request.app.state.tokenizer_worker
+    plan = await turn_plan(body, worker)
+    prompt = await rendered_prompt(worker, body.messages, body.tools or ())
     requests = generate_requests(
         body,
         [prompt],
@@ -50,6 +57,7 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
         logprobs=body.logprobs,
         top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
         prompt_param="messages",
+        constraint=plan.constraint,
     )
     cid, created, model = f"chatcmpl-{new_rid()}", int(time.time()), served_model_name()
 
@@ -57,16 +65,7 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
         return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices}
 
     if body.stream:
-
-        def choice_chunk(index: int, out: TextOutput) -> dict[str, Any]:
-            return {
-                "index": index,
-                "delta": {"content": out.text} if out.text or out.finish is None else {},
-                "logprobs": chat_logprobs(out.logprobs) if body.logprobs else None,
-                "finish_reason": out.finish,
-                "matched_stop": out.matched_stop,
-            }
-
+        choices = [ChoiceStream(i, plan.reading.new_turn(), body.logprobs) for i in range(len(requests))]
         first = [
             {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             for i in range(len(requests))
@@ -77,25 +76,14 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
             requests,
             [len(prompt)],
             first=first,
-            choice_chunk=choice_chunk,
+            choice_chunks=lambda index, out: choices[index].chunks(out),
             envelope=envelope,
             include_usage=include_usage,
         )
         return StreamingResponse(stream, media_type="text/event-stream")
 
     results = await unless_disconnected(http_request, collect(manager, requests))
-    response = envelope(
-        [
-            {
-                "index": i,
-                "message": {"role": "assistant", "content": r.text},
-                "logprobs": chat_logprobs(r.logprobs) if body.logprobs else None,
-                "finish_reason": r.finish,
-                "matched_stop": r.matched_stop,
-            }
-            for i, r in enumerate(results)
-        ]
-    )
+    response = envelope([whole_choice(i, plan.reading, r, body.logprobs) for i, r in enumerate(results)])
     response["object"] = "chat.completion"
     response["usage"] = usage([len(prompt)], results)
     return response

@@ -67,16 +67,20 @@ async def completions(body: CompletionRequest, http_request: Request) -> Any:
     if body.stream:
         offsets = [0] * len(requests)
 
-        def choice_chunk(index: int, out: TextOutput) -> dict[str, Any]:
+        def choice_chunks(index: int, out: TextOutput) -> list[dict[str, Any]]:
+            if not (out.text or out.logprobs or out.finish is not None):
+                return []  # text still held back waits
             logprobs = completion_logprobs(out.logprobs, offsets[index]) if body.logprobs is not None else None
             offsets[index] += sum(len(e.token) for e in out.logprobs)
-            return {
-                "index": index,
-                "text": out.text,
-                "logprobs": logprobs,
-                "finish_reason": out.finish,
-                "matched_stop": out.matched_stop,
-            }
+            return [
+                {
+                    "index": index,
+                    "text": out.text,
+                    "logprobs": logprobs,
+                    "finish_reason": out.finish,
+                    "matched_stop": out.matched_stop,
+                }
+            ]
 
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         stream = openai_stream(
@@ -84,7 +88,7 @@ async def completions(body: CompletionRequest, http_request: Request) -> Any:
             requests,
             prompt_lens,
             first=(),
-            choice_chunk=choice_chunk,
+            choice_chunks=choice_chunks,
             envelope=envelope,
             include_usage=include_usage,
         )

@@ -87,14 +87,15 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
 
 @router.post("/tokenize")
 async def tokenize(body: TokenizeBody, http_request: Request) -> Response:
-    """Token ids of a prompt, or of chat messages rendered through the chat template."""
+    """Token ids of a prompt, or of chat messages (with the tools offered) rendered through the chat
+    template."""
     manager: TokenizerManager = http_request.app.state.manager
     worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     check_model(body.model)
     if (body.prompt is None) == (body.messages is None):
         raise bad_request("send exactly one of prompt or messages", param="prompt")
     if body.messages is not None:
-        tokens = await rendered_prompt(worker, body.messages)
+        tokens = await rendered_prompt(worker, body.messages, body.tools or ())
     else:
         tokens = (await worker.encode([body.prompt or ""], add_special_tokens=body.add_special_tokens))[0]
     # msgspec, not FastAPI's encoder: a prompt near the body limit has millions of ids.

@@ -1,5 +1,5 @@
 """The request fields this server does not act on, and what it accepts of each: the one table
-every request model of the API reads (`serve.http.protocol.RequestObject`).
+every request model of the API reads (`serve.http.request_object.RequestObject`).
 
 What the server accepts, it does. A request field it would not act on is refused with a 400 that
 names the field (its dotted path is the error's `param`) and says it is not supported here; the
@@ -8,28 +8,29 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
 - A field that changes the output when set is refused when set to anything but a value that
   changes nothing, and accepted (then dropped) at that value, because SDKs and clients send such
   values routinely: `null`, `[]`, `{}`, `false` or the field's default. So `logit_bias` only as
-  null or {}, `best_of` only as null or equal to n, `echo` false, `suffix` "", `tools` and
-  `functions` [], `tool_choice` and `function_call` "none", `response_format` {"type": "text"},
-  `modalities` ["text"], `audio`, `prediction`, `web_search_options`, `reasoning_effort` and
-  `verbosity` null, `service_tier` "auto" or "default" (there is one tier: every request is
-  served at it), `store` false (this server keeps no completion); the vLLM and SGLang sampling
+  null or {}, `best_of` only as null or equal to n, `echo` false, `suffix` "", the legacy
+  `functions` [] and `function_call` "none" (chat completions take `tools` and `tool_choice`,
+  `serve.http.tool_fields`; a completion's `tools` only [] and `tool_choice` "none"),
+  `response_format` {"type": "text"}, `modalities` ["text"], `audio`, `prediction`,
+  `web_search_options`, `reasoning_effort` and `verbosity` null, `service_tier` "auto" or
+  "default" (there is one tier: every request is served at it), `store` false (this server keeps
+  no completion); the vLLM and SGLang sampling
   extensions (beam search, minimum lengths, structured output, prompt logprobs, token
   restrictions) and chat-rendering extensions (`add_generation_prompt` true, custom templates)
-  at their defaults. `parallel_tool_calls` is accepted as any boolean: it bounds tool calls, and
-  this server makes none.
+  at their defaults. A completion's `parallel_tool_calls` is accepted as any boolean: it bounds
+  tool calls, and a completion makes none.
 - Pure metadata is accepted with any value: `user` and `safety_identifier` (an end-user id for
   the caller's abuse monitoring) and `metadata` (the caller's labels); neither changes anything
   in the output, and this server keeps no per-user or per-request state for them to change.
 - Any other name is refused, naming the close matches among the fields accepted there (difflib),
   so a misspelt `temprature` is never silently sampled at the default. The official `openai`
   client sends only what its caller set, so it is not affected.
-- Chat messages are given to the chat template as role and content only, so a message field the
-  template would never see (`name`, an assistant's `tool_calls`, `tool_call_id`, `refusal`,
-  `audio`) is refused unless null or empty. Content parts other than text are refused by
-  `serve.http.protocol.ChatMessage` (a text-only model), and so is the `tool` role: this server
-  makes no tool calls, so a tool result answers none, and the templates that render one need the
-  call it answers. A `developer` message (OpenAI's newer name for a system message) is rendered
-  as `system`, the role the served models' templates know.
+- Chat messages are given to the chat template as role and content, an assistant's
+  `tool_calls` and `reasoning_content` and a tool result's `tool_call_id`, so a message field the
+  template would never see (`name`, `refusal`, `audio`, the legacy `function_call`) is refused
+  unless null or empty. Content parts other than text are refused by
+  `serve.http.protocol.ChatMessage` (a text-only model). A `developer` message (OpenAI's newer
+  name for a system message) is rendered as `system`, the role the served models' templates know.
 - Declared fields that would be ignored in combination are refused there, in the models of
   `serve.http.protocol`: `stream_options.include_usage` without `stream`, `top_logprobs` without
   `logprobs`, and `add_special_tokens: true` with /tokenize's messages. /generate's
@@ -137,11 +138,8 @@ SAMPLING_FIELDS = _table(
 _OPENAI_FIELDS = _table(
     SAMPLING_FIELDS,
     echo=Refused("repeat the prompt (or the last message) before the completion", (None, False)),
-    tools=Refused("let the model call tools", (None, [])),
-    tool_choice=Refused("choose the model's tool calls", (None, "none")),
-    functions=Refused("let the model call functions", (None, [])),
-    function_call=Refused("choose the model's function calls", (None, "none")),
-    parallel_tool_calls=Refused("allow several tool calls in one turn", (None, True, False)),
+    functions=Refused("take the legacy functions (send them as tools)", (None, [])),
+    function_call=Refused("take the legacy function_call (send tool_choice)", (None, "none")),
     response_format=Refused("constrain the output to JSON", (None, {"type": "text"})),
     audio=Refused("answer with audio"),
     modalities=Refused("answer in modalities other than text", (None, ["text"])),
@@ -158,6 +156,9 @@ _OPENAI_FIELDS = _table(
 
 COMPLETION_FIELDS = _table(
     _OPENAI_FIELDS,
+    tools=Refused("let the model call tools in a completion (chat completions do)", (None, [])),
+    tool_choice=Refused("choose tool calls in a completion (chat completions do)", (None, "none")),
+    parallel_tool_calls=Refused("allow several tool calls in one turn", (None, True, False)),
     suffix=Refused("complete the text before a suffix (insertion)", (None, "")),
     add_special_tokens=Refused("tokenize a text prompt without the tokenizer's special tokens", (None, True)),
 )
@@ -177,16 +178,13 @@ CHAT_FIELDS = _table(
     add_special_tokens=Refused("add the tokenizer's special tokens around the rendered template", (None, False)),
 )
 
-_ROLE_AND_CONTENT = "(a chat template is given each message's role and content only)"
+_ROLE_AND_CONTENT = "(a chat template is given a message's role, content, tool calls and reasoning only)"
 MESSAGE_FIELDS = _table(
     name=Refused(f"give the chat template a participant's name {_ROLE_AND_CONTENT}", (None, "")),
-    tool_calls=Refused("render tool calls (it makes none)", (None, [])),
-    tool_call_id=Refused("render tool results (it makes no tool calls)"),
-    function_call=Refused("render function calls (it makes none)"),
+    function_call=Refused("render the legacy function_call (send tool_calls)"),
     refusal=Refused(f"render a refusal {_ROLE_AND_CONTENT}"),
     audio=Refused("render audio answers"),
     annotations=Refused(f"render an answer's annotations {_ROLE_AND_CONTENT}", (None, [])),
-    reasoning_content=Refused(f"render the assistant's reasoning {_ROLE_AND_CONTENT}"),
 )
 
 STREAM_OPTION_FIELDS = _table(
@@ -208,7 +206,6 @@ GENERATE_FIELDS = _table(
 
 TOKENIZE_FIELDS = _table(
     _RENDERING_FIELDS,
-    tools=Refused("render tool definitions into the chat template", (None, [])),
     return_token_strs=Refused("return each token's text", (None, False)),
 )
 

@@ -17,7 +17,7 @@ import contextlib
 import os
 import signal
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from config_bags import get_model
 from serve.child_process import die_with_parent
-from serve.tokenizer.chat_template import chat_prompt_ids
+from serve.tokenizer.chat_template import chat_prompt_ids, chat_template_text
 from serve.tokenizer.loading import tokenizer_dir
 
 T = TypeVar("T")
@@ -57,8 +57,12 @@ def _encode(texts: Sequence[str], add_special_tokens: bool) -> list[array[int]]:
     return [array("q", _tokenizer.encode(text, add_special_tokens=add_special_tokens)) for text in texts]
 
 
-def _chat(messages: Sequence[dict[str, str]]) -> array[int]:
-    return array("q", chat_prompt_ids(_tokenizer, messages))
+def _chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> array[int]:
+    return array("q", chat_prompt_ids(_tokenizer, messages, tools))
+
+
+def _template() -> str | None:
+    return chat_template_text(_tokenizer)
 
 
 def _decode(ids: array[int]) -> str:
@@ -72,6 +76,7 @@ class TokenizerWorker:
 
     def __init__(self) -> None:
         self._pool, self._started = self._start()
+        self._template: asyncio.Task[str | None] | None = None  # the checkpoint's, asked once
 
     @staticmethod
     def _start() -> tuple[ProcessPoolExecutor, Future[int]]:
@@ -125,10 +130,20 @@ class TokenizerWorker:
         """The token ids of each text."""
         return await self._call(_encode, list(texts), add_special_tokens)
 
-    async def chat_prompt(self, messages: Sequence[dict[str, str]]) -> array[int]:
-        """The prompt ids of a conversation rendered through the chat template (raises
-        NoChatTemplateError when the tokenizer has none)."""
-        return await self._call(_chat, list(messages))
+    async def chat_prompt(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> array[int]:
+        """The prompt ids of a conversation (plain data: dicts, lists, strings) rendered through
+        the chat template with the tools offered (raises NoChatTemplateError when the tokenizer
+        has none)."""
+        return await self._call(_chat, list(messages), list(tools))
+
+    async def chat_template(self) -> str | None:
+        """The chat template's text (the one tools are rendered through), None when there is none.
+        Asked of the worker once: it comes from the checkpoint, which does not change."""
+        if self._template is None or (self._template.done() and self._template.exception() is not None):
+            self._template = asyncio.create_task(self._call(_template))
+        return await asyncio.shield(self._template)
 
     async def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids."""
