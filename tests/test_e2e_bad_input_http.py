@@ -3,7 +3,7 @@
 every endpoint and answers each with a 4xx in OpenAI's error shape naming what was wrong; after
 the battery it is healthy, serves a greedy request exactly as before, has the same config hash
 and scheduler pid, and counts no failed request. The battery includes request fields the server
-does not act on (OpenAI's tools, logit_bias, images, misspellings...), each refused with its path
+does not act on (a completion's tools, logit_bias, images, misspellings...), each refused with its path
 as the param; the no-op values clients send for them are served exactly as without. Also here: oversize
 bodies refused before they are read, /health answering while a prompt just under the limit is
 tokenized, and /server_info telling the live config after a PATCH."""
@@ -127,11 +127,7 @@ def user_parts(part: dict[str, Any]) -> dict[str, Any]:
 
 USER = {"role": "user", "content": "Hello"}
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
-CALLING = {
-    "role": "assistant",
-    "content": None,
-    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}],
-}
+CALLS = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
 AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
 FILE = {"type": "file", "file": {"file_id": "file-1"}}
@@ -241,9 +237,12 @@ CASES: dict[str, Case] = {
     "misspelt temperature": Case(
         "POST", "/v1/completions", completion(temprature=0.2), "did you mean temperature", param="temprature"
     ),
-    "tools set": Case("POST", "/v1/chat/completions", chat(tools=[TOOL]), "call tools", param="tools"),
-    "tool_choice required": Case(
-        "POST", "/v1/chat/completions", chat(tool_choice="required"), "not supported here", param="tool_choice"
+    "tools in a completion": Case("POST", "/v1/completions", completion(tools=[TOOL]), "call tools", param="tools"),
+    "tools with no tool-call parser": Case(
+        "POST", "/v1/chat/completions", chat(tools=[TOOL]), "--tool-call-parser", param="tool_choice"
+    ),
+    "tool_choice required without tools": Case(
+        "POST", "/v1/chat/completions", chat(tool_choice="required"), "no tools are offered", param="tool_choice"
     ),
     "functions set": Case(
         "POST", "/v1/chat/completions", chat(functions=[TOOL["function"]]), "not supported here", param="functions"
@@ -291,12 +290,12 @@ CASES: dict[str, Case] = {
         "not streamed",
         param="stream_options",
     ),
-    "assistant tool_calls": Case(
+    "user tool_calls": Case(
         "POST",
         "/v1/chat/completions",
-        chat(messages=[USER, CALLING, USER]),
-        "tool calls",
-        param="messages.1.tool_calls",
+        chat(messages=[{**USER, "tool_calls": CALLS}]),
+        "only an assistant message carries tool calls",
+        param="messages.0.tool_calls",
     ),
     "message name": Case(
         "POST", "/v1/chat/completions", chat(messages=[{**USER, "name": "bob"}]), "name", param="messages.0.name"
@@ -305,8 +304,8 @@ CASES: dict[str, Case] = {
         "POST",
         "/v1/chat/completions",
         chat(messages=[USER, {"role": "tool", "tool_call_id": "c1", "content": "4"}]),
-        "role 'tool'",
-        param="messages.1.role",
+        "answers no tool call",
+        param="messages.1.tool_call_id",
     ),
     "image part": Case(
         "POST",
@@ -407,10 +406,9 @@ def test_bad_input_is_a_4xx_naming_what_was_wrong(http: httpx.Client, before: Sn
     sampler's int64 overflow, or the IPC encode's for 2**64); without the body-limit middleware,
     "body over the limit" was tokenized into 1,048,576 tokens and answered 400 for the context
     length instead of 413; with `RequestObject` ignoring undeclared fields (`extra="ignore"`, as
-    the sampling fields did before), "logit_bias set", "misspelt temperature", "tools set",
-    "message name" and "generate logit_bias" were served (200), "tool message" was refused by the
-    role literal without saying why, and the content-part cases by pydantic's union without
-    naming the part's type."""
+    the sampling fields did before), "logit_bias set", "misspelt temperature", "tools in a
+    completion", "message name" and "generate logit_bias" were served (200), and the content-part
+    cases were refused by pydantic's union without naming the part's type."""
     case = CASES[name]
     response = sent(http, case)
     assert response.status_code == case.status, response.text

@@ -1,16 +1,18 @@
-"""End to end, tool calling and reasoning content through the official `openai` client against real
-servers on tiny random checkpoints, whose chat templates render tools in the `<tool_call>` form
-(hermes), in Llama 3's JSON form, or not at all (the tiny ChatML template).
+"""End to end, tool calling and reasoning content through the official `openai` client against two
+real servers on tiny random checkpoints, whose chat templates render tools in the `<tool_call>`
+form (hermes) and in Llama 3's JSON form (this one with the grammar backend off).
 
-A random model writes no call of its own, so what it can show is shown here and the parsers'
-reading of calls is pinned by packages/serve/tests/test_tool_call_readers.py: forced calls
-(tool_choice "required" and a named function) always come back as calls whose arguments validate
-against the function's schema (checked by `jsonschema`, not by the grammar engine that made them),
-whole and streamed, through the client's stream helper; with "auto" (and "none") a turn without a
-call is the model's text as content, exactly what /generate gives for the same prompt; the parser
-is inferred from the template (hermes, llama3) and asked of the operator where the template tells
-none, until a PATCH sets it; reasoning parsers split what /generate gives, and a tool-result turn
-renders the call and its result through the template.
+A random model writes no call of its own, so what it can show is shown here, and the readers'
+handling of calls the model writes is pinned by packages/serve/tests/test_tool_call_readers.py:
+forced calls (tool_choice "required" and a named function) always come back as calls whose
+arguments validate against the function's schema (checked by `jsonschema`, not by the grammar
+engine that made them), whole and streamed, through the client's stream helper; with "auto" (and
+"none") a turn without a call is the model's text as content, exactly what /generate gives for the
+same prompt (tools rendered into it); the parser is inferred from each template; reasoning parsers
+set while serving split what /generate gives; a tool-result turn renders the call and its result
+through the template; the tool fields that cannot be served are 400s naming the field. A template
+that names no parser (the 400 asking for --tool-call-parser) is pinned with a real tokenizer
+worker in packages/serve/tests/test_chat_turn_plan.py.
 """
 
 from __future__ import annotations
@@ -58,22 +60,31 @@ USER: Any = {"role": "user", "content": "What is the weather in Paris?"}
 GREEDY: dict[str, Any] = {"model": MODEL, "temperature": 0.0, "max_tokens": 96}
 
 
-def start(folder: Path, template: str | None, *flags: str) -> ServerProcess:
-    checkpoint = build_tiny_checkpoint(folder / MODEL)
-    if template is not None:
-        with_chat_template(checkpoint, template)
-    server = ServerProcess(checkpoint, "--max-total-tokens", "8192", "--device", "cpu", "--dtype", "float32", *flags)
-    server.wait_ready()
-    return server
+def launch(folder: Path, template: str, *flags: str) -> ServerProcess:
+    checkpoint = with_chat_template(build_tiny_checkpoint(folder / MODEL), template)
+    return ServerProcess(checkpoint, "--max-total-tokens", "8192", "--device", "cpu", "--dtype", "float32", *flags)
 
 
 @pytest.fixture(scope="module")
-def hermes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    server = start(tmp_path_factory.mktemp("hermes"), HERMES_TEMPLATE)
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
+    """The two servers, started together (their startups overlap where one waits)."""
+    root = tmp_path_factory.mktemp("tool-servers")
+    running = {
+        "hermes": launch(root / "hermes", HERMES_TEMPLATE),
+        "llama3": launch(root / "llama3", LLAMA3_TEMPLATE, "--grammar-backend", "none"),
+    }
     try:
-        yield server
+        for server in running.values():
+            server.wait_ready()
+        yield running
     finally:
-        server.stop()
+        for server in running.values():
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def hermes(servers: dict[str, ServerProcess]) -> ServerProcess:
+    return servers["hermes"]
 
 
 @pytest.fixture(scope="module")
@@ -265,13 +276,9 @@ def test_a_forced_call_with_a_response_format_is_refused(http: httpx.Client) -> 
 
 
 @pytest.fixture(scope="module")
-def llama3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    server = start(tmp_path_factory.mktemp("llama3"), LLAMA3_TEMPLATE, "--grammar-backend", "none")
-    try:
-        with httpx.Client(base_url=server.base_url, timeout=120) as http:
-            yield http
-    finally:
-        server.stop()
+def llama3(servers: dict[str, ServerProcess]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=servers["llama3"].base_url, timeout=120) as http:
+        yield http
 
 
 def test_llama3_is_inferred_and_forced_calls_need_the_grammar(llama3: httpx.Client) -> None:
@@ -287,34 +294,3 @@ def test_llama3_is_inferred_and_forced_calls_need_the_grammar(llama3: httpx.Clie
         )
         assert refused.status_code == 400 and refused.json()["error"]["param"] == "tool_choice"
         assert "--grammar-backend none" in refused.json()["error"]["message"]
-
-
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    server = start(tmp_path_factory.mktemp("plain"), None)
-    try:
-        with httpx.Client(base_url=server.base_url, timeout=120) as http:
-            yield http
-    finally:
-        server.stop()
-
-
-def test_a_template_without_tools_needs_the_operators_parser_for_auto(plain: httpx.Client) -> None:
-    """The tiny ChatML template renders no tools: "auto" is a 400 naming --tool-call-parser and
-    its values until tool_call_parser is set while serving; a forced call needs no parser and is
-    served as on any model."""
-    body = {**GREEDY, "max_tokens": 8, "messages": [USER], "tools": LOOSE_TOOLS}
-    refused = plain.post("/v1/chat/completions", json=body)
-    assert refused.status_code == 400 and refused.json()["error"]["param"] == "tool_choice"
-    assert "--tool-call-parser hermes | qwen25 | llama3" in refused.json()["error"]["message"]
-    try:
-        assert plain.patch("/v1/runtime_config", json={"tool_call_parser": "hermes"}).status_code == 200
-        assert plain.post("/v1/chat/completions", json=body).status_code == 200
-    finally:
-        plain.patch("/v1/runtime_config", json={"tool_call_parser": None})
-    forced = plain.post(
-        "/v1/chat/completions", json={**GREEDY, "messages": [USER], "tools": TOOLS, "tool_choice": NAMED_ADD}
-    )
-    assert forced.status_code == 200, forced.text
-    (call,) = forced.json()["choices"][0]["message"]["tool_calls"]
-    jsonschema.validate(json.loads(call["function"]["arguments"]), ADD)

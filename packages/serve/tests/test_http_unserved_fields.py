@@ -2,7 +2,8 @@
 with the server's request models and error handlers (the served routes are covered end to end in
 tests/test_e2e_bad_input_http.py): every entry of the table of `serve.http.unserved_fields` is
 refused when set and accepted at its no-op values, metadata is accepted, unknown names are
-refused with their close matches, and chat messages carry only what the template renders."""
+refused with their close matches, and chat messages carry only what the template renders (the
+tool-calling fields a chat request serves are pinned in test_http_tool_fields.py)."""
 
 from __future__ import annotations
 
@@ -178,12 +179,12 @@ ASKED = {
     "best_of above n": completion(best_of=3, n=2),
     "echo": completion(echo=True),
     "suffix": completion(suffix="!"),
-    "tools": chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-    "tool_choice": chat(tool_choice="required"),
+    "completion tools": completion(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
+    "completion tool_choice": completion(tool_choice="required"),
     "functions": chat(functions=[{"name": "f", "parameters": {}}]),
     "function_call": chat(function_call="auto"),
     "response_format": chat(response_format={"type": "json_object"}),
-    "parallel_tool_calls": chat(parallel_tool_calls="yes"),
+    "completion parallel_tool_calls": completion(parallel_tool_calls="yes"),
     "audio": chat(audio={"voice": "alloy", "format": "wav"}),
     "modalities": chat(modalities=["text", "audio"]),
     "prediction": chat(prediction={"type": "content", "content": "x"}),
@@ -198,10 +199,12 @@ ASKED = {
     "completion add_special_tokens": completion(add_special_tokens=False),
     "generate logit_bias": sampling(logit_bias={"5": 1.0}),
     "generate image_data": generate(image_data="https://example.com/cat.png"),
-    "tokenize tools": tokenize(tools=[{"type": "function"}]),
     "stream_options continuous_usage_stats": stream_options(continuous_usage_stats=True),
 }
 PARAM = {
+    "completion tools": "tools",
+    "completion tool_choice": "tool_choice",
+    "completion parallel_tool_calls": "parallel_tool_calls",
     "best_of above n": "best_of",
     "chat add_special_tokens": "add_special_tokens",
     "completion add_special_tokens": "add_special_tokens",
@@ -209,7 +212,6 @@ PARAM = {
 PARAM |= {
     "generate logit_bias": "sampling_params.logit_bias",
     "generate image_data": "image_data",
-    "tokenize tools": "tools",
 }
 PARAM |= {"stream_options continuous_usage_stats": "stream_options.continuous_usage_stats"}
 
@@ -223,9 +225,9 @@ def test_a_field_asking_for_what_the_server_does_not_do_is_refused(client: TestC
 
 
 NO_OPS = {
-    "logit_bias": None, "tools": [], "tool_choice": "none", "functions": None, "function_call": "none", "user": "x",
+    "logit_bias": None, "functions": None, "function_call": "none", "user": "x",
     "metadata": {"k": "v"}, "stream_options": None, "best_of": 1, "echo": False, "response_format": {"type": "text"},
-    "parallel_tool_calls": True, "store": False, "service_tier": "auto", "modalities": ["text"], "audio": None,
+    "store": False, "service_tier": "auto", "modalities": ["text"], "audio": None,
     "reasoning_effort": None, "add_generation_prompt": True, "chat_template_kwargs": {},
 }  # fmt: skip
 
@@ -307,25 +309,14 @@ def test_a_text_part_carries_only_its_text(client: TestClient) -> None:
 
 
 def test_message_fields_the_template_never_sees_are_refused(client: TestClient) -> None:
-    """The template is given role and content: an assistant's tool calls and a message's name are
-    refused, and served at their empty values.
+    """The template is given role, content, tool calls and reasoning: a message's name is refused,
+    and served at its empty value.
 
-    Reverse-verified: with `ChatMessage` back on `extra="allow"` (its table unread), both answered
-    200 and the name and the tool calls were dropped on the way to the template."""
-    calls = [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
-    assert "tool calls" in _refusal(sent(client, message(content=None, tool_calls=calls)), "messages.1.tool_calls")
+    Reverse-verified: with `ChatMessage` back on `extra="allow"` (its table unread), it answered
+    200 and the name was dropped on the way to the template."""
     assert "participant's name" in _refusal(sent(client, message(name="bob")), "messages.1.name")
     served = sent(client, message(name=None, tool_calls=[], refusal=None))
     assert served.status_code == 200 and served.json()["rendered"][1] == {"role": "assistant", "content": "Hello"}
-
-
-def test_a_tool_message_is_refused(client: TestClient) -> None:
-    """Reverse-verified: with the role check removed (and "tool" back in the role literal), the
-    message was refused only for its tool_call_id, not for what it is; one without a
-    tool_call_id would be rendered as a `tool` turn."""
-    body = {"messages": [USER, {"role": "tool", "tool_call_id": "call_1", "content": "42"}]}
-    message = _refusal(client.post("/v1/chat/completions", json=body), "messages.1.role")
-    assert "role 'tool' is not supported here" in message and "makes no tool calls" in message
 
 
 def test_a_developer_message_is_rendered_as_the_system_message(client: TestClient) -> None:

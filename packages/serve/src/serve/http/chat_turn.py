@@ -48,7 +48,7 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
         family = serving.tool_call_parser or family_of_template(await worker.chat_template())
         if family is None:
             raise bad_request(
-                "tool_choice 'auto' lets the model write tool calls, and this server cannot read them: no "
+                "tool_choice: 'auto' lets the model write tool calls, and this server cannot read them: no "
                 "--tool-call-parser is set and the model's chat template writes no call syntax it knows; start the "
                 f"server with --tool-call-parser {' | '.join(FAMILIES)} (or PATCH /v1/runtime_config "
                 "tool_call_parser), or force the call with tool_choice 'required' or a named function",
@@ -58,7 +58,7 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
     shown = choice.function.name if isinstance(choice, NamedToolChoice) else choice
     if serving.grammar_backend == "none":
         raise bad_request(
-            f"tool_choice {shown!r} forces the call through the grammar engine, which is off on this server "
+            f"tool_choice: {shown!r} forces the call through the grammar engine, which is off on this server "
             "(--grammar-backend none); send tool_choice 'auto', or start the server with --grammar-backend xgrammar",
             param="tool_choice",
         )
@@ -73,6 +73,6 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
         grammar_of(constraint)
     except ValueError as err:
         raise bad_request(
-            f"the functions' schemas do not compile together as one choice of calls: {err}", param="tools"
+            f"tools: the functions' schemas do not compile together as one choice of calls: {err}", param="tools"
         ) from None
     return TurnPlan(TurnReading(calls=RequiredCalls(names), first_call_only=one), constraint)

@@ -5,7 +5,7 @@ conversation an assistant turn's calls and the tool results that answer them.
 Refused with a 400 naming the field: a function name outside OpenAI's `[A-Za-z0-9_-]{1,64}` or
 offered twice; a parameters schema that is not an object schema or that the grammar engine does
 not compile (its compiler's message is quoted: forced calls compile it, so a schema refused here
-would fail there); `strict: true` where the call is not forced (only a forced call's arguments are
+would fail there); `strict: true` under tool_choice "auto" (only a forced call's arguments are
 constrained to the schema, so nothing else could keep that promise); a `tool_choice` naming a
 function that is not offered, or asking for a call with no tools offered; arguments of a past
 call that are not a JSON object (the templates render them as one); a tool result whose
@@ -16,30 +16,37 @@ the call it answers, and a result without one is a client's bookkeeping error).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Protocol, Self
+from typing import Any, Literal, Protocol, Self
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
 from runtime_scheduler import OutputConstraint
 from serve.grammar.xgrammar_engine import grammar_of
 from serve.http.errors import refused_field, shown
 from serve.http.request_object import RequestObject
 
-ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 class FunctionDefinition(RequestObject):
     """A function the model may call: its name, what it does, and its parameters' JSON schema."""
 
-    name: ToolName
+    name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
     @model_validator(mode="after")
-    def _parameters_compile(self) -> Self:
+    def _name_and_parameters(self) -> Self:
+        if not _NAME.fullmatch(self.name):
+            raise refused_field(
+                "name",
+                "a function's name is 1 to 64 letters, digits, underscores or dashes (as OpenAI's); got "
+                + shown(self.name),
+            )
         if self.parameters is None:
             return self
         kind = self.parameters.get("type", "object")

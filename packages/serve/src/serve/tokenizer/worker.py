@@ -76,7 +76,7 @@ class TokenizerWorker:
 
     def __init__(self) -> None:
         self._pool, self._started = self._start()
-        self._template: asyncio.Task[str | None] | None = None  # the checkpoint's, asked once
+        self._template: tuple[str | None] | None = None  # the checkpoint's, once asked
 
     @staticmethod
     def _start() -> tuple[ProcessPoolExecutor, Future[int]]:
@@ -140,10 +140,11 @@ class TokenizerWorker:
 
     async def chat_template(self) -> str | None:
         """The chat template's text (the one tools are rendered through), None when there is none.
-        Asked of the worker once: it comes from the checkpoint, which does not change."""
-        if self._template is None or (self._template.done() and self._template.exception() is not None):
-            self._template = asyncio.create_task(self._call(_template))
-        return await asyncio.shield(self._template)
+        Asked of the worker once: it comes from the checkpoint, which does not change (two
+        requests arriving first may both ask)."""
+        if self._template is None:
+            self._template = (await self._call(_template),)
+        return self._template[0]
 
     async def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids."""

@@ -62,6 +62,7 @@ class JsonCallReader:
         self._pos = 0
         self._state = _State.START if syntax.leading or syntax.leading_object else _State.CONTENT
         self._restart = 0  # where content resumes if the text at a marker is no call after all
+        self._marker = 0  # where that marker is
         self._literal_until = 0  # an opener before this was no call: content, not searched again
         self._skip_space = False  # content right after calls starts at its first non-space
         self._head = 0  # the `{` of the call object being read
@@ -109,11 +110,11 @@ class JsonCallReader:
                 self._state = _State.CONTENT
             return final
         if syntax.leading and text.startswith(syntax.leading, i):
-            self._open_sequence(at=self._pos, after=i + len(syntax.leading))
+            self._open_sequence(at=self._pos, marker=i, after=i + len(syntax.leading))
         elif syntax.leading and syntax.leading.startswith(text[i:]) and not final:
             return False
         elif syntax.leading_object and text[i] == "{":
-            self._open_sequence(at=self._pos, after=i)
+            self._open_sequence(at=self._pos, marker=i, after=i)
         else:
             self._state = _State.CONTENT
         return True
@@ -127,8 +128,9 @@ class JsonCallReader:
             self._skip_space = False
         found = -1 if opener is None else text.find(opener, max(self._pos, self._literal_until))
         if opener is not None and found >= 0:
-            _emit_content(events, text[self._pos : found].rstrip(SPACE))
-            self._open_sequence(at=found, after=found + len(opener))
+            kept = text[self._pos : found].rstrip(SPACE)  # the space before a call goes with it
+            _emit_content(events, kept)
+            self._open_sequence(at=self._pos + len(kept), marker=found, after=found + len(opener))
             return True
         end = len(text)
         if not final and opener is not None:
@@ -200,7 +202,7 @@ class JsonCallReader:
         if i == len(text):
             return False
         if syntax.separator and text.startswith(syntax.separator, i):
-            self._open_sequence(at=i, after=i + len(syntax.separator))
+            self._open_sequence(at=i, marker=i, after=i + len(syntax.separator))
             return True
         if syntax.closer and text.startswith(syntax.closer, i):
             self._pos, self._state, self._skip_space = i + len(syntax.closer), _State.CONTENT, True
@@ -211,13 +213,14 @@ class JsonCallReader:
         self._state = _State.CONTENT
         return True
 
-    def _open_sequence(self, at: int, after: int) -> None:
-        """A marker (or the leading object) at `at` opens calls; the first is read from `after`."""
-        self._restart, self._pos, self._state = at, after, _State.SEQUENCE
+    def _open_sequence(self, at: int, marker: int, after: int) -> None:
+        """The marker (or leading object) at `marker` opens calls, the first read from `after`;
+        if none follows, content resumes at `at` (the space before the marker)."""
+        self._restart, self._marker, self._pos, self._state = at, marker, after, _State.SEQUENCE
 
     def _no_call(self) -> None:
-        """What followed the marker at `_restart` is no call: it is content, the marker too."""
-        self._pos, self._literal_until, self._state = self._restart, self._restart + 1, _State.CONTENT
+        """What followed the marker is no call: it is content, the marker and the space before too."""
+        self._pos, self._literal_until, self._state = self._restart, self._marker + 1, _State.CONTENT
 
     def _trim(self) -> None:
         keep = min(self._pos, self._restart) if self._state in (_State.SEQUENCE, _State.HEAD) else self._pos
@@ -227,6 +230,7 @@ class JsonCallReader:
         self._pos -= keep
         self._restart = max(self._restart - keep, 0)
         self._literal_until = max(self._literal_until - keep, 0)
+        self._marker = max(self._marker - keep, 0)
         self._head = max(self._head - keep, 0)
 
 
