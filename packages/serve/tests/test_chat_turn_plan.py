@@ -1,0 +1,129 @@
+"""How a chat request's turns are read, decided with a real tokenizer worker over a tiny tokenizer
+whose template renders no tools, and the serving leaves as published (or overridden) at that
+moment: "auto" asks the operator for --tool-call-parser until tool_call_parser is set; forced
+calls carry their constraint, and are refused with the grammar backend off. The parser inferred
+from the `<tool_call>` and Llama 3 templates is read off real tokenizers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config_bags import Bags, ModelBag, overriding, publish, unpublish
+from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
+from serve.http.chat_turn import TurnPlan, turn_plan
+from serve.http.errors import APIError
+from serve.http.protocol import ChatCompletionRequest
+from serve.testing.tiny_checkpoint import build_tokenizer
+from serve.testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
+from serve.tokenizer.chat_template import chat_template_text
+from serve.tokenizer.worker import TokenizerWorker
+from serve.tool_calls.families import family_of_template
+
+pytestmark = pytest.mark.timeout(300)
+
+ADD = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+TOOLS = [
+    {"type": "function", "function": {"name": "add", "parameters": ADD}},
+    {"type": "function", "function": {"name": "ping"}},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("plain-template")
+    build_tokenizer(folder)  # the tiny ChatML template: no tools rendered
+    return folder
+
+
+@pytest.fixture(scope="module")
+def worker(tokenizer_dir: Path) -> Iterator[TokenizerWorker]:
+    publish(Bags(model=ModelBag(model_path=str(tokenizer_dir))), role="launcher")
+    running = TokenizerWorker()
+    try:
+        deadline = time.monotonic() + 120
+        while running.state() is not None:
+            assert time.monotonic() < deadline, running.state()
+            time.sleep(0.05)
+        yield running
+    finally:
+        running.close()
+        unpublish()
+
+
+def plan(worker: TokenizerWorker, **fields: Any) -> TurnPlan:
+    body = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "Hi"}], **fields})
+    return asyncio.run(turn_plan(body, worker))
+
+
+def refusal(worker: TokenizerWorker, **fields: Any) -> APIError:
+    with pytest.raises(APIError) as caught:
+        plan(worker, **fields)
+    assert caught.value.status == 400 and caught.value.param == "tool_choice"
+    return caught.value
+
+
+def test_auto_needs_a_parser_the_template_does_not_name(worker: TokenizerWorker) -> None:
+    """Reverse-verified: with `turn_plan` reading auto with the hermes family whenever none is
+    named, the request was served and its calls would have been read in a syntax nobody chose."""
+    message = refusal(worker, tools=TOOLS).message
+    assert "--tool-call-parser hermes | qwen25 | llama3" in message and "PATCH /v1/runtime_config" in message
+    with overriding(tool_call_parser="llama3"):
+        assert plan(worker, tools=TOOLS) == TurnPlan(TurnReading(calls=FamilyCalls("llama3", ("add", "ping"))))
+    with overriding(tool_call_parser="qwen25", reasoning_parser="qwen3"):
+        reading = plan(worker, tools=TOOLS, parallel_tool_calls=False).reading
+        assert reading == TurnReading("qwen3", FamilyCalls("qwen25", ("add", "ping")), first_call_only=True)
+
+
+def test_without_tools_or_with_none_the_turn_is_content(worker: TokenizerWorker) -> None:
+    assert plan(worker) == TurnPlan(TurnReading())
+    assert plan(worker, tools=TOOLS, tool_choice="none") == TurnPlan(TurnReading())
+    with overriding(reasoning_parser="deepseek-r1"):
+        assert plan(worker) == TurnPlan(TurnReading(reasoning="deepseek-r1"))
+
+
+def test_forced_calls_carry_their_constraint(worker: TokenizerWorker) -> None:
+    """Forced calls need no parser (this template names none) and read no reasoning, even with a
+    reasoning parser set: the grammar makes the output the call from its first token."""
+    with overriding(reasoning_parser="qwen3"):
+        named = plan(worker, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "add"}})
+        required = plan(worker, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)
+    assert named.reading == TurnReading(calls=NamedCall("add"))
+    assert named.constraint is not None and json.loads(named.constraint.text) == ADD
+    assert required.reading == TurnReading(calls=RequiredCalls(("add", "ping")), first_call_only=True)
+    assert required.constraint is not None and json.loads(required.constraint.text)["maxItems"] == 1
+
+
+def test_forced_calls_are_refused_with_the_grammar_backend_off(worker: TokenizerWorker) -> None:
+    with overriding(grammar_backend="none"):
+        for choice in ("required", {"type": "function", "function": {"name": "ping"}}):
+            assert "--grammar-backend none" in refusal(worker, tools=TOOLS, tool_choice=choice).message
+
+
+@pytest.mark.parametrize(
+    ("template", "family"),
+    [(HERMES_TEMPLATE, "hermes"), (LLAMA3_TEMPLATE, "llama3"), (None, None), (HERMES_TEMPLATE + LLAMA3_TEMPLATE, None)],
+)
+def test_the_family_is_read_off_the_template(
+    tokenizer_dir: Path, tmp_path: Path, template: str | None, family: str | None
+) -> None:
+    """A template naming one family names it; the plain template, or one writing both, names none."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (folder / name).write_bytes((tokenizer_dir / name).read_bytes())
+    if template is not None:
+        with_chat_template(folder, template)
+    assert family_of_template(chat_template_text(AutoTokenizer.from_pretrained(folder))) == family
+
+
+def test_the_worker_tells_its_template(worker: TokenizerWorker, tokenizer_dir: Path) -> None:
+    assert asyncio.run(worker.chat_template()) == (tokenizer_dir / "chat_template.jinja").read_text()
