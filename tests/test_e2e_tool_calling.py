@@ -109,7 +109,10 @@ def test_a_named_call_is_forced_whole_and_streamed(client: openai.OpenAI) -> Non
     """A named tool_choice gives one call of that function whose arguments match its schema, with
     no content, finishing "tool_calls"; the stream's first delta of the call carries its id,
     type and name with empty arguments, and the client's stream helper assembles the same call
-    (and parses its strict arguments)."""
+    (and parses its strict arguments).
+
+    Reverse-verified (with the "required" cases): with `generate_requests` dropping the
+    constraint, the tiny model's output was no JSON and no "required" turn was read as calls."""
     choice: Any = {"type": "function", "function": {"name": "get_weather"}}
     body = {**GREEDY, "messages": [USER], "tools": TOOLS, "tool_choice": choice}
     whole = client.chat.completions.create(**body).choices[0]
