@@ -109,7 +109,7 @@ def test_a_named_call_is_forced_whole_and_streamed(client: openai.OpenAI) -> Non
     """A named tool_choice gives one call of that function whose arguments match its schema, with
     no content, finishing "tool_calls"; the stream's first delta of the call carries its id,
     type and name with empty arguments, and the client's stream helper assembles the same call
-    (and parses its strict arguments).
+    (and parses its strict arguments); the message sent back with the tool's result is answered.
 
     Reverse-verified (with the "required" cases): with `generate_requests` dropping the
     constraint, the tiny model's output was no JSON and no "required" turn was read as calls."""
@@ -131,6 +131,11 @@ def test_a_named_call_is_forced_whole_and_streamed(client: openai.OpenAI) -> Non
     (call,) = final.message.tool_calls or []
     assert final.finish_reason == "tool_calls" and call.function.name == "get_weather"
     assert validated(call) == arguments == call.function.parsed_arguments
+
+    # The client's loop: the assistant message as it came back, then the tool's result.
+    result = {"role": "tool", "tool_call_id": call.id, "content": "sunny"}
+    answer = client.chat.completions.create(**{**GREEDY, "max_tokens": 4}, messages=[USER, final.message, result])
+    assert answer.choices[0].finish_reason in ("stop", "length")
 
 
 @pytest.mark.parametrize("parallel", [False, True])

@@ -98,6 +98,9 @@ def test_forced_calls_carry_their_constraint(worker: TokenizerWorker) -> None:
     assert named.constraint is not None and json.loads(named.constraint.text) == ADD
     assert required.reading == TurnReading(calls=RequiredCalls(("add", "ping")), first_call_only=True)
     assert required.constraint is not None and json.loads(required.constraint.text)["maxItems"] == 1
+    free = [{"type": "function", "function": {"name": "free", "parameters": {}}}]
+    anything = plan(worker, tools=free, tool_choice={"type": "function", "function": {"name": "free"}}).constraint
+    assert anything is not None and json.loads(anything.text) == {"type": "object"}  # arguments are an object
 
 
 def test_forced_calls_are_refused_with_the_grammar_backend_off(worker: TokenizerWorker) -> None:

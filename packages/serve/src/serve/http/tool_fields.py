@@ -63,8 +63,11 @@ class FunctionDefinition(RequestObject):
         return self
 
     def parameters_schema(self) -> dict[str, Any]:
-        """The schema of the call's arguments; no parameters means an empty object."""
-        return NO_PARAMETERS if self.parameters is None else self.parameters
+        """The schema of the call's arguments, an object: no parameters means an empty one, and a
+        schema that names no type (`{}`) is made an object's (a call's arguments are one)."""
+        if self.parameters is None:
+            return NO_PARAMETERS
+        return self.parameters if "type" in self.parameters else {"type": "object", **self.parameters}
 
 
 class Tool(RequestObject):

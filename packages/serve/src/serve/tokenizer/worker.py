@@ -61,7 +61,7 @@ def _chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, An
     return array("q", chat_prompt_ids(_tokenizer, messages, tools))
 
 
-def _template() -> str | None:
+def _template_text() -> str | None:
     return chat_template_text(_tokenizer)
 
 
@@ -143,7 +143,7 @@ class TokenizerWorker:
         Asked of the worker once: it comes from the checkpoint, which does not change (two
         requests arriving first may both ask)."""
         if self._template is None:
-            self._template = (await self._call(_template),)
+            self._template = (await self._call(_template_text),)
         return self._template[0]
 
     async def decode(self, ids: Sequence[int]) -> str:
