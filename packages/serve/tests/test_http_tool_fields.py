@@ -73,7 +73,9 @@ def refused(response: Any, param: str) -> str:
 def test_a_tool_conversation_is_served_and_given_to_the_template(client: TestClient) -> None:
     """Tools go to the template as sent (nulls left out), a past call with its arguments parsed,
     the result with its call's id, an assistant's reasoning as reasoning_content."""
-    thinking = {**CALLING, "reasoning_content": "I should add."}
+    # as the openai client's helpers send a message back: their parses beside what they parsed
+    sent_back = {**CALL, "index": 0, "function": {**CALL["function"], "parsed_arguments": {"a": 2, "b": 2}}}
+    thinking = {**CALLING, "tool_calls": [sent_back], "parsed": None, "reasoning_content": "I should add."}
     response = chat(client, messages=[USER, thinking, RESULT], tools=[ADD], parallel_tool_calls=False)
     assert response.status_code == 200, response.text
     answer = response.json()
@@ -165,6 +167,16 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"messages": [USER, {**CALLING, "tool_calls": [{**CALL, "function": {"name": "add", "arguments": "[2, 2]"}}]}]},
         "messages.1.tool_calls.0.function.arguments",
         "a JSON object",
+    ),
+    "a parse that is not of the arguments": (
+        {
+            "messages": [
+                USER,
+                {**CALLING, "tool_calls": [{**CALL, "function": {**CALL["function"], "parsed_arguments": {}}}]},
+            ]
+        },
+        "messages.1.tool_calls.0.function.parsed_arguments",
+        "differs",
     ),
     "the legacy functions": ({"functions": [ADD["function"]]}, "functions", "send them as tools"),
 }

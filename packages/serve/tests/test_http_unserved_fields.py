@@ -24,6 +24,7 @@ from serve.http.unserved_fields import (
     SAMPLING_FIELDS,
     STREAM_OPTION_FIELDS,
     TOKENIZE_FIELDS,
+    TOOL_CALL_FIELDS,
     Decision,
     Metadata,
     Refused,
@@ -78,6 +79,11 @@ def message(**fields: Any) -> tuple[str, dict[str, Any]]:
     return "/v1/chat/completions", {"messages": [USER, {"role": "assistant", "content": "Hello", **fields}]}
 
 
+def tool_call(**fields: Any) -> tuple[str, dict[str, Any]]:
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}, **fields}
+    return "/v1/chat/completions", {"messages": [USER, {"role": "assistant", "tool_calls": [call]}]}
+
+
 def sampling(**fields: Any) -> tuple[str, dict[str, Any]]:
     return "/generate", {"text": "Hi", "sampling_params": fields}
 
@@ -99,6 +105,7 @@ TABLES = {
     "completions": (COMPLETION_FIELDS, completion, ""),
     "chat": (CHAT_FIELDS, chat, ""),
     "chat message": (MESSAGE_FIELDS, message, "messages.1."),
+    "chat message's tool call": (TOOL_CALL_FIELDS, tool_call, "messages.1.tool_calls.0."),
     "generate sampling_params": (SAMPLING_FIELDS, sampling, "sampling_params."),
     "generate": (GENERATE_FIELDS, generate, ""),
     "tokenize": (TOKENIZE_FIELDS, tokenize, ""),

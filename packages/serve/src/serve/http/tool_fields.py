@@ -26,6 +26,7 @@ from runtime_scheduler import OutputConstraint
 from serve.grammar.xgrammar_engine import grammar_of
 from serve.http.errors import refused_field, shown
 from serve.http.request_object import RequestObject
+from serve.http.unserved_fields import TOOL_CALL_FIELDS
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -98,10 +99,12 @@ ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
 
 
 class CalledFunction(RequestObject):
-    """The function a past call called, and its arguments as the JSON text the model wrote."""
+    """The function a past call called, and its arguments as the JSON text the model wrote (with
+    the parse of them the openai client's helpers send back, which must agree)."""
 
     name: str
     arguments: str
+    parsed_arguments: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _arguments_are_an_object(self) -> Self:
@@ -111,11 +114,19 @@ class CalledFunction(RequestObject):
             raise refused_field("arguments", f"not JSON ({err}); send the call's arguments as a JSON object") from None
         if not isinstance(parsed, dict):
             raise refused_field("arguments", f"a call's arguments are a JSON object; got {shown(self.arguments)}")
+        if self.parsed_arguments is not None and self.parsed_arguments != parsed:
+            raise refused_field(
+                "parsed_arguments",
+                "differs from the arguments it is a parse of (the template renders the arguments); send the "
+                "arguments alone",
+            )
         return self
 
 
 class ToolCall(RequestObject):
     """A call an assistant turn made."""
+
+    unserved = TOOL_CALL_FIELDS
 
     id: str
     type: Literal["function"]

@@ -21,16 +21,18 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
   tool calls, and a completion makes none.
 - Pure metadata is accepted with any value: `user` and `safety_identifier` (an end-user id for
   the caller's abuse monitoring) and `metadata` (the caller's labels); neither changes anything
-  in the output, and this server keeps no per-user or per-request state for them to change.
+  in the output, and this server keeps no per-user or per-request state for them to change. So
+  is a past tool call's `index` (its position, which the list's order gives).
 - Any other name is refused, naming the close matches among the fields accepted there (difflib),
   so a misspelt `temprature` is never silently sampled at the default. The official `openai`
   client sends only what its caller set, so it is not affected.
 - Chat messages are given to the chat template as role and content, an assistant's
   `tool_calls` and `reasoning_content` and a tool result's `tool_call_id`, so a message field the
-  template would never see (`name`, `refusal`, `audio`, the legacy `function_call`) is refused
-  unless null or empty. Content parts other than text are refused by
-  `serve.http.protocol.ChatMessage` (a text-only model). A `developer` message (OpenAI's newer
-  name for a system message) is rendered as `system`, the role the served models' templates know.
+  template would never see (`name`, `refusal`, `audio`, the legacy `function_call`, the `parsed`
+  copy the openai client's helpers send back) is refused unless null or empty. Content parts
+  other than text are refused by `serve.http.protocol.ChatMessage` (a text-only model). A
+  `developer` message (OpenAI's newer name for a system message) is rendered as `system`, the
+  role the served models' templates know.
 - Declared fields that would be ignored in combination are refused there, in the models of
   `serve.http.protocol`: `stream_options.include_usage` without `stream`, `top_logprobs` without
   `logprobs`, and `add_special_tokens: true` with /tokenize's messages. /generate's
@@ -182,10 +184,16 @@ _ROLE_AND_CONTENT = "(a chat template is given a message's role, content, tool c
 MESSAGE_FIELDS = _table(
     name=Refused(f"give the chat template a participant's name {_ROLE_AND_CONTENT}", (None, "")),
     function_call=Refused("render the legacy function_call (send tool_calls)"),
+    parsed=Refused(
+        "read a client's own parse of the content (the openai client sends it back, null beside plain text)"
+    ),
     refusal=Refused(f"render a refusal {_ROLE_AND_CONTENT}"),
     audio=Refused("render audio answers"),
     annotations=Refused(f"render an answer's annotations {_ROLE_AND_CONTENT}", (None, [])),
 )
+
+# An assistant message's past call, as the openai client's stream helpers send it back.
+TOOL_CALL_FIELDS = _table(index=Metadata("the call's position in its turn, which the list's order gives"))
 
 STREAM_OPTION_FIELDS = _table(
     continuous_usage_stats=Refused("report usage in every chunk", (None, False)),
