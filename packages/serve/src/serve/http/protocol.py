@@ -11,22 +11,21 @@ serving.max_n) are checked at admission (`serve.http.admission`). Every model is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from serve.http.errors import refused_field, shown
+from serve.http.request_object import RequestObject
+from serve.http.structured_output_fields import ResponseFormat, StructuredOutputs
 from serve.http.unserved_fields import (
     CHAT_FIELDS,
     COMPLETION_FIELDS,
     GENERATE_FIELDS,
     MESSAGE_FIELDS,
-    NO_FIELDS,
     SAMPLING_FIELDS,
     STREAM_OPTION_FIELDS,
     TOKENIZE_FIELDS,
-    Decision,
-    served_fields,
 )
 
 INT64_MIN = -(2**63)
@@ -38,30 +37,7 @@ TokenId = Annotated[int, Field(ge=0, le=INT64_MAX)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
-
-
-class RequestObject(BaseModel):
-    """A JSON object of a request whose every field the server acts on: a field the model does
-    not declare is refused with a 400 naming it, unless the model's `unserved` table accepts its
-    value (one that changes nothing, or metadata); those are dropped before validation."""
-
-    model_config = ConfigDict(extra="forbid")
-    unserved: ClassVar[Mapping[str, Decision]] = NO_FIELDS
-
-    @model_validator(mode="before")
-    @classmethod
-    def _only_served_fields(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        # OpenAI's API reads null as "the default" for a field that has one, and clients send it
-        # for the fields they leave unset.
-        return {k: v for k, v in cls.served(data).items() if v is not None or cls.model_fields[k].default is None}
-
-    @classmethod
-    def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-        """`data` with the fields the server does not act on dropped, or refused (`refused_field`,
-        the field's path being `prefix` + its name)."""
-        return served_fields(data, tuple(cls.model_fields), cls.unserved, prefix)
+LogitBias = Annotated[float, Field(ge=-100.0, le=100.0, allow_inf_nan=False)]
 
 
 class StreamOptions(RequestObject):
@@ -94,6 +70,17 @@ class SamplingFields(RequestObject):
     repetition_penalty: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    logit_bias: dict[str, LogitBias] | None = None  # token id (as JSON keys are strings) -> bias
+    # Structured output, SGLang's spelling: a JSON schema (an object, or its JSON text), a regex, an EBNF grammar.
+    json_schema: dict[str, Any] | str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    # vLLM's spellings: its current object, and the older guided_* fields.
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
 
     def stop_strings(self) -> tuple[str, ...]:
         """The stop strings as a tuple (a single string is one stop)."""
@@ -112,6 +99,7 @@ class OpenAIRequest(SamplingFields):
 
     stream: bool = False
     stream_options: StreamOptions | None = None
+    response_format: ResponseFormat | None = None
 
     @model_validator(mode="after")
     def _usage_chunk_needs_a_stream(self) -> Self:

@@ -14,6 +14,7 @@ from serve.http.admission import generate_requests, new_rid
 from serve.http.errors import bad_request
 from serve.http.logprobs_format import chat_logprobs
 from serve.http.openai_stream import openai_stream
+from serve.http.output_constraints import output_constraint
 from serve.http.protocol import ChatCompletionRequest, ChatMessage
 from serve.http.streams import collect, unless_disconnected
 from serve.http.usage import usage
@@ -41,6 +42,7 @@ async def rendered_prompt(worker: TokenizerWorker, messages: Sequence[ChatMessag
 async def chat_completions(body: ChatCompletionRequest, http_request: Request) -> Any:
     """OpenAI chat completions, streamed (SSE) or whole."""
     manager: TokenizerManager = http_request.app.state.manager
+    constraint = await output_constraint(body)
     prompt = await rendered_prompt(http_request.app.state.tokenizer_worker, body.messages)
     requests = generate_requests(
         body,
@@ -50,6 +52,7 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
         logprobs=body.logprobs,
         top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
         prompt_param="messages",
+        constraint=constraint,
     )
     cid, created, model = f"chatcmpl-{new_rid()}", int(time.time()), served_model_name()
 
