@@ -124,7 +124,7 @@ def compile_figures(url: str, rounds: int) -> dict[str, float]:
         compiles, seconds = engine_counts(url)
         cold.append(asyncio.run(round_of(url, 1, 2, schema))["ttft_s"])
         # The scheduler reports its counts a few times a second: read until this compile shows.
-        after = first_satisfying(lambda: engine_counts(url), lambda counts: counts[0] > compiles)
+        after = first_satisfying(lambda: engine_counts(url), lambda counts, done=compiles: counts[0] > done)
         compile_s.append(after[1] - seconds)
         cached.append(asyncio.run(round_of(url, 1, 2, schema))["ttft_s"])
         free.append(asyncio.run(round_of(url, 1, 2, None))["ttft_s"])
