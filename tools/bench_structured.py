@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import time
@@ -113,6 +114,10 @@ def engine_counts(url: str) -> tuple[float, float]:
     return metric_value(text, "serve_grammar_compiles_total"), metric_value(text, "serve_grammar_compile_seconds_total")
 
 
+def _counted_past(compiles: float, counts: tuple[float, float]) -> bool:
+    return counts[0] > compiles
+
+
 def compile_figures(url: str, rounds: int) -> dict[str, float]:
     """Median over `rounds` new schemas: the engine's compile time, and TTFT cold, cached and free."""
     compile_s: list[float] = []
@@ -124,7 +129,7 @@ def compile_figures(url: str, rounds: int) -> dict[str, float]:
         compiles, seconds = engine_counts(url)
         cold.append(asyncio.run(round_of(url, 1, 2, schema))["ttft_s"])
         # The scheduler reports its counts a few times a second: read until this compile shows.
-        after = first_satisfying(lambda: engine_counts(url), lambda counts, done=compiles: counts[0] > done)
+        after = first_satisfying(lambda: engine_counts(url), functools.partial(_counted_past, compiles))
         compile_s.append(after[1] - seconds)
         cached.append(asyncio.run(round_of(url, 1, 2, schema))["ttft_s"])
         free.append(asyncio.run(round_of(url, 1, 2, None))["ttft_s"])
