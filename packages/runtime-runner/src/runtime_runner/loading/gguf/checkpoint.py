@@ -19,6 +19,7 @@ from gguf import GGMLQuantizationType
 from runtime_runner.errors import CheckpointError
 from runtime_runner.kernels.quantized_tensor import QuantizedTensor, QuantKind
 from runtime_runner.loading.arch_config import ArchConfig
+from runtime_runner.loading.gguf.agreement import refuse_disagreeing_tensors
 from runtime_runner.loading.gguf.arch import PERMUTED_QK, gguf_arch_config
 from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.gguf.format import TensorEntry
@@ -46,9 +47,12 @@ class GgufCheckpoint:
 
     @classmethod
     def open(cls, path: Path) -> GgufCheckpoint:
-        """The reader over the GGUF file at `path` (its types and architecture checked as GgufFile does)."""
+        """The reader over the GGUF file at `path`: its container, types and architecture checked as
+        GgufFile does, its tensors against its metadata as gguf.agreement does."""
         file = GgufFile(path)
-        return cls(file, gguf_arch_config(file))
+        cfg = gguf_arch_config(file)
+        refuse_disagreeing_tensors(file, cfg)
+        return cls(file, cfg)
 
     @property
     def model_dir(self) -> Path:
