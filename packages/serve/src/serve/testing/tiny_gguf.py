@@ -26,9 +26,17 @@ from gguf import GGMLQuantizationType
 
 from serve.testing.gguf_quantizer import QUANTIZED_TYPES, SUPER, quantize_rows
 
-# GGUF type name -> the type: dense, and every block type serve.testing.gguf_quantizer writes.
+# GGUF type name -> the type: dense, every block type serve.testing.gguf_quantizer writes, and
+# MXFP4, one the runner does not serve (gguf-py quantizes it).
 GGUF_TYPES = {
-    t.name: t for t in (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16, *QUANTIZED_TYPES)
+    t.name: t
+    for t in (
+        GGMLQuantizationType.F32,
+        GGMLQuantizationType.F16,
+        GGMLQuantizationType.BF16,
+        *QUANTIZED_TYPES,
+        GGMLQuantizationType.MXFP4,
+    )
 }
 # llama-quantize's substitute for a K-quant where a row is not whole 256-value super-blocks (a
 # Q4_K_M file of 576-wide rows is mostly Q5_0 and Q8_0 for it).
@@ -51,9 +59,9 @@ def _stored(values: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
         return values
     if kind == GGMLQuantizationType.F16:
         return values.astype(np.float16)
-    if kind == GGMLQuantizationType.BF16:
-        return np.asarray(gguf.quants.quantize(values, kind))
-    return quantize_rows(values, kind)
+    if kind in QUANTIZED_TYPES:
+        return quantize_rows(values, kind)
+    return np.asarray(gguf.quants.quantize(values, kind))  # BF16, MXFP4
 
 
 def stored_type(name: str, row_length: int) -> str:

@@ -2,7 +2,7 @@
 the loader asks for, each of a type the runner serves.
 
 Opening one refuses, in one line, a tensor this decoder has no place for (llama.cpp's `rope_freqs`
-of Llama 3 scaling, say) or of a type it does not serve (Q4_K, Q6_K, ...): the file is refused at
+of Llama 3 scaling, say) or of a type it does not serve (IQ4_XS, TQ2_0, ...): the file is refused at
 resolution and at load, never half-served.
 """
 
@@ -19,12 +19,13 @@ import numpy as np
 from gguf import GGMLQuantizationType
 
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
+from runtime_runner.kernels.quantized_tensor import KIND_OF_TYPE
 from runtime_runner.loading.gguf.format import StringArray, TensorEntry, read_gguf_layout
 from runtime_runner.loading.gguf.names import hf_name_of
 
 # The tensor types served: read dense, or kept in their blocks (runtime_runner.kernels.quantized_tensor).
 DENSE_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
-BLOCK_TYPES = (GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1)
+BLOCK_TYPES = tuple(KIND_OF_TYPE)
 ACCEPTED_TYPES = ", ".join(t.name for t in (*DENSE_TYPES, *BLOCK_TYPES))
 
 
