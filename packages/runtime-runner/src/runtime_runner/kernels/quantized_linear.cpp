@@ -93,13 +93,18 @@ void dequantize_panel(const Matrix& m, int64_t p, float* w) {
         dec.start(block, scales);
         for (int r = 0; r < D::kValues / D::kSub && k0 + r * D::kSub < m.k; ++r) {
             dec.run(block, r);
-            const int n = m.k - k0 - r * D::kSub < D::kSub ? static_cast<int>(m.k - k0 - r * D::kSub) : D::kSub;
             float* wr = w + (k0 + r * D::kSub) * kPanel;
-            for (int j = 0; j < n; ++j) {
+            auto put = [&](int j) {
                 __m256 lo, hi;
                 dec.weights(j, lo, hi);
                 _mm256_storeu_ps(wr + j * kPanel, lo);
                 _mm256_storeu_ps(wr + j * kPanel + 8, hi);
+            };
+            if (m.k - k0 - r * D::kSub >= D::kSub) {
+#pragma GCC unroll 32
+                for (int j = 0; j < D::kSub; ++j) put(j);  // every shift known at compile time
+            } else {  // int8's last partial 32
+                for (int j = 0; j < m.k - k0 - r * D::kSub; ++j) put(j);
             }
         }
     }
