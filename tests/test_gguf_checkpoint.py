@@ -255,7 +255,8 @@ def test_the_k_quant_mix_holds_every_type_and_serves_each_quantized(
     written: dict[str, tuple[Path, Path]], runner_of: Build
 ) -> None:
     """The mix is what its case says (the Q4_K down projection of 288-wide rows substituted by
-    Q5_0), and every matrix stays in its kind's blocks in the runner."""
+    Q5_0), and every matrix stays in its kind's blocks in the runner. Reverse-verified by hand:
+    with Q6_K left out of KIND_OF_TYPE the file was refused naming token_embd.weight's Q6_K."""
     gguf_file, _ = written["llama-k-quants"]
     assert dict(GgufFile(gguf_file).type_counts()) == {
         "F32": 5,
