@@ -3,7 +3,8 @@
 Test modules do not import conftest: they ask for these fixtures by name. Nothing here is autouse,
 so the other tests of this folder run as before. (serve.testing's tiny checkpoint is a Llama with a
 trained tokenizer at fixed sizes for the end-to-end server; these tests need Llama, Qwen2 and Qwen3
-at their own sizes and no tokenizer, so they build their own.)
+at their own sizes and no tokenizer, so they build their own.) One server of the real default
+model is shared by the end-to-end modules that take it as it is (`default_model_server`).
 
 Without a GPU the triton attention kernels run in Triton's interpreter, chosen when `@triton.jit`
 is applied: TRITON_INTERPRET is set here, before anything imports them.
@@ -29,6 +30,7 @@ from attn_backends import build_attention_pair  # noqa: E402
 from config_bags import Bags, ExecBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
 from runtime_runner.attention_seam import AttentionPairFactory
 from runtime_runner.runner import ModelRunner
+from serve.testing.server import ServerProcess
 
 # The sizes every tiny checkpoint starts from; a test overrides what it needs.
 SMALL = dict(
@@ -83,6 +85,18 @@ def budgets_within(schedule: ScheduleBag, pool: int | None) -> ScheduleBag:
         chunked_prefill_size=chunk if chunk == -1 else min(chunk, pool),
         max_prefill_tokens=min(schedule.max_prefill_tokens, pool),
     )
+
+
+@pytest.fixture(scope="session")
+def default_model_server() -> Iterator[ServerProcess]:
+    """`serve` on the real default model with its defaults (an 8192-token KV pool), started once
+    for the modules that take it as it is."""
+    running = ServerProcess(None, "--max-total-tokens", "8192")
+    try:
+        running.wait_ready(timeout_s=420)
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 every endpoint and answers each with a 4xx in OpenAI's error shape naming what was wrong; after
 the battery it is healthy, serves a greedy request exactly as before, has the same config hash
 and scheduler pid, and counts no failed request. The battery includes request fields the server
-does not act on (a completion's tools, logit_bias, images, misspellings...), each refused with its path
+does not act on (a completion's tools, legacy functions, images, misspellings...), each refused with its path
 as the param; the no-op values clients send for them are served exactly as without. Also here: oversize
 bodies refused before they are read, /health answering while a prompt just under the limit is
 tokenized, and /server_info telling the live config after a PATCH."""
@@ -228,8 +228,34 @@ CASES: dict[str, Case] = {
     "detokenize no tokens": Case("POST", "/detokenize", {}, "tokens"),
     "detokenize a string": Case("POST", "/detokenize", {"tokens": "abc"}, "tokens"),
     # fields the server does not act on: refused when set, named by their path
-    "logit_bias set": Case(
-        "POST", "/v1/completions", completion(logit_bias={"5": 100}), "not supported here", param="logit_bias"
+    "logit_bias key not a token id": Case(
+        "POST", "/v1/completions", completion(logit_bias={"the": 5}), "is not a token id", param="logit_bias"
+    ),
+    "logit_bias key outside the vocabulary": Case(
+        "POST", "/v1/completions", completion(logit_bias={str(VOCAB): 5}), f"0 to {VOCAB - 1}", param="logit_bias"
+    ),
+    "logit_bias above 100": Case("POST", "/v1/completions", completion(logit_bias={"5": 101}), "logit_bias"),
+    "schema of an unknown type": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}),
+        'Unsupported type "strin"',
+        param="response_format.json_schema.schema",
+    ),
+    "schema keyword not enforced": Case(
+        "POST",
+        "/v1/completions",
+        completion(json_schema={"type": "array", "uniqueItems": True}),
+        "'uniqueItems' at # (unique array items) is not enforced",
+        param="json_schema",
+    ),
+    "regex unclosed": Case("POST", "/v1/completions", completion(regex="[a-"), "Unclosed '['", param="regex"),
+    "two constraints": Case(
+        "POST",
+        "/v1/chat/completions",
+        chat(response_format={"type": "json_object"}, guided_regex="a+"),
+        "response_format and guided_regex each constrain the output",
+        param="guided_regex",
     ),
     "best_of above n": Case("POST", "/v1/completions", completion(best_of=3), "equal to n (1)", param="best_of"),
     "echo the prompt": Case("POST", "/v1/completions", completion(echo=True), "not supported here", param="echo"),
@@ -249,9 +275,6 @@ CASES: dict[str, Case] = {
     ),
     "function_call auto": Case(
         "POST", "/v1/chat/completions", chat(function_call="auto"), "not supported here", param="function_call"
-    ),
-    "response_format json": Case(
-        "POST", "/v1/chat/completions", chat(response_format={"type": "json_object"}), "JSON", param="response_format"
     ),
     "audio answer": Case(
         "POST",
@@ -328,8 +351,12 @@ CASES: dict[str, Case] = {
         "text-only model",
         param="messages.0.content.1.type",
     ),
-    "generate logit_bias": Case(
-        "POST", "/generate", generate(logit_bias={"5": 1}), "not supported here", param="sampling_params.logit_bias"
+    "generate grammar of an undefined rule": Case(
+        "POST",
+        "/generate",
+        generate(ebnf="root ::= greeting"),
+        'Rule "greeting" is not defined',
+        param="sampling_params.ebnf",
     ),
     "generate misspelt field": Case(
         "POST",
@@ -406,9 +433,9 @@ def test_bad_input_is_a_4xx_naming_what_was_wrong(http: httpx.Client, before: Sn
     sampler's int64 overflow, or the IPC encode's for 2**64); without the body-limit middleware,
     "body over the limit" was tokenized into 1,048,576 tokens and answered 400 for the context
     length instead of 413; with `RequestObject` ignoring undeclared fields (`extra="ignore"`, as
-    the sampling fields did before), "logit_bias set", "misspelt temperature", "tools in a
-    completion", "message name" and "generate logit_bias" were served (200), and the content-part
-    cases were refused by pydantic's union without naming the part's type."""
+    the sampling fields did before), "misspelt temperature", "tools in a completion" and
+    "message name" were served (200), and the content-part cases were refused by pydantic's union
+    without naming the part's type."""
     case = CASES[name]
     response = sent(http, case)
     assert response.status_code == case.status, response.text
@@ -434,7 +461,7 @@ def test_the_no_op_values_clients_send_are_served_as_without(http: httpx.Client,
     rendered as the system message.
 
     Reverse-verified: with `Refused.is_no_op` answering False, the completion with the no-op
-    values answered 400 at logit_bias."""
+    values answered 400 at tools."""
     noisy = http.post("/v1/completions", json={**GREEDY, **NO_OPS, "suffix": ""})
     assert noisy.status_code == 200, noisy.text
     assert [c["text"] for c in noisy.json()["choices"]] == before.greedy

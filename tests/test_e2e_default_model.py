@@ -5,7 +5,6 @@ README's forced tool call."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
 import jsonschema
@@ -17,13 +16,8 @@ pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    running = ServerProcess(None, "--max-total-tokens", "8192")
-    try:
-        running.wait_ready(timeout_s=420)
-        yield running
-    finally:
-        running.stop()
+def server(default_model_server: ServerProcess) -> ServerProcess:
+    return default_model_server
 
 
 def test_default_model_answers_the_readme_question(server: ServerProcess) -> None:

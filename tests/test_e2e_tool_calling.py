@@ -274,13 +274,21 @@ def test_tool_fields_that_cannot_be_served_are_a_400_naming_the_field(http: http
     assert response.json()["error"]["param"] == param, response.json()
 
 
-def test_a_forced_call_with_a_response_format_is_refused(http: httpx.Client) -> None:
-    """A forced call's grammar and a response_format's would both constrain the one output: the
-    request is refused (today by response_format's own refusal; once response_format is served,
-    by the check that refuses the two together)."""
-    body = {**GREEDY, "messages": [USER], "tools": TOOLS, "tool_choice": "required"}
-    response = http.post("/v1/chat/completions", json={**body, "response_format": {"type": "json_object"}})
-    assert response.status_code == 400 and response.json()["error"]["param"] in ("response_format", "tool_choice")
+def test_a_forced_call_with_a_structured_output_is_refused(http: httpx.Client) -> None:
+    """A forced call's grammar and a structured output's would both constrain the one output: the
+    request is refused naming tool_choice, and the same format with tool_choice "auto" is served."""
+    body = {
+        **GREEDY,
+        "max_tokens": 8,
+        "messages": [USER],
+        "tools": LOOSE_TOOLS,
+        "response_format": {"type": "json_object"},
+    }
+    for choice in ("required", NAMED_ADD):
+        response = http.post("/v1/chat/completions", json={**body, "tool_choice": choice})
+        assert response.status_code == 400 and response.json()["error"]["param"] == "tool_choice", response.text
+        assert "structured output" in response.json()["error"]["message"]
+    assert http.post("/v1/chat/completions", json={**body, "tool_choice": "auto"}).status_code == 200
 
 
 @pytest.fixture(scope="module")

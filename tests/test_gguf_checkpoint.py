@@ -1,7 +1,8 @@
 """A GGUF checkpoint served as it is: tiny random Llama (with attention biases), Qwen2 (tied) and
 Qwen3 models written as llama.cpp lays a GGUF file out (serve.testing.tiny_gguf: gguf-py's names,
-Llama's Q/K rows interleaved for its rotary layout), their matrices in Q8_0, Q4_0 or Q4_1 kept in
-their blocks, and their reference: the same weights de-quantized, saved as a safetensors checkpoint.
+Llama's Q/K rows interleaved for its rotary layout), their matrices in Q8_0, Q4_0 or Q4_1, or a mix
+of every K-quant (Q2_K..Q6_K) and 32-value type (Q5_0, Q5_1, IQ4_NL), kept in their blocks, and their
+reference: the same weights de-quantized, saved as a safetensors checkpoint.
 
 Tolerances, and why:
 - the runner on the GGUF against the runner on the reference, both fp32 and batch-invariant: equal
@@ -32,7 +33,8 @@ from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, 
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_linear import QuantizedLinear
-from runtime_runner.loading.weight_matrix import KernelOwned
+from runtime_runner.loading.gguf.file import GgufFile
+from runtime_runner.loading.weight_matrix import KernelOwned, kind_of
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 from serve.testing.tiny_gguf import write_tiny_gguf
@@ -59,6 +61,26 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "qwen2-tied-q4_0": ("Qwen2ForCausalLM", {"tie_word_embeddings": True}, "Q4_0"),
     # transformers reads a qwen3 GGUF with its default head_dim of 128, so the fixture has it.
     "qwen3-q8_0": ("Qwen3ForCausalLM", {"head_dim": 128}, "Q8_0"),
+    # Rows of 256 (the K-quants' super-block) and a down projection of 288 (32-value blocks only).
+    "llama-k-quants": ("LlamaForCausalLM", {"hidden_size": 256, "intermediate_size": 288}, "Q4_K"),
+}
+# Per-tensor types of a case (the rest in its matrix type): every K-quant and 32-value type the
+# kernels serve, one per fused group (q|k|v, gate|up), and a Q4_K down projection of 288-wide rows
+# stored as llama-quantize substitutes it (Q5_0), as in a Q4_K_M file.
+_LAYER = "model.layers.{}."
+TYPES: dict[str, dict[str, str]] = {
+    "llama-k-quants": {
+        **{f"{_LAYER.format(0)}self_attn.{p}_proj.weight": "Q4_K" for p in "qkv"},
+        f"{_LAYER.format(0)}self_attn.o_proj.weight": "Q5_K",
+        **{f"{_LAYER.format(0)}mlp.{p}_proj.weight": "Q6_K" for p in ("gate", "up")},
+        f"{_LAYER.format(0)}mlp.down_proj.weight": "Q4_K",
+        **{f"{_LAYER.format(1)}self_attn.{p}_proj.weight": "Q2_K" for p in "qkv"},
+        f"{_LAYER.format(1)}self_attn.o_proj.weight": "Q3_K",
+        **{f"{_LAYER.format(1)}mlp.{p}_proj.weight": "Q4_K" for p in ("gate", "up")},
+        f"{_LAYER.format(1)}mlp.down_proj.weight": "Q5_1",
+        "model.embed_tokens.weight": "Q6_K",
+        "lm_head.weight": "IQ4_NL",
+    }
 }
 PROMPTS = ([5, 17, 99, 3, 42, 8, 64, 1, 120], [7, 7, 30], list(range(40, 66)))
 NEW_TOKENS = 6
@@ -88,7 +110,9 @@ def _model(architecture: str, overrides: dict[str, Any]) -> Any:
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """Each case's (GGUF file, de-quantized reference directory)."""
     return {
-        case: write_tiny_gguf(_model(architecture, overrides), tmp_path_factory.mktemp(case), kind)
+        case: write_tiny_gguf(
+            _model(architecture, overrides), tmp_path_factory.mktemp(case), kind, types=TYPES.get(case, {})
+        )
         for case, (architecture, overrides, kind) in CASES.items()
     }
 
@@ -144,7 +168,7 @@ def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(
 
 # One case per family (the Llama one interleaved and Q4_1, the Qwen2 one tied): transformers' load is
 # the slow part, and the other cases equal their reference bitwise, which is de-quantized apart.
-@pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0", "qwen3-q8_0"])
+@pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0", "qwen3-q8_0", "llama-k-quants"])
 def test_the_gguf_agrees_with_transformers_reading_the_same_file(
     case: str, written: dict[str, tuple[Path, Path]], served: dict[str, tuple[Outcome, Outcome]]
 ) -> None:
@@ -213,17 +237,42 @@ def _with_tensor(source: Path, target: Path, name: str, values: np.ndarray, kind
 
 
 def test_a_tensor_of_a_type_not_served_is_refused_naming_it(tmp_path: Path, runner_of: Build) -> None:
-    """Reverse-verified: without the type check in GgufFile the Q5_0 embedding was read as if it
-    were dense, and the load failed with a RuntimeError naming no tensor ("Unknown device: 84")."""
+    """Reverse-verified (with Q5_0, before it was served): without the type check in GgufFile the
+    embedding was read as if it were dense, and the load failed with a RuntimeError naming no
+    tensor ("Unknown device: 84")."""
     gguf_file, _ = write_tiny_gguf(
-        _model("LlamaForCausalLM", {}), tmp_path / "q5", "Q4_0", types={"model.embed_tokens.weight": "Q5_0"}
+        _model("LlamaForCausalLM", {}), tmp_path / "mxfp4", "Q4_0", types={"model.embed_tokens.weight": "MXFP4"}
     )
     with pytest.raises(
         UnsupportedConfigError,
-        match=r"model\.gguf: tensor token_embd\.weight is Q5_0, a type this build does not "
-        r"serve; accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1",
+        match=r"model\.gguf: tensor token_embd\.weight is MXFP4, a type this build does not "
+        r"serve; accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K$",
     ):
         runner_of(gguf_file)
+
+
+def test_the_k_quant_mix_holds_every_type_and_serves_each_quantized(
+    written: dict[str, tuple[Path, Path]], runner_of: Build
+) -> None:
+    """The mix is what its case says (the Q4_K down projection of 288-wide rows substituted by
+    Q5_0), and every matrix stays in its kind's blocks in the runner. Reverse-verified by hand:
+    with Q6_K left out of KIND_OF_TYPE the file was refused naming token_embd.weight's Q6_K."""
+    gguf_file, _ = written["llama-k-quants"]
+    assert dict(GgufFile(gguf_file).type_counts()) == {
+        "F32": 5,
+        "Q2_K": 3,
+        "Q3_K": 1,
+        "Q4_K": 5,
+        "Q5_0": 1,
+        "Q5_K": 1,
+        "Q5_1": 1,
+        "Q6_K": 3,
+        "IQ4_NL": 1,
+    }
+    weights = runner_of(gguf_file).model.weights
+    layers = [[kind_of(m) for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)] for layer in weights.layers]
+    assert layers == [["q4_k", "q5_k", "q6_k", "q5_0"], ["q2_k", "q3_k", "q4_k", "q5_1"]]
+    assert (kind_of(weights.embed), kind_of(weights.lm_head)) == ("q6_k", "iq4_nl")
 
 
 def test_a_fused_group_of_two_kinds_is_refused_naming_them(tmp_path: Path, runner_of: Build) -> None:

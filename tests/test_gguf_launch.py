@@ -101,7 +101,7 @@ def _transformers_model(architecture: str, **config: Any) -> Any:
     )
 
 
-# (id, the model: "gguf" (the bundled file), "dense", "hybrid" or "q5_0", argv, what the one line must name)
+# (id, the model: "gguf" (the bundled file), "dense", "hybrid" or "mxfp4", argv, what the one line must name)
 CASES: list[tuple[str, str, list[str], list[str]]] = [
     (
         "int8 of a gguf",
@@ -143,9 +143,9 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
     ),
     (
         "a type not served",
-        "q5_0",
+        "mxfp4",
         [],
-        ["tensor token_embd.weight is Q5_0, a type this build does not serve; accepted: F32, F16"],
+        ["tensor token_embd.weight is MXFP4, a type this build does not serve; accepted: F32, F16"],
     ),
     (
         "a gguf draft",
@@ -158,16 +158,16 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, dense: Path) -> dict[str, Path]:
-    q5, _ = write_tiny_gguf(
+    mxfp4, _ = write_tiny_gguf(
         _transformers_model("LlamaForCausalLM"),
-        tmp_path_factory.mktemp("q5"),
+        tmp_path_factory.mktemp("mxfp4"),
         "Q4_0",
-        types={"model.embed_tokens.weight": "Q5_0"},
+        types={"model.embed_tokens.weight": "MXFP4"},
     )
     return {
         "gguf": bundled_gguf(),
         "dense": dense,
-        "q5_0": q5,
+        "mxfp4": mxfp4,
         "hybrid": build_tiny_hybrid_checkpoint(tmp_path_factory.mktemp("hybrid"), family="qwen3_next"),
     }
 

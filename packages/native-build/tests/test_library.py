@@ -59,6 +59,24 @@ def test_shared_headers_are_on_the_include_path_and_in_the_key(tmp_path: Path) -
     assert edited != path and ctypes.CDLL(str(edited)).answer(7) == 49
 
 
+def test_a_header_beside_the_source_is_in_the_key(tmp_path: Path) -> None:
+    """A kernel split into a source and its own header (`#include "..."`, found beside the source)
+    builds anew when only the header changes. Reverse-verified by hand: without the headers beside
+    the source in the key the edited header's build was the stale library's path (answering 42)."""
+    kernel = tmp_path / "kernel"
+    kernel.mkdir()
+    header = kernel / "factor.h"
+    header.write_text("inline long factor() { return 6; }\n")
+    source = kernel / "uses_local_header.cpp"
+    source.write_text('#include "factor.h"\nextern "C" long answer(long x) { return x * factor(); }\n')
+    cache, compiler = tmp_path / "cache", default_compiler("the test library")
+    path = build_library(source, FLAGS, cache_dir=cache, compiler=compiler, what="t")
+    assert ctypes.CDLL(str(path)).answer(7) == 42
+    header.write_text("inline long factor() { return 7; }\n")
+    edited = build_library(source, FLAGS, cache_dir=cache, compiler=compiler, what="t")
+    assert edited != path and ctypes.CDLL(str(edited)).answer(7) == 49
+
+
 def test_load_library_builds_into_the_package_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """What the runtime packages call: the default compiler, $XDG_CACHE_HOME/<package>, loaded."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

@@ -1,5 +1,6 @@
-"""QuantizedLinear multiplies by a weight kept quantized (q8_0, q4_0, q4_1, int8): it is the
-product with the de-quantized matrix to within fp32 accumulation and the output's rounding (in
+"""QuantizedLinear multiplies by a weight kept quantized (every GGUF block kind: q8_0, q4_0, q4_1,
+q5_0, q5_1, iq4_nl and the K-quants q2_k..q6_k; and int8): it is the product with the de-quantized
+matrix (gguf-py's numpy de-quantization of random blocks) to within fp32 accumulation and the output's rounding (in
 fact bitwise the batch-invariant fp32 linear of that matrix), a row's output is bitwise the same
 alone, in any batch at any position and on one thread or two, its native entry gives the bits
 its call gives, the int8 quantizer and the embedding rows are exact, and it refuses what it
@@ -9,10 +10,8 @@ from __future__ import annotations
 
 import ctypes
 
-import numpy as np
 import pytest
 import torch
-from gguf import quants
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,9 +21,25 @@ from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_linear import QuantizedLinear
-from runtime_runner.kernels.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, int8_per_channel_of
+from runtime_runner.kernels.quantized_tensor import BLOCKS, GGML_TYPE_OF, QuantizedTensor, int8_per_channel_of
 
-KINDS = ("q8_0", "q4_0", "q4_1", "int8")
+GGUF_KINDS = tuple(GGML_TYPE_OF)
+KINDS = (*GGUF_KINDS, "int8")
+# Each GGUF kind's fp16 fields (byte offsets in a row's block, from ggml-common.h): the scale d, and
+# the minimum m or dmin. Random blocks keep every other byte random and these finite.
+HALVES = {
+    "q8_0": (0,),
+    "q4_0": (0,),
+    "q4_1": (0, 2),
+    "q5_0": (0,),
+    "q5_1": (0, 2),
+    "iq4_nl": (0,),
+    "q2_k": (80, 82),
+    "q3_k": (108,),
+    "q4_k": (0, 2),
+    "q5_k": (0, 2),
+    "q6_k": (208,),
+}
 DTYPES = (torch.float32, torch.bfloat16)
 _INT_OF = {torch.float32: torch.int32, torch.bfloat16: torch.int16}
 _ENTRY = ctypes.CFUNCTYPE(
@@ -40,16 +55,30 @@ def _assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     assert differ == 0, f"{what}: {differ} of {got.numel()} elements differ"
 
 
+def width(kind: str, at_least: int) -> int:
+    """The smallest in_features of whole blocks of `kind` not below `at_least`."""
+    values = 32 if kind == "int8" else BLOCKS[kind][0]
+    return -(-at_least // values) * values
+
+
 def _quantized(kind: str, n: int, k: int, seed: int) -> QuantizedTensor:
-    """A random [n, k] weight (rows of varied scale, some all-zero blocks) quantized as `kind`."""
+    """A random [n, k] matrix of `kind`: int8 quantized from random rows (some scaled to zero);
+    a GGUF kind's blocks of random bytes (every value and sub-block scale pattern), their fp16
+    fields random normals / k (a few zero, one subnormal, signs mixed)."""
     gen = torch.Generator().manual_seed(seed)
-    dense = torch.randn(n, k, generator=gen) * torch.rand(n, 1, generator=gen) / k**0.5
-    if k >= 32 and n >= 3:
-        dense[n // 3, :32] = 0  # a block of zeros: d = 0 (q4_0: d * (q - 8) = -0)
     if kind == "int8":
+        dense = torch.randn(n, k, generator=gen) * torch.rand(n, 1, generator=gen) / k**0.5
+        if k >= 32 and n >= 3:
+            dense[n // 3, :32] = 0
         return int8_per_channel_of(dense)
-    blocks = quants.quantize(dense.numpy(), GGML_TYPE_OF[kind])
-    return QuantizedTensor(kind, torch.from_numpy(np.ascontiguousarray(blocks)), None, (n, k))  # type: ignore[arg-type]
+    values, block_bytes = BLOCKS[kind]
+    blocks = torch.randint(0, 256, (n, k // values, block_bytes), generator=gen, dtype=torch.uint8)
+    for at in HALVES[kind]:
+        halves = (torch.randn(n, k // values, generator=gen) / k).half()
+        halves[::7] = 0  # d = 0: q4_0's d * (q - 8) is a signed zero
+        halves.view(-1)[-1] = 2.0**-20  # a subnormal
+        blocks[..., at : at + 2] = halves.view(torch.uint8).view(n, k // values, 2)
+    return QuantizedTensor(kind, blocks.view(n, -1), None, (n, k))  # type: ignore[arg-type]
 
 
 def _operands(
@@ -82,7 +111,7 @@ def test_matches_the_float64_product_of_the_dequantized_matrix(kind: str, dtype:
     chain's error moving y across a binade. Reverse-verified: de-quantizing q4_0 as d * q (no -8)
     fails every q4_0 case, and dropping the bias add from the kernels' epilogue fails every
     with_bias case."""
-    k = 320
+    k = width(kind, 320)
     for m in (*range(1, 8), 70):
         weight, x, bias = _operands(kind, 100 + m, m, 333, k, dtype, with_bias)
         got = QuantizedLinear.of(weight, bias, dtype)(x).double()
@@ -99,15 +128,20 @@ def test_matches_the_float64_product_of_the_dequantized_matrix(kind: str, dtype:
 def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: str, dtype: torch.dtype) -> None:
     """The rule of quantized_linear.cpp: the same fp32 chain as InvariantLinear over the
     de-quantized matrix, the bias added in fp32, then one rounding to the activation dtype; at
-    the default model's gate_up and down shapes, M = 1, 3 and 37 (every micro-kernel shape)."""
-    for n, k in ((3072, 576), (576, 1536)):
+    the default model's gate_up and down shapes (K-quants: 768 wide, not 576), M = 1, 3 and 37
+    (every micro-kernel shape). Reverse-verified by hand: placing q6_k's high plane at bit 3
+    instead of 4 in the AVX2 decoder failed both q6_k cases here and in the float64 test, and the
+    portable path; shifting q3_k's and q5_k's one-bit plane by one run in the pack table failed
+    every q3_k and q5_k case here, in the float64 test and in the embedding test."""
+    for n, at_least in ((3072, 576), (576, 1536)):
+        k = width(kind, at_least)
         weight, x, bias = _operands(kind, n + k, 37, n, k, dtype, True)
         linear, reference = QuantizedLinear.of(weight, bias, dtype), InvariantLinear.of(weight.dequantize(), bias)
         for m in (1, 3, 37):
             _assert_same_bits(linear(x[:m]), reference(x[:m].float()).to(dtype), f"{kind} {n}x{k} M={m}")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     kind=st.sampled_from(KINDS),
     dtype=st.sampled_from(DTYPES),
@@ -140,7 +174,8 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
     second OpenMP thread of the few-rows path, a reduction that depends on the thread split,
     fails too (shrunk to M=4, N=113, 8 blocks: a row alone, on one thread, differs from itself
     in a two-thread call)."""
-    weight, x, bias = _operands(kind, seed, m, n, 32 * blocks, dtype, with_bias)
+    k = width(kind, 32 * blocks)
+    weight, x, bias = _operands(kind, seed, m, n, k, dtype, with_bias)
     linear = QuantizedLinear.of(weight, bias, dtype)
     together = linear(x)
     assert together.shape == (m, n) and together.dtype == dtype
@@ -148,18 +183,20 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
         _assert_same_bits(together[i : i + 1], linear(x[i : i + 1]), f"row {i} of {m} against itself alone")
     row = data.draw(st.integers(0, m - 1), label="row")
     position = data.draw(st.integers(0, other_m - 1), label="position")
-    others = torch.randn(other_m, 32 * blocks, generator=torch.Generator().manual_seed(seed + 1)).to(dtype)
+    others = torch.randn(other_m, k, generator=torch.Generator().manual_seed(seed + 1)).to(dtype)
     others[position] = x[row]
     _assert_same_bits(linear(others)[position], together[row], f"row {row} at position {position} of {other_m}")
     _assert_same_bits(_with_threads(1, linear, x), _with_threads(2, linear, x), "1 thread against 2")
 
 
-@pytest.mark.parametrize(("kind", "dtype"), [("q4_1", torch.float32), ("q8_0", torch.bfloat16)])
+@pytest.mark.parametrize(
+    ("kind", "dtype"), [("q4_1", torch.float32), ("q8_0", torch.bfloat16), ("q6_k", torch.float32)]
+)
 def test_a_prefill_sized_batch_equals_its_rows_one_at_a_time(kind: str, dtype: torch.dtype) -> None:
     """200 rows (the many-rows path: several row blocks and tasks, 2 threads) against 200 one-row
     calls (the few-rows path, one thread), at the default model's qkv shape with a bias; fp32
     output shows every difference of the chains, bf16 is what is served."""
-    weight, x, bias = _operands(kind, 3, 200, 960, 576, dtype, True)
+    weight, x, bias = _operands(kind, 3, 200, 960, width(kind, 576), dtype, True)
     linear = QuantizedLinear.of(weight, bias, dtype)
     together = _with_threads(2, linear, x)
     alone = torch.cat([_with_threads(1, linear, x[i : i + 1]) for i in range(200)])
@@ -213,11 +250,12 @@ def test_the_portable_path_computes_the_same_values_and_chains() -> None:
     assert portable.quantized_linear_has_avx2() == 0
     for kind in KINDS:
         for dtype in DTYPES:
-            weight, x, bias = _operands(kind, 9, 9, 77, 128, dtype, True)
+            k = width(kind, 128)
+            weight, x, bias = _operands(kind, 9, 9, 77, k, dtype, True)
             linear = QuantizedLinear.of(weight, bias, dtype)
             out = torch.empty(9, 77, dtype=dtype)
             getattr(portable, f"quantized_linear_{linear.suffix}")(
-                ctypes.addressof(linear.matrix), x.data_ptr(), 128, 9, out.data_ptr(), 2
+                ctypes.addressof(linear.matrix), x.data_ptr(), k, 9, out.data_ptr(), 2
             )
             _assert_same_bits(out, linear(x), f"portable {kind} {dtype}")
 
@@ -225,12 +263,12 @@ def test_the_portable_path_computes_the_same_values_and_chains() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_packing_keeps_the_quantized_size_and_no_copy_of_the_input(kind: str) -> None:
     """The panels hold the weight's bytes reordered, rows padded to 16: no de-quantized copy."""
-    weight = _quantized(kind, 40, 64, 1)
+    weight = _quantized(kind, 40, width(kind, 64), 1)
     linear = QuantizedLinear.of(weight, None, torch.bfloat16)
     assert linear.packed.dtype in (torch.uint8, torch.int8)
     assert linear.packed.numel() == weight.data.numel() // 40 * 48
     assert linear.packed.data_ptr() != weight.data.data_ptr()
-    assert (linear.in_features, linear.out_features, linear.kind) == (64, 40, kind)
+    assert (linear.in_features, linear.out_features, linear.kind) == (weight.in_features, 40, kind)
 
 
 def test_int8_quantizer_is_symmetric_per_row_and_rounds_to_nearest() -> None:
@@ -265,15 +303,16 @@ def test_embedding_rows_are_the_dequantized_rows_rounded_once(kind: str, dtype: 
     rounded to the dtype, bit for bit (signed zeros included); tied to a linear, the embedding
     reads that linear's panels. Reverse-verified: de-quantizing q4_0 rows as fma(d, q, -8 d), the
     same values but +0 where d * (q - 8) is -0, fails both q4_0 cases."""
-    weight = _quantized(kind, 45, 96, 4)
+    k = width(kind, 96)
+    weight = _quantized(kind, 45, k, 4)
     lm_head = QuantizedLinear.of(weight, None, dtype)
     embedding = QuantizedEmbedding.tied_to(lm_head)
     assert embedding.table.packed is lm_head.packed
     ids = torch.tensor([44, 0, 15, 16, 15, 31, 32, 3])
     _assert_same_bits(embedding(ids), weight.dequantize()[ids].to(dtype), f"{kind} rows")
     _assert_same_bits(QuantizedEmbedding.of(weight, dtype)(ids.int()), weight.dequantize()[ids].to(dtype), "own table")
-    assert embedding(torch.tensor([], dtype=torch.int64)).shape == (0, 96)
-    assert (embedding.num_embeddings, embedding.embedding_dim) == (45, 96)
+    assert embedding(torch.tensor([], dtype=torch.int64)).shape == (0, k)
+    assert (embedding.num_embeddings, embedding.embedding_dim) == (45, k)
 
 
 def test_refuses_what_it_cannot_take() -> None:
@@ -284,10 +323,12 @@ def test_refuses_what_it_cannot_take() -> None:
         QuantizedLinear.of(weight, torch.randn(5), torch.float32)
     with pytest.raises(ValueError, match="got shape \\(6,\\), dtype torch.float64"):
         QuantizedLinear.of(weight, torch.randn(6).double(), torch.float32)
-    with pytest.raises(ValueError, match="takes a QuantizedTensor \\(q8_0, q4_0, q4_1 or int8\\); got Tensor"):
+    with pytest.raises(ValueError, match="takes a QuantizedTensor \\(a GGUF kind or int8\\); got Tensor"):
         QuantizedLinear.of(torch.randn(6, 64), None, torch.float32)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="is not one of q8_0, q4_0, q4_1, int8"):
-        QuantizedTensor("q5_0", weight.data, None, (6, 64))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'q9_9' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, .*, int8"):
+        QuantizedTensor("q9_9", weight.data, None, (6, 64))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a q4_k matrix has rows of whole 256-value blocks; in_features = 288"):
+        QuantizedTensor("q4_k", torch.zeros(6, 162, dtype=torch.uint8), None, (6, 288))
     linear = QuantizedLinear.of(weight, None, torch.bfloat16)
     with pytest.raises(
         ValueError, match="takes CPU rows \\[M, 64\\] of torch.bfloat16; got shape \\(3, 64\\), dtype torch.float32"

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from config_bags import Bags, ModelBag, overriding, publish, unpublish
+from runtime_scheduler import OutputConstraint
 from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
-from serve.http.chat_turn import TurnPlan, turn_plan
+from serve.http.chat_turn import TurnPlan, one_constraint, turn_plan
 from serve.http.errors import APIError
 from serve.http.protocol import ChatCompletionRequest
 from serve.testing.tiny_checkpoint import build_tokenizer
@@ -101,6 +102,33 @@ def test_forced_calls_carry_their_constraint(worker: TokenizerWorker) -> None:
     free = [{"type": "function", "function": {"name": "free", "parameters": {}}}]
     anything = plan(worker, tools=free, tool_choice={"type": "function", "function": {"name": "free"}}).constraint
     assert anything is not None and json.loads(anything.text) == {"type": "object"}  # arguments are an object
+
+
+def test_a_forced_call_and_a_structured_output_are_not_both_served(worker: TokenizerWorker) -> None:
+    """Reverse-verified: with `one_constraint` preferring the forced call, a request with both was
+    served, its response_format silently dropped."""
+    structured = OutputConstraint(kind="regex", text="[a-z]+")
+    forced = plan(worker, tools=TOOLS, tool_choice="required")
+    with pytest.raises(APIError) as caught:
+        one_constraint(forced, structured)
+    assert caught.value.param == "tool_choice" and "structured output" in caught.value.message
+    assert one_constraint(forced, None) == forced.constraint
+    assert one_constraint(plan(worker, tools=TOOLS, tool_choice="none"), structured) == structured
+
+
+def test_a_forced_call_is_refused_a_schema_the_engine_would_not_hold(worker: TokenizerWorker) -> None:
+    """A schema keyword the engine compiles but does not enforce (`uniqueItems`) is refused where
+    the call is forced, naming the function's parameters; offered to a model free to call it, it
+    is only rendered, and served. Reverse-verified: without the check in `turn_plan`, the forced
+    request was planned with a constraint that lets repeated items through."""
+    unique = {"type": "object", "properties": {"ids": {"type": "array", "uniqueItems": True}}}
+    tools = [TOOLS[1], {"type": "function", "function": {"name": "tag", "parameters": unique}}]
+    with pytest.raises(APIError) as caught:
+        plan(worker, tools=tools, tool_choice="required")
+    assert caught.value.param == "tools.1.function.parameters" and "unique" in caught.value.message
+    assert plan(worker, tools=tools, tool_choice={"type": "function", "function": {"name": "ping"}}).constraint
+    with overriding(tool_call_parser="hermes"):
+        assert plan(worker, tools=tools).constraint is None
 
 
 def test_forced_calls_are_refused_with_the_grammar_backend_off(worker: TokenizerWorker) -> None:

@@ -181,7 +181,6 @@ def _keys(answer: Any) -> set[str]:
 # out, not drawn from the table: an entry dropped from the table turns its refusal into "unknown
 # field" and its no-op value into a refusal, and these fail.
 ASKED = {
-    "logit_bias": completion(logit_bias={"50256": -100}),
     "best_of": completion(best_of=3),
     "best_of above n": completion(best_of=3, n=2),
     "echo": completion(echo=True),
@@ -190,7 +189,6 @@ ASKED = {
     "completion tool_choice": completion(tool_choice="required"),
     "functions": chat(functions=[{"name": "f", "parameters": {}}]),
     "function_call": chat(function_call="auto"),
-    "response_format": chat(response_format={"type": "json_object"}),
     "completion parallel_tool_calls": completion(parallel_tool_calls="yes"),
     "audio": chat(audio={"voice": "alloy", "format": "wav"}),
     "modalities": chat(modalities=["text", "audio"]),
@@ -200,11 +198,12 @@ ASKED = {
     "store": chat(store=True),
     "service_tier": chat(service_tier="priority"),
     "min_tokens": completion(min_tokens=5),
-    "guided_json": chat(guided_json={"type": "object"}),
+    "guided_decoding_backend": chat(guided_decoding_backend="outlines", guided_regex="a+"),
+    "structured_outputs whitespace_pattern": chat(structured_outputs={"regex": "a+", "whitespace_pattern": " "}),
+    "generate use_beam_search": sampling(use_beam_search=True),
     "add_generation_prompt": chat(add_generation_prompt=False),
     "chat add_special_tokens": chat(add_special_tokens=True),
     "completion add_special_tokens": completion(add_special_tokens=False),
-    "generate logit_bias": sampling(logit_bias={"5": 1.0}),
     "generate image_data": generate(image_data="https://example.com/cat.png"),
     "stream_options continuous_usage_stats": stream_options(continuous_usage_stats=True),
 }
@@ -217,7 +216,8 @@ PARAM = {
     "completion add_special_tokens": "add_special_tokens",
 }
 PARAM |= {
-    "generate logit_bias": "sampling_params.logit_bias",
+    "generate use_beam_search": "sampling_params.use_beam_search",
+    "structured_outputs whitespace_pattern": "structured_outputs.whitespace_pattern",
     "generate image_data": "image_data",
 }
 PARAM |= {"stream_options continuous_usage_stats": "stream_options.continuous_usage_stats"}
@@ -233,7 +233,7 @@ def test_a_field_asking_for_what_the_server_does_not_do_is_refused(client: TestC
 
 NO_OPS = {
     "logit_bias": None, "functions": None, "function_call": "none", "user": "x",
-    "metadata": {"k": "v"}, "stream_options": None, "best_of": 1, "echo": False, "response_format": {"type": "text"},
+    "metadata": {"k": "v"}, "stream_options": None, "best_of": 1, "echo": False,
     "store": False, "service_tier": "auto", "modalities": ["text"], "audio": None,
     "reasoning_effort": None, "add_generation_prompt": True, "chat_template_kwargs": {},
 }  # fmt: skip
@@ -243,7 +243,7 @@ def test_the_no_op_values_clients_send_change_nothing(client: TestClient) -> Non
     """A chat request with the no-op values SDKs send parses to exactly the plain request.
 
     Reverse-verified: with `Refused.is_no_op` answering False, the request was refused at
-    logit_bias."""
+    tools."""
     plain = sent(client, chat(temperature=0))
     assert plain.status_code == 200
     noisy = sent(client, chat(temperature=0, **NO_OPS))
@@ -272,9 +272,7 @@ def test_a_misspelt_field_names_its_close_match(client: TestClient) -> None:
 def test_an_unknown_field_without_a_close_match_lists_the_accepted_ones(client: TestClient) -> None:
     message = _refusal(sent(client, completion(flavour="vanilla")), "flavour")
     assert (
-        "the fields accepted here are model, max_tokens," in message
-        and "user" in message
-        and "logit_bias" not in message
+        "the fields accepted here are model, max_tokens," in message and "user" in message and "best_of" not in message
     )
     assert "text, input_ids, sampling_params" in _refusal(sent(client, generate(bogus=1)), "bogus")
     assert "fields accepted here are model, tokens" in _refusal(

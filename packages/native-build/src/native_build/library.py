@@ -47,9 +47,11 @@ def default_compiler(what: str) -> str:
     return compiler
 
 
-def _headers_text(include_dir: Path) -> str:
-    """Every shared header's path and text, in a fixed order: a build's key changes with any of them."""
-    return "\0".join(f"{h.relative_to(include_dir)}\0{h.read_text()}" for h in sorted(include_dir.rglob("*.h")))
+def _headers_text(directory: Path, *, nested: bool = True) -> str:
+    """Every header's path and text under `directory` (in it alone unless `nested`), in a fixed
+    order: a build's key changes with any of them."""
+    headers = directory.rglob("*.h") if nested else directory.glob("*.h")
+    return "\0".join(f"{h.relative_to(directory)}\0{h.read_text()}" for h in sorted(headers))
 
 
 def build_library(
@@ -57,10 +59,12 @@ def build_library(
 ) -> Path:
     """The shared library built from `source` with `compiler` and `flags` (and the shared headers of
     `include_dir` on the include path), compiled into `cache_dir` unless a build of the same source,
-    headers, compiler, flags and CPU is already there.
+    headers (the shared ones and those beside the source), compiler, flags and CPU is already there.
 
     The build lands atomically, so processes racing to build see no file or a whole one."""
-    key_text = "\0".join((source.read_text(), _headers_text(include_dir), compiler, *flags, _cpu_identity()))
+    # The headers beside the source (`#include "..."`) are part of what it was built from, as the shared ones are.
+    beside = _headers_text(source.parent, nested=False)
+    key_text = "\0".join((source.read_text(), beside, _headers_text(include_dir), compiler, *flags, _cpu_identity()))
     key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
     path = cache_dir / f"{source.stem}-{key}.so"
     if path.exists():

@@ -1,28 +1,17 @@
-// y = x @ W.T + b on a CPU for a weight W kept quantized in memory (GGUF Q8_0 / Q4_0 / Q4_1
-// blocks, or int8 with one fp32 scale per row), batch-invariant as batch_invariant_linear.cpp is.
+// y = x @ W.T + b on a CPU for a weight W kept quantized in memory (GGUF's block types, or int8
+// with one fp32 scale per row: quantized_blocks.h holds their layouts and de-quantization),
+// batch-invariant as batch_invariant_linear.cpp is.
 //
 // THE RULE (every path, micro-kernel shape, tail and thread split keeps it):
-//   w[j,k] is the de-quantized weight, computed exactly as the reference de-quantizes it, in fp32:
-//     q8_0  d * q               q4_0  d * (q - 8)        (both exact in fp32)
-//     q4_1  fma(d, q, m)        (d * q is exact, so this is (d * q) + m rounded once)
-//     int8  q * s               (rounded once)
-//   and every output element (i, j) is ONE fp32 chain over k = 0..K-1 in increasing order,
+//   w[j,k] is the de-quantized weight, computed exactly as the reference de-quantizes it, in fp32
+//   (quantized_blocks.h's THE VALUES), and every output element (i, j) is ONE fp32 chain over
+//   k = 0..K-1 in increasing order,
 //     acc = fma(x[i,k], w[j,k], acc)      from acc = +0,
 //   then out = round_to_dtype(acc + bias[j]) (the bias in fp32), or round(acc) without a bias.
 // So the result is, bit for bit, the batch-invariant fp32 linear of the de-quantized matrix: row
 // i depends on x[i] and the matrix alone, whatever M, the row's position or the thread count.
 //
-// Layout (packed once in Python, quantized_linear.py): rows are grouped into panels of 16 (N
-// padded with zero rows); a GGUF panel is its blocks in k order, each block the 16 rows' block
-// of 32 values transposed so that one k (or one nibble pair) of the 16 rows is 16 consecutive bytes:
-//     q8_0  16 fp16 d | [32 k][16 rows] int8                                   (16 * 34 bytes)
-//     q4_0  16 fp16 d | [16 j][16 rows] bytes, value 2j low nibble, 2j+1 high  (16 * 18 bytes)
-//     q4_1  16 fp16 d | 16 fp16 m | [16 j][16 rows] nibble bytes               (16 * 20 bytes)
-// an int8 panel is [K][16 rows] int8, its scales fp32 [16 * panels]. The bytes are the file's
-// bytes reordered (a GGUF byte j holds values j and j+16; here one load serves two neighbouring
-// k): the same size as the quantized matrix, never widened in memory.
-//
-// Two paths compute the rule, from the same de-quantization (Decoder<KIND>, below):
+// Two paths compute the rule, from the same de-quantization (quantized_blocks.h's Decoder<KIND>):
 // - few rows (M <= 8, decode): each block's weights are de-quantized in registers and used at
 //   once, so the quantized bytes stream from memory once per call, never widened; one row runs
 //   over two panels at a time (four independent chains), 2..8 rows in blocks of up to 4.
@@ -32,68 +21,25 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <native_build/widen_narrow.h>
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "quantized_blocks.h"
+
+#if QL_AVX2
 #include <native_build/avx2_store_row.h>
-#define QL_AVX2 1
-#else
-#define QL_AVX2 0
 #endif
 
 namespace {
 
-constexpr int64_t kPanel = 16;  // rows of W (output columns) per panel
-constexpr int64_t kBlock = 32;  // values per GGUF block
-constexpr int kMaxRows = 6;     // rows of x per micro-kernel
+using namespace quantized;
 
-enum Kind : int64_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_1 = 2, kInt8 = 3 };
-
-// The descriptor the Python object keeps alive (quantized_linear.py's Matrix, field for field).
-struct Matrix {
-    int64_t kind;
-    int64_t n, k;          // out_features, in_features
-    int64_t panels;        // ceil(n / 16)
-    const uint8_t* data;   // the packed panels
-    const float* scales;   // int8: fp32 [16 * panels]; otherwise null
-    const float* bias;     // fp32 [16 * panels] or null
-};
+constexpr int kMaxRows = 6;  // rows of x per micro-kernel
 
 using native_build::bf16;
 using native_build::narrow;
 using native_build::widen;
-
-inline float half(const uint8_t* p) {
-    _Float16 h;
-    std::memcpy(&h, p, sizeof h);
-    return static_cast<float>(h);
-}
-
-// Bytes of one GGUF block of 16 rows, and of its header (the d, and q4_1's m, of the 16 rows).
-inline int64_t block_bytes(int64_t kind) { return kind == kQ8_0 ? 16 * 34 : kind == kQ4_0 ? 16 * 18 : 16 * 20; }
-inline int64_t header_bytes(int64_t kind) { return kind == kQ4_1 ? 64 : 32; }
-inline int64_t panel_bytes(const Matrix& m) {
-    return m.kind == kInt8 ? m.k * kPanel : m.k / kBlock * block_bytes(m.kind);
-}
-
-// De-quantized value of row c (0..15) at k of panel p (the rule's w), one at a time: the
-// reference every faster path must equal, and the embedding rows' source.
-inline float weight_at(const Matrix& m, int64_t p, int c, int64_t k) {
-    const uint8_t* panel = m.data + p * panel_bytes(m);
-    if (m.kind == kInt8) return static_cast<float>(static_cast<int8_t>(panel[k * kPanel + c])) * m.scales[p * kPanel + c];
-    const uint8_t* block = panel + k / kBlock * block_bytes(m.kind);
-    const int64_t at = k % kBlock;
-    const float d = half(block + 2 * c);
-    if (m.kind == kQ8_0) return d * static_cast<float>(static_cast<int8_t>(block[32 + at * kPanel + c]));
-    const uint8_t byte = block[header_bytes(m.kind) + at / 2 * kPanel + c];
-    const int q = at % 2 == 0 ? byte & 0x0F : byte >> 4;
-    if (m.kind == kQ4_0) return d * static_cast<float>(q - 8);
-    return std::fma(d, static_cast<float>(q), half(block + 32 + 2 * c));
-}
 
 // Rows r0.. of the output: store `acc` + bias, rounded, for MR rows and the first `cols` of NP panels.
 template <typename T> struct Target {
@@ -104,82 +50,6 @@ template <typename T> struct Target {
 };
 
 #if QL_AVX2
-
-inline __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline __m256i signed8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m256i unsigned8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m256 scaled(__m256i q, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d); }
-
-// One kind's de-quantization of a panel, a block of 32 k at a time (int8: 32 k of its [K][16]):
-// `start` reads the block's scales, `at` gives the 16 weights at k (0..31) of the block, columns
-// 0..7 in lo and 8..15 in hi: the rule's w exactly. The fused kernels and the scratch de-quantizer
-// both use these, so the two paths multiply by the same values.
-template <int64_t KIND> struct Decoder;
-
-template <> struct Decoder<kQ8_0> {
-    static constexpr int64_t kBytes = 16 * 34;
-    __m256 d_lo, d_hi;
-    void start(const uint8_t* block, const float*) {
-        d_lo = halves(block);
-        d_hi = halves(block + 16);
-    }
-    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
-        lo = scaled(signed8(block + 32 + k * kPanel), d_lo);
-        hi = scaled(signed8(block + 40 + k * kPanel), d_hi);
-    }
-};
-
-// q4_0 and q4_1: value k is the low nibble of byte row k / 2 when k is even, else its high one.
-inline __m256i nibble(const uint8_t* bytes, int k) {
-    const __m256i v = unsigned8(bytes + k / 2 * kPanel);
-    return k % 2 == 0 ? _mm256_and_si256(v, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(v, 4);
-}
-
-// d * (q - 8) as fma(d, q, -8 d): exact, as d * (q - 8) and -8 d are (fp16 d times a small
-// integer), and one instruction fewer; only a zero's sign may differ, which no chain can see
-// (an fma chain from +0 never holds -0).
-template <> struct Decoder<kQ4_0> {
-    static constexpr int64_t kBytes = 16 * 18;
-    __m256 d_lo, d_hi, m_lo, m_hi;
-    void start(const uint8_t* block, const float*) {
-        d_lo = halves(block);
-        d_hi = halves(block + 16);
-        m_lo = _mm256_mul_ps(d_lo, _mm256_set1_ps(-8.0f));
-        m_hi = _mm256_mul_ps(d_hi, _mm256_set1_ps(-8.0f));
-    }
-    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
-        lo = _mm256_fmadd_ps(d_lo, _mm256_cvtepi32_ps(nibble(block + 32, k)), m_lo);
-        hi = _mm256_fmadd_ps(d_hi, _mm256_cvtepi32_ps(nibble(block + 40, k)), m_hi);
-    }
-};
-
-template <> struct Decoder<kQ4_1> {
-    static constexpr int64_t kBytes = 16 * 20;
-    __m256 d_lo, d_hi, m_lo, m_hi;
-    void start(const uint8_t* block, const float*) {
-        d_lo = halves(block);
-        d_hi = halves(block + 16);
-        m_lo = halves(block + 32);
-        m_hi = halves(block + 48);
-    }
-    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
-        lo = _mm256_fmadd_ps(d_lo, _mm256_cvtepi32_ps(nibble(block + 64, k)), m_lo);
-        hi = _mm256_fmadd_ps(d_hi, _mm256_cvtepi32_ps(nibble(block + 72, k)), m_hi);
-    }
-};
-
-template <> struct Decoder<kInt8> {
-    static constexpr int64_t kBytes = kBlock * kPanel;
-    __m256 s_lo, s_hi;
-    void start(const uint8_t*, const float* scales) {
-        s_lo = _mm256_loadu_ps(scales);
-        s_hi = _mm256_loadu_ps(scales + 8);
-    }
-    void at(const uint8_t* block, int k, __m256& lo, __m256& hi) const {
-        lo = scaled(signed8(block + k * kPanel), s_lo);
-        hi = scaled(signed8(block + k * kPanel + 8), s_hi);
-    }
-};
 
 // The shared stores (native_build/avx2_store_row.h) write one panel row of results.
 static_assert(kPanel == native_build::kRowColumns, "a panel row of results is stored by one store_row");
@@ -209,20 +79,33 @@ inline void finish(const __m256 (&acc)[MR][NP][2], const Target<T>& to) {
     }
 }
 
+// Bytes of one block of a panel (16 rows' blocks side by side; int8: 32 k of its [K][16]).
+template <int64_t KIND> constexpr int64_t kPanelBlock = kPanel * format_of(KIND).bytes();
+
 // Panel p de-quantized into w [K][16] fp32.
 template <int64_t KIND>
 void dequantize_panel(const Matrix& m, int64_t p, float* w) {
     const uint8_t* block = m.data + p * panel_bytes(m);
     const float* scales = m.scales == nullptr ? nullptr : m.scales + p * kPanel;
-    Decoder<KIND> dec;
-    for (int64_t k0 = 0; k0 < m.k; k0 += kBlock, block += Decoder<KIND>::kBytes) {
+    using D = Decoder<KIND>;
+    D dec;
+    for (int64_t k0 = 0; k0 < m.k; k0 += D::kValues, block += kPanelBlock<KIND>) {
         dec.start(block, scales);
-        const int n = m.k - k0 < kBlock ? static_cast<int>(m.k - k0) : static_cast<int>(kBlock);
-        for (int k = 0; k < n; ++k) {
-            __m256 lo, hi;
-            dec.at(block, k, lo, hi);
-            _mm256_storeu_ps(w + (k0 + k) * kPanel, lo);
-            _mm256_storeu_ps(w + (k0 + k) * kPanel + 8, hi);
+        for (int r = 0; r < D::kValues / D::kSub && k0 + r * D::kSub < m.k; ++r) {
+            dec.run(block, r);
+            float* wr = w + (k0 + r * D::kSub) * kPanel;
+            auto put = [&](int j) {
+                __m256 lo, hi;
+                dec.weights(j, lo, hi);
+                _mm256_storeu_ps(wr + j * kPanel, lo);
+                _mm256_storeu_ps(wr + j * kPanel + 8, hi);
+            };
+            if (m.k - k0 - r * D::kSub >= D::kSub) {
+#pragma GCC unroll 32
+                for (int j = 0; j < D::kSub; ++j) put(j);  // every shift known at compile time
+            } else {  // int8's last partial 32
+                for (int j = 0; j < m.k - k0 - r * D::kSub; ++j) put(j);
+            }
         }
     }
 }
@@ -231,6 +114,7 @@ void dequantize_panel(const Matrix& m, int64_t p, float* w) {
 // the weights are read once per MR rows, at the speed memory gives them).
 template <int64_t KIND, int MR, int NP, typename T>
 void fused(const Matrix& m, const float* x, int64_t ldx, int64_t p0, const Target<T>& to) {
+    using D = Decoder<KIND>;
     const int64_t stride = panel_bytes(m);
     const uint8_t* block = m.data + p0 * stride;
     const float* scales = m.scales == nullptr ? nullptr : m.scales + p0 * kPanel;
@@ -239,30 +123,35 @@ void fused(const Matrix& m, const float* x, int64_t ldx, int64_t p0, const Targe
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
-    Decoder<KIND> dec[NP];
-    auto step = [&](int k, int64_t at) {
+    D dec[NP];
+    // One k of all NP panels: each panel's 16 weights, times each row's x[k].
+    auto step = [&](int j, const float* xk) {
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p) {
             __m256 lo, hi;
-            dec[p].at(block + p * stride, k, lo, hi);
+            dec[p].weights(j, lo, hi);
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
-                const __m256 xs = _mm256_broadcast_ss(x + r * ldx + at);
+                const __m256 xs = _mm256_broadcast_ss(xk + r * ldx);
                 acc[r][p][0] = _mm256_fmadd_ps(xs, lo, acc[r][p][0]);
                 acc[r][p][1] = _mm256_fmadd_ps(xs, hi, acc[r][p][1]);
             }
         }
     };
-    int64_t k0 = 0;
-    for (; k0 + kBlock <= m.k; k0 += kBlock, block += Decoder<KIND>::kBytes) {
+    for (int64_t k0 = 0; k0 < m.k; k0 += D::kValues, block += kPanelBlock<KIND>) {
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p) dec[p].start(block + p * stride, scales == nullptr ? nullptr : scales + p * kPanel);
+        for (int r = 0; r < D::kValues / D::kSub && k0 + r * D::kSub < m.k; ++r) {
+#pragma GCC unroll 8
+            for (int p = 0; p < NP; ++p) dec[p].run(block + p * stride, r);
+            const float* xr = x + k0 + r * D::kSub;
+            if (m.k - k0 - r * D::kSub >= D::kSub) {
 #pragma GCC unroll 32
-        for (int k = 0; k < kBlock; ++k) step(k, k0 + k);
-    }
-    if (k0 < m.k) {  // int8's last partial 32 (the GGUF kinds have whole blocks)
-        for (int p = 0; p < NP; ++p) dec[p].start(block + p * stride, scales == nullptr ? nullptr : scales + p * kPanel);
-        for (int k = 0; k < m.k - k0; ++k) step(k, k0 + k);
+                for (int j = 0; j < D::kSub; ++j) step(j, xr + j);
+            } else {  // int8's last partial 32 (the GGUF kinds have whole blocks)
+                for (int j = 0; j < m.k - k0 - r * D::kSub; ++j) step(j, xr + j);
+            }
+        }
     }
     finish<MR, NP>(acc, to);
 }
@@ -448,6 +337,14 @@ void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t
         case kQ8_0: linear_of<kQ8_0>(m, x, ldx, M, out, threads); break;
         case kQ4_0: linear_of<kQ4_0>(m, x, ldx, M, out, threads); break;
         case kQ4_1: linear_of<kQ4_1>(m, x, ldx, M, out, threads); break;
+        case kQ5_0: linear_of<kQ5_0>(m, x, ldx, M, out, threads); break;
+        case kQ5_1: linear_of<kQ5_1>(m, x, ldx, M, out, threads); break;
+        case kIq4Nl: linear_of<kIq4Nl>(m, x, ldx, M, out, threads); break;
+        case kQ2K: linear_of<kQ2K>(m, x, ldx, M, out, threads); break;
+        case kQ3K: linear_of<kQ3K>(m, x, ldx, M, out, threads); break;
+        case kQ4K: linear_of<kQ4K>(m, x, ldx, M, out, threads); break;
+        case kQ5K: linear_of<kQ5K>(m, x, ldx, M, out, threads); break;
+        case kQ6K: linear_of<kQ6K>(m, x, ldx, M, out, threads); break;
         default: linear_of<kInt8>(m, x, ldx, M, out, threads); break;
     }
 }

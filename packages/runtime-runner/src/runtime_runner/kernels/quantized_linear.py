@@ -1,23 +1,27 @@
-"""A CPU linear layer over a weight kept quantized in memory (GGUF Q8_0 / Q4_0 / Q4_1 blocks, or
-per-channel int8), batch-invariant as InvariantLinear is.
+"""A CPU linear layer over a weight kept quantized in memory (GGUF's blocks: Q8_0, Q4_0, Q4_1,
+Q5_0, Q5_1, IQ4_NL and the K-quants Q2_K..Q6_K; or per-channel int8), batch-invariant as
+InvariantLinear is.
 
-The kernel (quantized_linear.cpp) de-quantizes each weight exactly as `QuantizedTensor.dequantize`
-does, in fp32, in registers or a cache-sized scratch (never a dense copy in memory), and
-accumulates every output element as one fp32 chain of fused multiply-adds over k in increasing
-order; the bias is added in fp32 and the sum rounded once to the activation dtype. A row of the
-output is therefore bitwise the batch-invariant fp32 linear of the de-quantized matrix: a function
-of its input row alone, whatever the batch, the row's position or the thread count.
+The kernel (quantized_linear.cpp, the formats in quantized_blocks.h) de-quantizes each weight
+exactly as `QuantizedTensor.dequantize` does, in fp32, in registers or a cache-sized scratch (never
+a dense copy in memory), and accumulates every output element as one fp32 chain of fused
+multiply-adds over k in increasing order; the bias is added in fp32 and the sum rounded once to the
+activation dtype. A row of the output is therefore bitwise the batch-invariant fp32 linear of the
+de-quantized matrix: a function of its input row alone, whatever the batch, the row's position or
+the thread count.
 
-`QuantizedLinear.of` reorders the quantized bytes once into panels of 16 rows (the kernel's
-layout; the same number of bytes) and keeps only those. Both `__call__` and the whole-step C++
-forward run the one C entry that `native` names (runtime_runner.kernels.native_projection's ABI), so the
-two give the same bits. The same panels serve a tied token embedding (quantized_embedding).
+`QuantizedLinear.of` reorders the quantized bytes once into panels of 16 rows (the kernel's layout:
+the 16 rows' blocks side by side, each value plane in value order; the same number of bytes) and
+keeps only those. Both `__call__` and the whole-step C++ forward run the one C entry that `native`
+names (runtime_runner.kernels.native_projection's ABI), so the two give the same bits. The same
+panels serve a tied token embedding (quantized_embedding).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +31,7 @@ import torch.nn.functional as F
 
 from native_build import load_library
 from runtime_runner.kernels.native_projection import NativeProjectionEntry, address_of
-from runtime_runner.kernels.quantized_tensor import BLOCK, BLOCK_BYTES, QuantizedTensor, QuantKind
+from runtime_runner.kernels.quantized_tensor import BLOCKS, QuantizedTensor, QuantKind
 
 WHAT = "the runner's quantized linear"
 SOURCE = Path(__file__).with_name("quantized_linear.cpp")
@@ -37,9 +41,96 @@ PANEL = 16  # weight rows (output columns) per panel
 ACTIVATION_DTYPES: MappingProxyType[torch.dtype, str] = MappingProxyType(
     {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 )
-_KIND_CODE: MappingProxyType[str, int] = MappingProxyType({"q8_0": 0, "q4_0": 1, "q4_1": 2, "int8": 3})
-# Bytes of a GGUF block's header per row: the fp16 scale d, and q4_1's fp16 minimum m.
-_HEADER_BYTES: MappingProxyType[str, int] = MappingProxyType({"q8_0": 2, "q4_0": 2, "q4_1": 4})
+# quantized_blocks.h's Kind codes.
+_KIND_CODE: MappingProxyType[str, int] = MappingProxyType(
+    {
+        "q8_0": 0,
+        "q4_0": 1,
+        "q4_1": 2,
+        "int8": 3,
+        "q5_0": 4,
+        "q5_1": 5,
+        "iq4_nl": 6,
+        "q2_k": 7,
+        "q3_k": 8,
+        "q4_k": 9,
+        "q5_k": 10,
+        "q6_k": 11,
+    }
+)
+
+
+@dataclass(frozen=True)
+class _Plane:
+    """`bits` bits of each of a block's values, and where ggml keeps value v's: at bit shift(v) of
+    byte byte(v) of a row's block (both functions of an array of v)."""
+
+    bits: int
+    byte: Callable[[torch.Tensor], torch.Tensor]
+    shift: Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class _Format:
+    """A GGUF kind's block as ggml lays it out: the byte offsets of its fp16 fields (d, then m or
+    dmin), of its sub-block scale bytes and their count, and its value planes (low, then high)."""
+
+    halves: tuple[int, ...]
+    scales: tuple[int, int]
+    planes: tuple[_Plane, ...]
+
+
+def _nibbles(start: int) -> _Plane:
+    """A 32-value block's 16 bytes of nibbles at `start`: value v in byte v % 16, high for v >= 16."""
+    return _Plane(4, lambda v: start + v % 16, lambda v: 4 * (v // 16))
+
+
+def _fifths(start: int) -> _Plane:
+    """q5_0/q5_1's 32 fifth bits (a little-endian uint32 at `start`): value v's at bit v."""
+    return _Plane(1, lambda v: start + v // 8, lambda v: v % 8)
+
+
+def _crumbs(start: int) -> _Plane:
+    """Q2_K/Q3_K's 64 bytes of 2-bit values: value 128 h + 32 g + l at bits 2 g of byte 32 h + l."""
+    return _Plane(2, lambda v: start + 32 * (v // 128) + v % 32, lambda v: 2 * (v % 128 // 32))
+
+
+def _super_nibbles(start: int) -> _Plane:
+    """Q4_K/Q5_K's 128 bytes of nibbles: value 64 j + 32 n + l in byte 32 j + l, high when n = 1."""
+    return _Plane(4, lambda v: start + 32 * (v // 64) + v % 32, lambda v: 4 * (v // 32 % 2))
+
+
+def _bits_by_run(start: int) -> _Plane:
+    """Q3_K's and Q5_K's 32 bytes of one bit per value: value 32 c + l at bit c of byte l."""
+    return _Plane(1, lambda v: start + v % 32, lambda v: v // 32)
+
+
+# Each GGUF kind's block, as ggml-common.h lays it out (read there, described here).
+_FORMATS: MappingProxyType[str, _Format] = MappingProxyType(
+    {
+        "q8_0": _Format((0,), (0, 0), (_Plane(8, lambda v: 2 + v, lambda v: 0 * v),)),
+        "q4_0": _Format((0,), (0, 0), (_nibbles(2),)),
+        "q4_1": _Format((0, 2), (0, 0), (_nibbles(4),)),
+        "q5_0": _Format((0,), (0, 0), (_nibbles(6), _fifths(2))),
+        "q5_1": _Format((0, 2), (0, 0), (_nibbles(8), _fifths(4))),
+        "iq4_nl": _Format((0,), (0, 0), (_nibbles(2),)),
+        "q2_k": _Format((80, 82), (0, 16), (_crumbs(16),)),
+        "q3_k": _Format((108,), (96, 12), (_crumbs(32), _bits_by_run(0))),
+        "q4_k": _Format((0, 2), (4, 12), (_super_nibbles(16),)),
+        "q5_k": _Format((0, 2), (4, 12), (_super_nibbles(48), _bits_by_run(16))),
+        # ql: value 128 h + 32 g + l's low nibble in byte 64 h + 32 (g % 2) + l, high when g >= 2;
+        # qh: its top two bits at 2 g of byte 128 + 32 h + l.
+        "q6_k": _Format(
+            (208,),
+            (192, 16),
+            (
+                _Plane(4, lambda v: 64 * (v // 128) + 32 * (v % 64 // 32) + v % 32, lambda v: 4 * (v % 128 // 64)),
+                _crumbs(128),
+            ),
+        ),
+    }
+)
+
 _BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -79,7 +170,7 @@ def library() -> ctypes.CDLL:
 
 
 def pack_panels(weight: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`weight`'s bytes in the kernel's layout (quantized_linear.cpp's header), rows padded with
+    """`weight`'s bytes in the kernel's layout (quantized_blocks.h's THE LAYOUT), rows padded with
     zero rows to a multiple of 16, and for int8 its scales fp32 [16 * panels] (zero-padded)."""
     n, k = weight.shape
     panels = -(-n // PANEL)
@@ -88,24 +179,29 @@ def pack_panels(weight: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor | N
         assert weight.scales is not None
         scales = F.pad(weight.scales, (0, panels * PANEL - n)).contiguous()
         return rows.view(panels, PANEL, k).transpose(1, 2).contiguous(), scales
-    blocks, block_bytes, head = k // BLOCK, BLOCK_BYTES[weight.kind], _HEADER_BYTES[weight.kind]
-    tiled = rows.view(panels, PANEL, blocks, block_bytes)
-    values = tiled[..., head:]
-    if weight.kind != "q8_0":
-        values = _nibbles_in_pairs(values)
-    # Header: [panel, block, d|m, 16 rows, 2 bytes]; values: [panel, block, byte, 16 rows].
-    header = tiled[..., :head].reshape(panels, PANEL, blocks, head // 2, 2).permute(0, 2, 3, 1, 4)
-    packed = torch.cat(
-        [header.reshape(panels, blocks, -1), values.permute(0, 2, 3, 1).reshape(panels, blocks, -1)], dim=2
-    )
-    return packed.contiguous(), None
+    values, block_bytes = BLOCKS[weight.kind]
+    form = _FORMATS[weight.kind]
+    tiled = rows.view(panels, PANEL, k // values, block_bytes)
 
+    def side_by_side(units: torch.Tensor) -> torch.Tensor:
+        """[panel, 16 rows, block, units] as [panel, block, units * 16]: each unit's 16 rows together."""
+        return units.permute(0, 2, 3, 1).reshape(panels, k // values, -1)
 
-def _nibbles_in_pairs(packed: torch.Tensor) -> torch.Tensor:
-    """GGUF's 16 nibble bytes of a block (byte j: value j low, value j + 16 high) as the kernel's
-    (byte j: value 2j low, value 2j + 1 high), so that one load serves two neighbouring k."""
-    values = torch.cat([packed & 0x0F, packed >> 4], dim=-1)  # values 0..31 in order
-    return values[..., 0::2] | (values[..., 1::2] << 4)
+    fields = [tiled[..., at : at + 2].permute(0, 2, 1, 3).reshape(panels, k // values, -1) for at in form.halves]
+    at, count = form.scales
+    fields.append(side_by_side(tiled[..., at : at + count]))
+    v = torch.arange(values)
+    for plane in form.planes:
+        parts = (tiled[..., plane.byte(v)] >> plane.shift(v).to(torch.uint8)) & ((1 << plane.bits) - 1)
+        per_byte = 8 // plane.bits
+        grouped = parts.view(panels, PANEL, k // values, values // per_byte, per_byte)
+        packed = grouped[..., 0].clone()
+        for i in range(1, per_byte):
+            packed |= grouped[..., i] << (i * plane.bits)
+        fields.append(side_by_side(packed))
+    packed_blocks = torch.cat(fields, dim=2)
+    assert packed_blocks.shape[2] == PANEL * block_bytes, (weight.kind, packed_blocks.shape)
+    return packed_blocks.contiguous(), None
 
 
 def _checked_bias(bias: torch.Tensor | None, n: int, panels: int) -> torch.Tensor | None:
@@ -139,7 +235,7 @@ class QuantizedLinear:
         for anything else."""
         if not isinstance(weight, QuantizedTensor):
             raise ValueError(
-                f"QuantizedLinear takes a QuantizedTensor (q8_0, q4_0, q4_1 or int8); got {type(weight).__name__}"
+                f"QuantizedLinear takes a QuantizedTensor (a GGUF kind or int8); got {type(weight).__name__}"
             )
         if activation_dtype not in ACTIVATION_DTYPES:
             raise ValueError(f"QuantizedLinear takes float32 or bfloat16 activations; got {activation_dtype}")

@@ -1,5 +1,5 @@
-"""A weight matrix kept quantized in memory: GGUF's block formats as the file stores them, or
-int8 with one scale per output row.
+"""A weight matrix kept quantized in memory: GGUF's block formats as the file stores them (the
+32-value types and the K-quants' super-blocks of 256), or int8 with one scale per output row.
 
 Every kind quantizes along a row (the input features), so rows are independent: a fused group
 (q|k|v, gate|up) is its matrices' rows one after another (`cat`), and reordering rows (the Q/K
@@ -15,14 +15,32 @@ from typing import Literal
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType, quants
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
-QuantKind = Literal["q8_0", "q4_0", "q4_1", "int8"]
-BLOCK = 32  # values per block of every GGUF kind here
-# GGUF kind -> bytes per block of 32: an fp16 scale (and an fp16 minimum for q4_1) and the values.
-BLOCK_BYTES: MappingProxyType[str, int] = MappingProxyType({"q8_0": 34, "q4_0": 18, "q4_1": 20})
-GGML_TYPE_OF: MappingProxyType[str, GGMLQuantizationType] = MappingProxyType(
-    {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
+QuantKind = Literal["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "int8"]
+# GGUF kind -> its GGML type (blocks of 32 values, the K-quants super-blocks of 256).
+GGML_TYPE_OF: MappingProxyType[QuantKind, GGMLQuantizationType] = MappingProxyType(
+    {
+        "q8_0": GGMLQuantizationType.Q8_0,
+        "q4_0": GGMLQuantizationType.Q4_0,
+        "q4_1": GGMLQuantizationType.Q4_1,
+        "q5_0": GGMLQuantizationType.Q5_0,
+        "q5_1": GGMLQuantizationType.Q5_1,
+        "iq4_nl": GGMLQuantizationType.IQ4_NL,
+        "q2_k": GGMLQuantizationType.Q2_K,
+        "q3_k": GGMLQuantizationType.Q3_K,
+        "q4_k": GGMLQuantizationType.Q4_K,
+        "q5_k": GGMLQuantizationType.Q5_K,
+        "q6_k": GGMLQuantizationType.Q6_K,
+    }
+)
+# GGML type -> the GGUF kind that keeps it quantized.
+KIND_OF_TYPE: MappingProxyType[GGMLQuantizationType, QuantKind] = MappingProxyType(
+    {ggml_type: kind for kind, ggml_type in GGML_TYPE_OF.items()}
+)
+# GGUF kind -> (values per block, bytes per block), as ggml sizes its types.
+BLOCKS: MappingProxyType[str, tuple[int, int]] = MappingProxyType(
+    {kind: GGML_QUANT_SIZES[ggml_type] for kind, ggml_type in GGML_TYPE_OF.items()}
 )
 
 
@@ -30,8 +48,9 @@ GGML_TYPE_OF: MappingProxyType[str, GGMLQuantizationType] = MappingProxyType(
 class QuantizedTensor:
     """A quantized [out_features, in_features] matrix.
 
-    - GGUF kinds (q8_0, q4_0, q4_1): `data` is uint8 [N, K / 32 * block bytes], each row its blocks
-      exactly as a GGUF file lays them out; `scales` is None.
+    - GGUF kinds (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and the K-quants q2_k..q6_k): `data` is
+      uint8 [N, K / block values * block bytes], each row its blocks exactly as a GGUF file lays
+      them out; `scales` is None.
     - int8: `data` is int8 [N, K], `scales` fp32 [N]; value = data * scale of its row.
     """
 
@@ -56,14 +75,15 @@ class QuantizedTensor:
                     f"{None if self.scales is None else (self.scales.dtype, tuple(self.scales.shape))}"
                 )
             return
-        if self.kind not in BLOCK_BYTES:
-            raise ValueError(f"quantized kind {self.kind!r} is not one of {', '.join([*BLOCK_BYTES, 'int8'])}")
-        if k % BLOCK:
+        if self.kind not in BLOCKS:
+            raise ValueError(f"quantized kind {self.kind!r} is not one of {', '.join([*BLOCKS, 'int8'])}")
+        values, block_bytes = BLOCKS[self.kind]
+        if k % values:
             raise ValueError(
-                f"a {self.kind} matrix has rows of whole {BLOCK}-value blocks; in_features = {k} is not a multiple of "
-                f"{BLOCK}"
+                f"a {self.kind} matrix has rows of whole {values}-value blocks; in_features = {k} is not a multiple "
+                f"of {values}"
             )
-        row_bytes = k // BLOCK * BLOCK_BYTES[self.kind]
+        row_bytes = k // values * block_bytes
         if self.data.dtype != torch.uint8 or tuple(self.data.shape) != (n, row_bytes) or self.scales is not None:
             raise ValueError(
                 f"a {self.kind} QuantizedTensor {self.shape} holds uint8 blocks [{n}, {row_bytes}] and no scales; "

@@ -1,6 +1,7 @@
 """Turning an API request into scheduler requests, refusing what the server cannot serve with a
 400 that names the field and the limit: unknown model, empty prompt, n above serving.max_n, too
-many tokens, top_k or token ids outside the vocabulary, a per-choice seed outside 64 bits."""
+many tokens, top_k, token ids or logit_bias keys outside the vocabulary, a per-choice seed
+outside 64 bits."""
 
 from __future__ import annotations
 
@@ -55,6 +56,23 @@ def check_sampling(fields: SamplingFields, vocab_size: int) -> None:
             f"above the largest signed 64-bit integer; accepted: {INT64_MIN} to {INT64_MAX - fields.n + 1}",
             param="seed",
         )
+
+
+def logit_bias_of(fields: SamplingFields, vocab_size: int) -> tuple[tuple[int, float], ...]:
+    """The request's logit bias as sorted (token id, bias) pairs; a key that is not a token id of
+    the vocabulary is refused (the bias range is the protocol's)."""
+    pairs: dict[int, float] = {}
+    for key, bias in (fields.logit_bias or {}).items():
+        token = key.strip()
+        if not token.isdigit() or int(token) >= vocab_size:
+            raise bad_request(
+                f"logit_bias: key {key!r} is not a token id; keys are token ids 0 to {vocab_size - 1} (as strings)",
+                param="logit_bias",
+            )
+        if int(token) in pairs:
+            raise bad_request(f"logit_bias: token id {int(token)} is given twice", param="logit_bias")
+        pairs[int(token)] = bias
+    return tuple(sorted(pairs.items()))
 
 
 def check_token_ids(ids: Sequence[int], vocab_size: int, param: str) -> None:
@@ -125,12 +143,13 @@ def generate_requests(
     constraint: OutputConstraint | None = None,
 ) -> list[GenerateRequest]:
     """One scheduler request per (prompt, choice), prompt-major, after every admission check.
-    `prompt_param` is the request field the prompts came from, named by a refusal; `constraint`,
-    what every choice's output must match (None: free text)."""
+    `prompt_param` is the request field the prompts came from, named by a refusal; `constraint`
+    (checked by the caller) is what each choice's output must match."""
     check_model(fields.model)
     check_n(fields.n)
     vocab_size = manager.model_info.vocab_size
     check_sampling(fields, vocab_size)
+    logit_bias = logit_bias_of(fields, vocab_size)
     requested = requested_length(fields)
     budgets: list[int] = []
     for prompt in prompts:
@@ -158,6 +177,7 @@ def generate_requests(
                         seed=None if fields.seed is None else fields.seed + choice,
                         logprobs=logprobs,
                         top_logprobs=top_logprobs,
+                        logit_bias=logit_bias,
                         constraint=constraint,
                     ),
                     stop=StopConditions(

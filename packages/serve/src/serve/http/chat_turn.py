@@ -8,16 +8,20 @@ request arrives, from its tools and tool_choice and the serving leaves read at t
   one the chat template writes (`serve.tool_calls.families`); with neither, a 400 asks the
   operator for --tool-call-parser, since the calls could not be read.
 - "required" or a named function: the grammar engine forces the call (`serve.tool_calls.forced`);
-  refused with a 400 when the grammar backend is off.
+  refused with a 400 when the grammar backend is off, when a forced function's schema uses a
+  keyword the engine would not enforce (`serve.grammar.constraint_check`), and beside a structured
+  output (`serve.http.output_constraints`): the one output cannot be both the call and the format.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from config_bags import get_serving
 from runtime_scheduler import OutputConstraint
 from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
+from serve.grammar.constraint_check import constraint_refusal
 from serve.grammar.xgrammar_engine import grammar_of
 from serve.http.errors import bad_request
 from serve.http.protocol import ChatCompletionRequest
@@ -62,6 +66,15 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
             "(--grammar-backend none); send tool_choice 'auto', or start the server with --grammar-backend xgrammar",
             param="tool_choice",
         )
+    for i, tool in enumerate(tools):
+        if isinstance(choice, NamedToolChoice) and tool.function.name != choice.function.name:
+            continue
+        refusal = await asyncio.to_thread(constraint_refusal, named_constraint(tool.function.parameters_schema()))
+        if refusal is not None:
+            where = f"tools.{i}.function.parameters"
+            raise bad_request(
+                f"{where}: a forced call's arguments cannot be held to this schema: {refusal}", param=where
+            )
     if isinstance(choice, NamedToolChoice):
         tool = next(tool for tool in tools if tool.function.name == choice.function.name)
         return TurnPlan(
@@ -76,3 +89,16 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
             f"tools: the functions' schemas do not compile together as one choice of calls: {err}", param="tools"
         ) from None
     return TurnPlan(TurnReading(calls=RequiredCalls(names), first_call_only=one), constraint)
+
+
+def one_constraint(plan: TurnPlan, structured: OutputConstraint | None) -> OutputConstraint | None:
+    """The output's constraint: a forced call's, or the request's structured output; a 400 when
+    the request asks for both."""
+    if plan.constraint is not None and structured is not None:
+        raise bad_request(
+            "tool_choice: a forced tool call constrains the output to the call, and the request's structured output "
+            "(response_format, json_schema, regex, ebnf, structured_outputs or guided_*) constrains it too; send one "
+            "of them",
+            param="tool_choice",
+        )
+    return plan.constraint or structured

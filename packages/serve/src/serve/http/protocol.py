@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from serve.http.errors import refused_field, shown
 from serve.http.request_object import RequestObject
+from serve.http.structured_output_fields import ResponseFormat, StructuredOutputs
 from serve.http.tool_fields import (
     Tool,
     ToolCall,
@@ -44,6 +45,7 @@ TokenId = Annotated[int, Field(ge=0, le=INT64_MAX)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
+LogitBias = Annotated[float, Field(ge=-100.0, le=100.0, allow_inf_nan=False)]
 
 
 class StreamOptions(RequestObject):
@@ -76,6 +78,17 @@ class SamplingFields(RequestObject):
     repetition_penalty: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    logit_bias: dict[str, LogitBias] | None = None  # token id (as JSON keys are strings) -> bias
+    # Structured output, SGLang's spelling: a JSON schema (an object, or its JSON text), a regex, an EBNF grammar.
+    json_schema: dict[str, Any] | str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    # vLLM's spellings: its current object, and the older guided_* fields.
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
 
     def stop_strings(self) -> tuple[str, ...]:
         """The stop strings as a tuple (a single string is one stop)."""
@@ -94,6 +107,7 @@ class OpenAIRequest(SamplingFields):
 
     stream: bool = False
     stream_options: StreamOptions | None = None
+    response_format: ResponseFormat | None = None
 
     @model_validator(mode="after")
     def _usage_chunk_needs_a_stream(self) -> Self:

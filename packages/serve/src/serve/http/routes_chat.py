@@ -12,9 +12,10 @@ from jinja2 import TemplateError
 
 from serve.http.admission import generate_requests, new_rid
 from serve.http.chat_choice import ChoiceStream, whole_choice
-from serve.http.chat_turn import turn_plan
+from serve.http.chat_turn import one_constraint, turn_plan
 from serve.http.errors import bad_request
 from serve.http.openai_stream import openai_stream
+from serve.http.output_constraints import output_constraint
 from serve.http.protocol import ChatCompletionRequest, ChatMessage
 from serve.http.streams import collect, unless_disconnected
 from serve.http.tool_fields import Tool
@@ -48,6 +49,7 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
     manager: TokenizerManager = http_request.app.state.manager
     worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     plan = await turn_plan(body, worker)
+    constraint = one_constraint(plan, await output_constraint(body))
     prompt = await rendered_prompt(worker, body.messages, body.tools or ())
     requests = generate_requests(
         body,
@@ -57,7 +59,7 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
         logprobs=body.logprobs,
         top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
         prompt_param="messages",
-        constraint=plan.constraint,
+        constraint=constraint,
     )
     cid, created, model = f"chatcmpl-{new_rid()}", int(time.time()), served_model_name()
 

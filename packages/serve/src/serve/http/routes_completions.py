@@ -13,6 +13,7 @@ from serve.http.admission import generate_requests, new_rid
 from serve.http.errors import bad_request
 from serve.http.logprobs_format import completion_logprobs
 from serve.http.openai_stream import openai_stream
+from serve.http.output_constraints import output_constraint
 from serve.http.protocol import CompletionRequest
 from serve.http.streams import collect, unless_disconnected
 from serve.http.usage import usage
@@ -49,6 +50,7 @@ async def prompt_ids(
 async def completions(body: CompletionRequest, http_request: Request) -> Any:
     """OpenAI text completions, streamed (SSE) or whole."""
     manager: TokenizerManager = http_request.app.state.manager
+    constraint = await output_constraint(body)
     prompts = await prompt_ids(http_request.app.state.tokenizer_worker, body.prompt)
     requests = generate_requests(
         body,
@@ -57,6 +59,7 @@ async def completions(body: CompletionRequest, http_request: Request) -> Any:
         default_max_tokens=DEFAULT_COMPLETION_TOKENS,
         logprobs=body.logprobs is not None,
         top_logprobs=body.logprobs or 0,
+        constraint=constraint,
     )
     prompt_lens = [len(p) for p in prompts]
     cid, created, model = f"cmpl-{new_rid()}", int(time.time()), served_model_name()

@@ -12,6 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from serve.http.admission import check_model, check_token_ids, generate_requests
 from serve.http.errors import bad_request
+from serve.http.output_constraints import output_constraint
 from serve.http.protocol import DetokenizeBody, GenerateBody, TokenizeBody
 from serve.http.routes_chat import rendered_prompt
 from serve.http.sse import DONE, sse
@@ -45,6 +46,7 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
         raise bad_request("send exactly one of text or input_ids", param="text")
     prompt: Sequence[int] = (await worker.encode([body.text]))[0] if body.text else (body.input_ids or [])
     fields = body.sampling_params
+    constraint = await output_constraint(fields, prefix="sampling_params.")
     requests = generate_requests(
         fields,
         [prompt],
@@ -53,6 +55,7 @@ async def generate(body: GenerateBody, http_request: Request) -> Any:
         logprobs=body.return_logprob,
         top_logprobs=body.top_logprobs_num,
         prompt_param="text" if body.text is not None else "input_ids",
+        constraint=constraint,
     )
 
     if body.stream:

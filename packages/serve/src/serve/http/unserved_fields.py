@@ -7,18 +7,19 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
 
 - A field that changes the output when set is refused when set to anything but a value that
   changes nothing, and accepted (then dropped) at that value, because SDKs and clients send such
-  values routinely: `null`, `[]`, `{}`, `false` or the field's default. So `logit_bias` only as
-  null or {}, `best_of` only as null or equal to n, `echo` false, `suffix` "", the legacy
-  `functions` [] and `function_call` "none" (chat completions take `tools` and `tool_choice`,
-  `serve.http.tool_fields`; a completion's `tools` only [] and `tool_choice` "none"),
-  `response_format` {"type": "text"}, `modalities` ["text"], `audio`, `prediction`,
-  `web_search_options`, `reasoning_effort` and `verbosity` null, `service_tier` "auto" or
-  "default" (there is one tier: every request is served at it), `store` false (this server keeps
-  no completion); the vLLM and SGLang sampling
-  extensions (beam search, minimum lengths, structured output, prompt logprobs, token
-  restrictions) and chat-rendering extensions (`add_generation_prompt` true, custom templates)
-  at their defaults. A completion's `parallel_tool_calls` is accepted as any boolean: it bounds
-  tool calls, and a completion makes none.
+  values routinely: `null`, `[]`, `{}`, `false` or the field's default. So `best_of` only as
+  null or equal to n, `echo` false, `suffix` "", the legacy `functions` [] and `function_call`
+  "none" (chat completions take `tools` and `tool_choice`, `serve.http.tool_fields`; a
+  completion's `tools` only [] and `tool_choice` "none"), `modalities` ["text"], `audio`,
+  `prediction`, `web_search_options`, `reasoning_effort` and `verbosity` null, `service_tier`
+  "auto" or "default" (there is one tier: every request is served at it), `store` false (this
+  server keeps no completion); the vLLM and SGLang sampling extensions (beam search, minimum
+  lengths, prompt logprobs, token restrictions, a per-request grammar engine or whitespace
+  pattern) and chat-rendering extensions (`add_generation_prompt` true, custom templates) at
+  their defaults. A completion's `parallel_tool_calls` is accepted as any boolean: it bounds tool
+  calls, and a completion makes none. Structured output (`response_format`, `json_schema`,
+  `regex`, `ebnf`, `structured_outputs`, `guided_*`) and `logit_bias` are served fields
+  (`serve.http.output_constraints`, `serve.http.admission`).
 - Pure metadata is accepted with any value: `user` and `safety_identifier` (an end-user id for
   the caller's abuse monitoring) and `metadata` (the caller's labels); neither changes anything
   in the output, and this server keeps no per-user or per-request state for them to change. So
@@ -107,11 +108,9 @@ def _table(*parts: Mapping[str, Decision], **entries: Decision) -> Mapping[str, 
     return MappingProxyType(merged)
 
 
-_STRUCTURED = Refused("constrain the output to a schema, regex, grammar or choice (structured output)")
 _TEXT_ONLY = "hand the model images, audio or video; this server serves a text-only model"
 
 SAMPLING_FIELDS = _table(
-    logit_bias=Refused("bias the choice of given tokens", (None, {})),
     best_of=Refused("sample several completions and return the best", or_equal_to=("n", 1)),
     use_beam_search=Refused("decode by beam search", (None, False)),
     length_penalty=Refused("weigh beam-search lengths", (None, 1.0)),
@@ -126,15 +125,10 @@ SAMPLING_FIELDS = _table(
     truncate_prompt_tokens=Refused("cut the prompt to its last tokens"),
     priority=Refused("order requests by priority", (None, 0)),
     return_tokens_as_token_ids=Refused("spell logprob tokens as token ids", (None, False)),
-    guided_json=_STRUCTURED,
-    guided_regex=_STRUCTURED,
-    guided_choice=_STRUCTURED,
-    guided_grammar=_STRUCTURED,
-    guided_decoding_backend=_STRUCTURED,
-    structured_outputs=_STRUCTURED,
-    json_schema=_STRUCTURED,
-    regex=_STRUCTURED,
-    ebnf=_STRUCTURED,
+    guided_decoding_backend=Refused(
+        "choose the grammar engine per request (it is the grammar_backend setting)", (None, "auto", "xgrammar")
+    ),
+    guided_whitespace_pattern=Refused("constrain the whitespace between JSON items"),
 )
 
 _OPENAI_FIELDS = _table(
@@ -142,7 +136,6 @@ _OPENAI_FIELDS = _table(
     echo=Refused("repeat the prompt (or the last message) before the completion", (None, False)),
     functions=Refused("take the legacy functions (send them as tools)", (None, [])),
     function_call=Refused("take the legacy function_call (send tool_choice)", (None, "none")),
-    response_format=Refused("constrain the output to JSON", (None, {"type": "text"})),
     audio=Refused("answer with audio"),
     modalities=Refused("answer in modalities other than text", (None, ["text"])),
     prediction=Refused("speed decoding up with a predicted output"),
@@ -215,6 +208,18 @@ GENERATE_FIELDS = _table(
 TOKENIZE_FIELDS = _table(
     _RENDERING_FIELDS,
     return_token_strs=Refused("return each token's text", (None, False)),
+)
+
+JSON_SCHEMA_FORMAT_FIELDS: Mapping[str, Decision] = MappingProxyType({})
+
+STRUCTURED_OUTPUTS_FIELDS = _table(
+    disable_fallback=Refused("fall back to another grammar engine", (None, True, False)),
+    disable_any_whitespace=Refused("allow free whitespace between JSON items", (None, True)),
+    disable_additional_properties=Refused(
+        "allow JSON properties a schema does not name when it says nothing of them", (None, True)
+    ),
+    whitespace_pattern=Refused("constrain the whitespace between JSON items"),
+    structural_tag=Refused("constrain the output by structural tags"),
 )
 
 NO_FIELDS: Mapping[str, Decision] = MappingProxyType({})

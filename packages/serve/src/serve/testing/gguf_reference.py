@@ -18,17 +18,12 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from runtime_runner.kernels.quantized_tensor import QuantizedTensor
+from runtime_runner.kernels.quantized_tensor import KIND_OF_TYPE, QuantizedTensor
 from runtime_runner.loading.gguf.arch import gguf_arch_config
 from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.gguf.format import read_gguf_layout
 
 _ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
-_BLOCK_KINDS: dict[gguf.GGMLQuantizationType, Any] = {
-    gguf.GGMLQuantizationType.Q8_0: "q8_0",
-    gguf.GGMLQuantizationType.Q4_0: "q4_0",
-    gguf.GGMLQuantizationType.Q4_1: "q4_1",
-}
 _HF_SUFFIXES = (
     "input_layernorm",
     "self_attn.q_proj",
@@ -77,7 +72,7 @@ def write_dequantized_checkpoint(gguf_file: Path, folder: Path) -> Path:
     tensors: dict[str, torch.Tensor] = {}
     for entry in read_gguf_layout(gguf_file).tensors:
         raw = file.values(entry)
-        kind = _BLOCK_KINDS.get(entry.tensor_type)
+        kind = KIND_OF_TYPE.get(entry.tensor_type)
         if kind is not None:
             rows, length = entry.shape
             values = QuantizedTensor(kind, torch.from_numpy(raw), None, (rows, length)).dequantize().numpy()

@@ -4,7 +4,8 @@ its reference: the same weights de-quantized, saved as a Hugging Face checkpoint
 The tensor names come from gguf-py's own name map (llama.cpp's), not from the runner's, and a Llama
 model's Q and K rows are interleaved per head as the converter does for its rotary layout, so a
 reader that mis-maps or fails to undo the interleave reads other weights than the reference holds.
-Matrices are quantized to one GGUF type; norms stay F32.
+Matrices are quantized (serve.testing.gguf_quantizer) to one GGUF type or a mix named per tensor,
+K-quants where a row is not whole super-blocks substituted as llama-quantize does; norms stay F32.
 
 Quantizing works on blocks along a row, so interleaving rows commutes with it: the reference is each
 matrix quantized and de-quantized in Hugging Face's row order.
@@ -23,19 +24,25 @@ import numpy as np
 import torch
 from gguf import GGMLQuantizationType
 
-# GGUF type name -> the type (every one the runner serves, and Q5_0, one it refuses).
+from serve.testing.gguf_quantizer import QUANTIZED_TYPES, SUPER, quantize_rows
+
+# GGUF type name -> the type: dense, every block type serve.testing.gguf_quantizer writes, and
+# MXFP4, one the runner does not serve (gguf-py quantizes it).
 GGUF_TYPES = {
     t.name: t
     for t in (
         GGMLQuantizationType.F32,
         GGMLQuantizationType.F16,
         GGMLQuantizationType.BF16,
-        GGMLQuantizationType.Q8_0,
-        GGMLQuantizationType.Q4_0,
-        GGMLQuantizationType.Q4_1,
-        GGMLQuantizationType.Q5_0,
+        *QUANTIZED_TYPES,
+        GGMLQuantizationType.MXFP4,
     )
 }
+# llama-quantize's substitute for a K-quant where a row is not whole 256-value super-blocks (a
+# Q4_K_M file of 576-wide rows is mostly Q5_0 and Q8_0 for it).
+K_QUANT_SUBSTITUTES = MappingProxyType(
+    {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL"}
+)
 _ARCHES = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
 
 
@@ -52,7 +59,17 @@ def _stored(values: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
         return values
     if kind == GGMLQuantizationType.F16:
         return values.astype(np.float16)
-    return gguf.quants.quantize(values, kind)
+    if kind in QUANTIZED_TYPES:
+        return quantize_rows(values, kind)
+    return np.asarray(gguf.quants.quantize(values, kind))  # BF16, MXFP4
+
+
+def stored_type(name: str, row_length: int) -> str:
+    """The type a matrix asked for as `name` (a GGUF_TYPES name) is stored in: itself, or for a K-quant
+    whose rows of `row_length` are not whole super-blocks, llama-quantize's substitute."""
+    if name in K_QUANT_SUBSTITUTES and row_length % SUPER:
+        return K_QUANT_SUBSTITUTES[name]
+    return name
 
 
 def _read_back(stored: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
@@ -67,8 +84,9 @@ def write_tiny_gguf(
 ) -> tuple[Path, Path]:
     """Write `model` (a transformers Llama, Qwen2 or Qwen3 in fp32) as `folder/model.gguf` with its
     matrices in `matrix_type` (a GGUF_TYPES name), those whose Hugging Face name `types` holds in
-    the type it names, and its de-quantized reference as a Hugging Face checkpoint in
-    `folder/reference`; answers (the GGUF file, the reference directory)."""
+    the type it names (a K-quant as its `stored_type`, as llama-quantize does), and its de-quantized
+    reference as a Hugging Face checkpoint in `folder/reference`; answers (the GGUF file, the
+    reference directory)."""
     config = model.config
     arch = config.model_type
     name_map = gguf.get_tensor_name_map(_ARCHES[arch], config.num_hidden_layers)
@@ -94,7 +112,8 @@ def write_tiny_gguf(
         if name == "lm_head.weight" and config.tie_word_embeddings:
             continue
         values = tensor.detach().float().numpy()
-        kind = GGUF_TYPES[types.get(name, matrix_type)] if values.ndim == 2 else GGMLQuantizationType.F32
+        asked = types.get(name, matrix_type)
+        kind = GGUF_TYPES[stored_type(asked, values.shape[1])] if values.ndim == 2 else GGMLQuantizationType.F32
         stored = _stored(values, kind)
         reference[name] = torch.from_numpy(_read_back(stored, kind).reshape(values.shape).copy())
         if arch == "llama" and (".q_proj." in name or ".k_proj." in name):

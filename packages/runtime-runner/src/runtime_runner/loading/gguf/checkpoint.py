@@ -1,6 +1,7 @@
 """Reading a GGUF checkpoint's tensors as the loader asks for them (the reader protocol of
-runtime_runner.loading.weight_reader): dense tensors for F32/F16/BF16, and the projection matrices of
-Q8_0/Q4_0/Q4_1 kept in their blocks as QuantizedTensors (copied out of the file once; no
+runtime_runner.loading.weight_reader): dense tensors for F32/F16/BF16, and the matrices of every
+block type the kernels serve (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K) kept in their
+blocks as QuantizedTensors (copied out of the file once; no
 de-quantized copy is made).
 
 llama.cpp's converter writes each Q and K head of a Llama model with its rotary halves
@@ -17,18 +18,13 @@ import torch
 from gguf import GGMLQuantizationType
 
 from runtime_runner.errors import CheckpointError
-from runtime_runner.kernels.quantized_tensor import QuantizedTensor, QuantKind
+from runtime_runner.kernels.quantized_tensor import KIND_OF_TYPE, QuantizedTensor
 from runtime_runner.loading.arch_config import ArchConfig
+from runtime_runner.loading.gguf.agreement import refuse_disagreeing_tensors
 from runtime_runner.loading.gguf.arch import PERMUTED_QK, gguf_arch_config
 from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.gguf.format import TensorEntry
 from runtime_runner.loading.weight_matrix import Matrix
-
-_KIND_OF_TYPE: dict[GGMLQuantizationType, QuantKind] = {
-    GGMLQuantizationType.Q8_0: "q8_0",
-    GGMLQuantizationType.Q4_0: "q4_0",
-    GGMLQuantizationType.Q4_1: "q4_1",
-}
 
 
 def unpermuted_rows(rows: int, heads: int) -> torch.Tensor:
@@ -46,9 +42,12 @@ class GgufCheckpoint:
 
     @classmethod
     def open(cls, path: Path) -> GgufCheckpoint:
-        """The reader over the GGUF file at `path` (its types and architecture checked as GgufFile does)."""
+        """The reader over the GGUF file at `path`: its container, types and architecture checked as
+        GgufFile does, its tensors against its metadata as gguf.agreement does."""
         file = GgufFile(path)
-        return cls(file, gguf_arch_config(file))
+        cfg = gguf_arch_config(file)
+        refuse_disagreeing_tensors(file, cfg)
+        return cls(file, cfg)
 
     @property
     def model_dir(self) -> Path:
@@ -65,10 +64,10 @@ class GgufCheckpoint:
         return matrix.dequantize().to(device=device, dtype=dtype) if isinstance(matrix, QuantizedTensor) else matrix
 
     def read_matrix(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Matrix:
-        """Tensor `name`: dense as `dtype` on `device`, or a Q8_0/Q4_0/Q4_1 matrix as a QuantizedTensor
+        """Tensor `name`: dense as `dtype` on `device`, or a block-quantized matrix as a QuantizedTensor
         (on the CPU, the only device its kernels run on); Q and K rows in Hugging Face's order."""
         tensor = self._tensor(name, shape)
-        kind = _KIND_OF_TYPE.get(tensor.tensor_type)
+        kind = KIND_OF_TYPE.get(tensor.tensor_type)
         matrix: Matrix
         if kind is not None:
             if len(shape) != 2:

@@ -2,12 +2,13 @@
 the loader asks for, each of a type the runner serves.
 
 Opening one refuses, in one line, a tensor this decoder has no place for (llama.cpp's `rope_freqs`
-of Llama 3 scaling, say) or of a type it does not serve (Q4_K, Q6_K, ...): the file is refused at
+of Llama 3 scaling, say) or of a type it does not serve (IQ4_XS, TQ2_0, ...): the file is refused at
 resolution and at load, never half-served.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,12 +19,13 @@ import numpy as np
 from gguf import GGMLQuantizationType
 
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
-from runtime_runner.loading.gguf.format import TensorEntry, read_gguf_layout
+from runtime_runner.kernels.quantized_tensor import KIND_OF_TYPE
+from runtime_runner.loading.gguf.format import StringArray, TensorEntry, read_gguf_layout
 from runtime_runner.loading.gguf.names import hf_name_of
 
 # The tensor types served: read dense, or kept in their blocks (runtime_runner.kernels.quantized_tensor).
 DENSE_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
-BLOCK_TYPES = (GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1)
+BLOCK_TYPES = tuple(KIND_OF_TYPE)
 ACCEPTED_TYPES = ", ".join(t.name for t in (*DENSE_TYPES, *BLOCK_TYPES))
 
 
@@ -58,15 +60,62 @@ class GgufFile:
         """A metadata value (`{arch}.block_count` with the architecture filled in), None when absent."""
         return self.metadata.get(key.format(arch=self.architecture))
 
-    def required(self, key: str) -> Any:
-        """A metadata value the decoder cannot do without; CheckpointError naming the key when absent."""
+    def integer(self, key: str, *, least: int = 1) -> int:
+        """A metadata count or size the decoder cannot do without (`{arch}.block_count`): an integer
+        of at least `least`; CheckpointError naming the key when it is absent or anything else."""
+        value = self.optional_integer(key, least=least)
+        if value is None:
+            raise self._lacks(key)
+        return value
+
+    def optional_integer(self, key: str, *, least: int = 1) -> int | None:
+        """A metadata integer of at least `least`, None when absent; CheckpointError naming the key
+        when it is another type or smaller."""
         value = self.field(key)
         if value is None:
-            raise CheckpointError(
-                f"{self.path.name} lacks metadata {key.format(arch=self.architecture)}; accepted: a GGUF file "
-                "written by llama.cpp's converter (it writes every hyperparameter)"
-            )
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise self._malformed(key, value, f"an integer of at least {least}")
         return value
+
+    def real(self, key: str) -> float:
+        """A positive, finite metadata number the decoder cannot do without (a norm epsilon)."""
+        value = self.optional_real(key)
+        if value is None:
+            raise self._lacks(key)
+        return value
+
+    def optional_real(self, key: str) -> float | None:
+        """A positive, finite metadata number, None when absent; CheckpointError naming the key otherwise."""
+        value = self.field(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise self._malformed(key, value, "a positive, finite number")
+        return float(value)
+
+    def array_length(self, key: str) -> int | None:
+        """The length of a metadata array (`tokenizer.ggml.tokens`), None when absent; CheckpointError
+        naming the key when it is no array."""
+        value = self.field(key)
+        if value is None:
+            return None
+        if not isinstance(value, (tuple, StringArray)):
+            raise self._malformed(key, value, "an array")
+        return len(value)
+
+    def _lacks(self, key: str) -> CheckpointError:
+        return CheckpointError(
+            f"{self.path.name} lacks metadata {key.format(arch=self.architecture)}; accepted: a GGUF file "
+            "written by llama.cpp's converter (it writes every hyperparameter)"
+        )
+
+    def _malformed(self, key: str, value: Any, accepted: str) -> CheckpointError:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{type(value).__name__} {repr(value)[:40]}..."
+        return CheckpointError(
+            f"{self.path.name}: metadata {key.format(arch=self.architecture)} = {shown}; accepted: {accepted} "
+            "(the file is corrupt, or was written by another tool)"
+        )
 
     def values(self, tensor: TensorEntry) -> np.ndarray:
         """A copy of `tensor`'s bytes as numpy holds them: F32/F16 numbers [..., row length]; any

@@ -48,3 +48,19 @@ def hf_name_of(gguf_name: str) -> str | None:
         mapped = MODEL_TENSORS.get(whole.group(1))
         return None if mapped is None else f"{mapped}.{whole.group(2)}"
     return None
+
+
+_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
+
+
+def gguf_name_of(hf_name: str) -> str:
+    """The GGUF name llama.cpp gives a Hugging Face tensor name this decoder reads (the inverse of
+    hf_name_of); the name itself for one it does not map."""
+    layer = _HF_LAYER.fullmatch(hf_name)
+    if layer is not None:
+        index, mapped, suffix = layer.groups()
+        base = next((gguf for gguf, hf in LAYER_TENSORS.items() if hf == mapped), None)
+        return hf_name if base is None else f"blk.{index}.{base}.{suffix}"
+    stem, _, suffix = hf_name.rpartition(".")
+    base = next((gguf for gguf, hf in MODEL_TENSORS.items() if hf == stem), None)
+    return hf_name if base is None else f"{base}.{suffix}"

@@ -18,7 +18,7 @@ from typing import Any
 import gguf
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
-from runtime_runner.errors import UnsupportedConfigError
+from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.gguf.format import read_gguf_layout
 
 
@@ -57,7 +57,9 @@ class GgufTokenizer:
 
 
 def read_gguf_tokenizer(path: Path) -> GgufTokenizer:
-    """The byte-level BPE tokenizer of the GGUF file at `path`; refuses any other tokenizer kind."""
+    """The byte-level BPE tokenizer of the GGUF file at `path`; refuses any other tokenizer kind, and
+    (CheckpointError naming the key) a vocabulary, token types, merges or special ids that do not fit
+    together."""
     metadata = read_gguf_layout(path, strings=True).metadata
 
     def field(key: str) -> Any:
@@ -74,20 +76,63 @@ def read_gguf_tokenizer(path: Path) -> GgufTokenizer:
         raise UnsupportedConfigError(
             f"{path.name}: {keys.PRE} = {pre!r} is not supported; accepted: {sorted(PRE_TOKENIZERS)}"
         )
+    tokens = _array_of(path, keys.LIST, field(keys.LIST), str)
+    token_types = _array_of(path, keys.TOKEN_TYPE, field(keys.TOKEN_TYPE), int)
+    if not tokens or len(token_types) != len(tokens):
+        raise CheckpointError(
+            f"{path.name}: {keys.LIST} holds {len(tokens)} tokens and {keys.TOKEN_TYPE} {len(token_types)} types; "
+            "accepted: one type per token, at least one token"
+        )
+    merges = _array_of(path, keys.MERGES, field(keys.MERGES), str)
+    malformed = next((merge for merge in merges if len(merge.split(" ")) != 2 or "" in merge.split(" ")), None)
+    if malformed is not None:
+        raise CheckpointError(
+            f"{path.name}: {keys.MERGES} holds {malformed[:40]!r}; accepted: merges of two tokens joined by one space"
+        )
+    ids = {key: _token_id(path, key, field(key), len(tokens)) for key in (keys.BOS_ID, keys.EOS_ID, keys.UNK_ID)}
     architecture = field(gguf.Keys.General.ARCHITECTURE)
+    context_key = gguf.Keys.LLM.CONTEXT_LENGTH.format(arch=architecture)
+    context_length = field(context_key)
+    if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1:
+        raise CheckpointError(f"{path.name}: {context_key} = {context_length!r}; accepted: an integer of at least 1")
+    add_bos = field(keys.ADD_BOS)
+    chat_template = field(keys.CHAT_TEMPLATE)
     return GgufTokenizer(
         pre=pre,
-        tokens=tuple(field(keys.LIST)),
-        token_types=tuple(field(keys.TOKEN_TYPE)),
-        merges=tuple(field(keys.MERGES)),
-        bos_id=field(keys.BOS_ID),
-        eos_id=field(keys.EOS_ID),
-        unk_id=field(keys.UNK_ID),
-        pad_id=field(keys.PAD_ID),
-        add_bos=field(keys.ADD_BOS),
-        chat_template=field(keys.CHAT_TEMPLATE),
-        context_length=int(field(gguf.Keys.LLM.CONTEXT_LENGTH.format(arch=architecture))),
+        tokens=tokens,
+        token_types=token_types,
+        merges=merges,
+        bos_id=ids[keys.BOS_ID],
+        eos_id=ids[keys.EOS_ID],
+        unk_id=ids[keys.UNK_ID],
+        pad_id=_token_id(path, keys.PAD_ID, field(keys.PAD_ID), len(tokens)),
+        add_bos=add_bos if isinstance(add_bos, bool) else None,
+        chat_template=chat_template if isinstance(chat_template, str) else None,
+        context_length=context_length,
     )
+
+
+def _array_of(path: Path, key: str, value: Any, element: type) -> tuple[Any, ...]:
+    """`value` as a tuple of `element`s (an absent array is empty); CheckpointError naming `key` otherwise."""
+    if value is None:
+        return ()
+    if not isinstance(value, tuple) or not all(isinstance(v, element) and not isinstance(v, bool) for v in value):
+        raise CheckpointError(
+            f"{path.name}: {key} is {type(value).__name__}; accepted: an array of {element.__name__} "
+            "(the file is corrupt, or was written by another tool)"
+        )
+    return value
+
+
+def _token_id(path: Path, key: str, value: Any, vocabulary: int) -> int | None:
+    """A special token's id, None when absent; CheckpointError naming `key` for one past the vocabulary."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocabulary:
+        raise CheckpointError(
+            f"{path.name}: {key} = {value!r}; accepted: a token id below the vocabulary's {vocabulary} tokens"
+        )
+    return value
 
 
 def byte_level_bpe(spec: GgufTokenizer) -> Tokenizer:
