@@ -10,7 +10,8 @@ engine that made them), whole and streamed, through the client's stream helper; 
 "none") a turn without a call is the model's text as content, exactly what /generate gives for the
 same prompt (tools rendered into it); the parser is inferred from each template; reasoning parsers
 set while serving split what /generate gives; a tool-result turn renders the call and its result
-through the template; the tool fields that cannot be served are 400s naming the field. A template
+through the template; the tool fields that cannot be served, and a forced call beside a
+structured output, are 400s naming the field. A template
 that names no parser (the 400 asking for --tool-call-parser) is pinned with a real tokenizer
 worker in packages/serve/tests/test_chat_turn_plan.py.
 """
