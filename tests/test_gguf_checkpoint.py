@@ -371,6 +371,25 @@ def test_a_tensor_without_a_place_is_refused_naming_it(
         runner_of(gguf_file)
 
 
+def test_a_tensor_its_decoder_never_reads_is_refused_at_load(
+    written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
+) -> None:
+    """Qwen2 reads no o bias: a file holding one in every layer agrees with its own metadata, and
+    the loader would drop it. Reverse-verified: without refuse_misfit_gguf in load_target the
+    runner served the file without its biases."""
+    source = written["qwen2-tied-q4_0"][0]
+    bias = np.ones(64, dtype=np.float32)
+    with_one = _with_tensor(
+        source, tmp_path / "one.gguf", "blk.0.attn_output.bias", bias, gguf.GGMLQuantizationType.F32
+    )
+    both = _with_tensor(with_one, tmp_path / "both.gguf", "blk.1.attn_output.bias", bias, gguf.GGMLQuantizationType.F32)
+    with pytest.raises(
+        CheckpointError,
+        match=r"both\.gguf: tensor blk\.0\.attn_output\.bias \(and 1 more\) has no place in Qwen2ForCausalLM",
+    ):
+        runner_of(both)
+
+
 def test_a_directory_of_one_gguf_is_served_and_of_two_is_refused(
     written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
 ) -> None:
