@@ -156,6 +156,13 @@ CASES: list[tuple[str, Patch, list[str]]] = [
         ["tensor token_embd.weight has shape [64, 64], but its metadata", "implies [64, 128]"],
     ),
     ("head_count zero", _metadata("llama.attention.head_count", 0), ["attention.head_count = 0", "at least 1"]),
+    (
+        "an odd head size",
+        lambda data: _metadata("llama.rope.dimension_count", 15)(
+            bytearray(_metadata("llama.attention.key_length", 15)(data))
+        ),
+        ["a head of 15 features", "does not split into the rotary pairs", "accepted: an even head size"],
+    ),
 ]
 
 
@@ -170,7 +177,10 @@ def test_a_broken_file_exits_2_with_one_line_naming_it(
     without the string bound the key ran to the end of the file and the "one line" was 5198 lines
     of its bytes; without the alignment, overlap and row-length checks, and without agreement
     (block_count, embedding_length), those files passed the model's checks; without the dim-count
-    bound nine dims were read and the type came from the offset's bytes (type 134217728)."""
+    bound nine dims were read and the type came from the offset's bytes (type 134217728). An odd head
+    size is refused in gguf.arch before agreement (which refuses this patched file's shapes too); a
+    Llama file whose shapes agree with an odd head fails the loader's un-interleaving (a view of
+    rows // heads // 2 pairs per head), in the loading child."""
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(patch(bytearray(valid)))
     assert main(["--model-path", str(broken), "--dump-config"]) == 2

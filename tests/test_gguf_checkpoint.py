@@ -1,7 +1,9 @@
 """A GGUF checkpoint served as it is: tiny random Llama (with attention biases), Qwen2 (tied) and
 Qwen3 models written as llama.cpp lays a GGUF file out (serve.testing.tiny_gguf: gguf-py's names,
-Llama's Q/K rows interleaved for its rotary layout), their matrices in Q8_0, Q4_0 or Q4_1, or a mix
-of every K-quant (Q2_K..Q6_K) and 32-value type (Q5_0, Q5_1, IQ4_NL), kept in their blocks, and their
+Llama's Q/K rows interleaved for its rotary layout), their matrices in Q8_0, Q4_0 or Q4_1, a mix
+of every K-quant (Q2_K..Q6_K) and 32-value type (Q5_0, Q5_1, IQ4_NL), or llama-quantize's Q4_K_M
+choices (serve.testing.llama_quantize_mix: fused groups of mixed types, K-quants substituted where
+rows are not whole super-blocks, F16 where not whole blocks), kept in their blocks, and their
 reference: the same weights de-quantized, saved as a safetensors checkpoint.
 
 Tolerances, and why:
@@ -37,6 +39,7 @@ from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.loading.weight_matrix import KernelOwned, kind_of
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
+from serve.testing.llama_quantize_mix import q4_k_m_types
 from serve.testing.tiny_gguf import write_tiny_gguf
 
 TINY: dict[str, Any] = dict(
@@ -63,7 +66,22 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "qwen3-q8_0": ("Qwen3ForCausalLM", {"head_dim": 128}, "Q8_0"),
     # Rows of 256 (the K-quants' super-block) and a down projection of 288 (32-value blocks only).
     "llama-k-quants": ("LlamaForCausalLM", {"hidden_size": 256, "intermediate_size": 288}, "Q4_K"),
+    # llama-quantize's Q4_K_M (TYPES below): rows of 320, not whole super-blocks, as the default
+    # model's 576 (Q5_0 and Q8_0 substitutes, a tied Q8_0 embedding), down projections of 512.
+    "llama-q4_k_m": (
+        "LlamaForCausalLM",
+        {"hidden_size": 320, "intermediate_size": 512, "attention_bias": True, "tie_word_embeddings": True},
+        "Q4_K",
+    ),
+    # Q4_K_M of rows of 256 (Q4_K with a Q6_K v, a tied Q6_K embedding) and down projections of
+    # 272, not whole 32-value blocks (F16), layer 0's v made F16 as `--tensor-type attn_v=f16` can.
+    "qwen2-q4_k_m": (
+        "Qwen2ForCausalLM",
+        {"hidden_size": 256, "intermediate_size": 272, "tie_word_embeddings": True},
+        "Q4_K",
+    ),
 }
+Q4_K_M_CASES = ("llama-q4_k_m", "qwen2-q4_k_m")
 # Per-tensor types of a case (the rest in its matrix type): every K-quant and 32-value type the
 # kernels serve, one per fused group (q|k|v, gate|up), and a Q4_K down projection of 288-wide rows
 # stored as llama-quantize substitutes it (Q5_0), as in a Q4_K_M file.
@@ -82,6 +100,7 @@ TYPES: dict[str, dict[str, str]] = {
         "lm_head.weight": "IQ4_NL",
     }
 }
+TYPES["qwen2-q4_k_m"] = {f"{_LAYER.format(0)}self_attn.v_proj.weight": "F16"}
 PROMPTS = ([5, 17, 99, 3, 42, 8, 64, 1, 120], [7, 7, 30], list(range(40, 66)))
 NEW_TOKENS = 6
 POOL = MemoryBag(max_total_tokens=16384)  # the default prefill budget fits it
@@ -106,15 +125,20 @@ def _model(architecture: str, overrides: dict[str, Any]) -> Any:
     return getattr(transformers, architecture)(config).eval()
 
 
+def _types(case: str, model: Any) -> dict[str, str]:
+    """The case's per-tensor types: llama-quantize's Q4_K_M choices for a Q4_K_M case, TYPES over them."""
+    chosen = q4_k_m_types(model) if case in Q4_K_M_CASES else {}
+    return {**chosen, **TYPES.get(case, {})}
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """Each case's (GGUF file, de-quantized reference directory)."""
-    return {
-        case: write_tiny_gguf(
-            _model(architecture, overrides), tmp_path_factory.mktemp(case), kind, types=TYPES.get(case, {})
-        )
-        for case, (architecture, overrides, kind) in CASES.items()
-    }
+    written = {}
+    for case, (architecture, overrides, kind) in CASES.items():
+        model = _model(architecture, overrides)
+        written[case] = write_tiny_gguf(model, tmp_path_factory.mktemp(case), kind, types=_types(case, model))
+    return written
 
 
 Outcome = tuple[torch.Tensor, list[list[int]]]
@@ -168,7 +192,7 @@ def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(
 
 # One case per family (the Llama one interleaved and Q4_1, the Qwen2 one tied): transformers' load is
 # the slow part, and the other cases equal their reference bitwise, which is de-quantized apart.
-@pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0", "qwen3-q8_0", "llama-k-quants"])
+@pytest.mark.parametrize("case", ["llama-q4_1", "qwen2-tied-q4_0", "qwen3-q8_0", "llama-k-quants", "llama-q4_k_m"])
 def test_the_gguf_agrees_with_transformers_reading_the_same_file(
     case: str, written: dict[str, tuple[Path, Path]], served: dict[str, tuple[Outcome, Outcome]]
 ) -> None:
@@ -275,21 +299,56 @@ def test_the_k_quant_mix_holds_every_type_and_serves_each_quantized(
     assert (kind_of(weights.embed), kind_of(weights.lm_head)) == ("q6_k", "iq4_nl")
 
 
-def test_a_fused_group_of_two_kinds_is_refused_naming_them(tmp_path: Path, runner_of: Build) -> None:
-    """q, k and v run as one matmul of one kind. Reverse-verified: without the kind check in
-    cat_rows, QuantizedTensor.cat refused with a message naming no tensor."""
-    gguf_file, _ = write_tiny_gguf(
-        _model("LlamaForCausalLM", {}),
-        tmp_path / "mixed",
-        "Q4_0",
-        types={"model.layers.0.self_attn.v_proj.weight": "Q8_0"},
-    )
-    with pytest.raises(
-        CheckpointError,
-        match=r"a fused projection group holds matrices of one kind; got "
-        r"model\.layers\.0\.self_attn\.q_proj\.weight q4_0, .*v_proj\.weight q8_0",
-    ):
-        runner_of(gguf_file)
+def test_the_q4_k_m_mixes_hold_llama_quantizes_choices_and_serve_each_run_in_its_kind(
+    written: dict[str, tuple[Path, Path]], runner_of: Build
+) -> None:
+    """The files hold what llama-quantize's Q4_K_M writes for these shapes (counted by hand from
+    src/llama-quant.cpp: of 2 layers, layer 1 gets more bits), and each fused group of several
+    types is kept as runs of one kind, nothing de-quantized.
+
+    Reverse-verified by hand: with more_bits picking layer 0 instead, the counts failed; with
+    stored_type's F16 fallback left out, writing the qwen2 file failed (Q5_0 rows of 272)."""
+    llama, qwen2 = (GgufFile(written[case][0]) for case in Q4_K_M_CASES)
+    # 320-wide rows: Q4_K -> Q5_0, Q6_K -> Q8_0; the tied embedding Q8_0; down projections (512) Q4_K, Q6_K.
+    assert dict(llama.type_counts()) == {"F32": 13, "Q4_K": 1, "Q5_0": 11, "Q6_K": 1, "Q8_0": 2}
+    # 256-wide rows: Q4_K, a Q6_K v in layer 1, the tied embedding Q6_K; down projections (272) F16,
+    # and layer 0's v F16 as asked.
+    assert dict(qwen2.type_counts()) == {"F16": 3, "F32": 11, "Q4_K": 10, "Q6_K": 2}
+    kinds = {}
+    for case in Q4_K_M_CASES:
+        weights = runner_of(written[case][0]).model.weights
+        kinds[case] = [[kind_of(m) for m in (layer.qkv, layer.gate_up, layer.down)] for layer in weights.layers]
+        kinds[case].append([kind_of(weights.embed)])
+    assert kinds["llama-q4_k_m"] == [["q5_0", "q5_0", "q4_k"], ["q5_0|q8_0", "q5_0", "q6_k"], ["q8_0"]]
+    assert kinds["qwen2-q4_k_m"] == [["q4_k|float32", "q4_k", "float32"], ["q4_k|q6_k", "q4_k", "float32"], ["q6_k"]]
+
+
+@pytest.mark.parametrize("case", Q4_K_M_CASES)
+def test_a_q4_k_m_mix_serves_its_dequantized_weights_bitwise_op_by_op_and_in_the_native_step(
+    case: str, written: dict[str, tuple[Path, Path]], served: dict[str, tuple[Outcome, Outcome]], runner_of: Build
+) -> None:
+    """A group of several kinds runs each run through its own kernel (ConcatProjection), op by op,
+    and in the native step through the projection stack: both give the reference's bits, prompts
+    prefilled together and decoded together.
+
+    Reverse-verified by hand: with projection_stack.cpp not advancing a part's first column, the
+    native step's logits differed from the reference's in both cases (op by op passed); with
+    group_projection running a StackedRows' runs in reverse order both paths failed."""
+    gguf_file, _ = written[case]
+    expected = served[case][1]
+    native_runner = runner_of(gguf_file)
+    assert native_runner.native_step is not None, "the native step declined a Q4_K_M mix"
+    before = native_runner.native_step.forwards
+    native = _prefill_and_greedy(native_runner)
+    assert native_runner.native_step.forwards > before
+    op_by_op_runner = runner_of(gguf_file)
+    op_by_op_runner.native_step = None
+    op_by_op = _prefill_and_greedy(op_by_op_runner)
+    outcomes = {"native step": native, "op by op": op_by_op}
+    differing = [
+        path for path, got in outcomes.items() if not torch.equal(got[0], expected[0]) or got[1] != expected[1]
+    ]
+    assert differing == []
 
 
 def test_a_tensor_without_a_place_is_refused_naming_it(
@@ -310,6 +369,25 @@ def test_a_tensor_without_a_place_is_refused_naming_it(
         match=r"rope\.gguf: tensor rope_freqs\.weight has no place in this build's llama decoder",
     ):
         runner_of(gguf_file)
+
+
+def test_a_tensor_its_decoder_never_reads_is_refused_at_load(
+    written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
+) -> None:
+    """Qwen2 reads no o bias: a file holding one in every layer agrees with its own metadata, and
+    the loader would drop it. Reverse-verified: without refuse_misfit_gguf in load_target the
+    runner served the file without its biases."""
+    source = written["qwen2-tied-q4_0"][0]
+    bias = np.ones(64, dtype=np.float32)
+    with_one = _with_tensor(
+        source, tmp_path / "one.gguf", "blk.0.attn_output.bias", bias, gguf.GGMLQuantizationType.F32
+    )
+    both = _with_tensor(with_one, tmp_path / "both.gguf", "blk.1.attn_output.bias", bias, gguf.GGMLQuantizationType.F32)
+    with pytest.raises(
+        CheckpointError,
+        match=r"both\.gguf: tensor blk\.0\.attn_output\.bias \(and 1 more\) has no place in Qwen2ForCausalLM",
+    ):
+        runner_of(both)
 
 
 def test_a_directory_of_one_gguf_is_served_and_of_two_is_refused(

@@ -1,7 +1,8 @@
 """Launching a GGUF checkpoint or --quantization int8: what resolution declares (a tokenizer written
 once from the GGUF metadata into the model cache, the name the API serves, the context from the
 metadata), and the one-line refusals, at launch and on every override, of quantized weights where
-their kernels cannot run.
+their kernels cannot run, and of a GGUF file its decoder would read otherwise than it holds; a
+Q4_K_M mix (fused groups of mixed types) resolves.
 
 The launch cases run `serve`'s own entry point in this process with --dump-config (as
 tests/test_e2e_bad_input_launch.py does), so a case that wrongly resolved prints its config.
@@ -12,12 +13,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import gguf
+import numpy as np
 import pytest
 import torch
+from gguf import GGMLQuantizationType
 
 import config_bags
 from config_bags import LeafValueError
@@ -26,6 +30,7 @@ from runtime_runner.loading.gguf.tokenizer_cache import gguf_tokenizer_dir
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.main import main
 from serve.record import ServerArgs, project, resolve
+from serve.testing.llama_quantize_mix import q4_k_m_types
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 from serve.testing.tiny_gguf import write_tiny_gguf
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
@@ -97,7 +102,7 @@ def _transformers_model(architecture: str, **config: Any) -> Any:
         max_position_embeddings=512,
     )
     return getattr(transformers, architecture)(
-        getattr(transformers, architecture.replace("ForCausalLM", "Config"))(**sizes, **config)
+        getattr(transformers, architecture.replace("ForCausalLM", "Config"))(**{**sizes, **config})
     )
 
 
@@ -218,3 +223,105 @@ def test_a_refused_override_changes_nothing(leaves: dict[str, Any], model_cache:
         config_bags.override("admin", **leaves)
     assert (config_bags.published_bags(), config_bags.config_hash()) == before
     assert config_bags.overrides_log() == []
+
+
+def _rewritten(
+    source: Path,
+    target: Path,
+    drop: Callable[[str], bool],
+    extra: Sequence[tuple[str, np.ndarray, GGMLQuantizationType]],
+) -> Path:
+    """A copy of the GGUF file `source` without the tensors `drop` names and with `extra` (name, values, type) added."""
+    reader = gguf.GGUFReader(source)
+    writer = gguf.GGUFWriter(target, str(reader.get_field("general.architecture").contents()))
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        writer.add_key_value(
+            field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None
+        )
+    for tensor in reader.tensors:
+        if not drop(tensor.name):
+            writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
+    for name, values, kind in extra:
+        writer.add_tensor(name, values, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
+
+
+# (id, the transformers model, the file's change, what the one line must name)
+MISFITS: list[tuple[str, tuple[str, dict[str, Any]], Callable[[Path, Path], Path], list[str]]] = [
+    (
+        "qwen2 without its q/k/v biases",
+        ("Qwen2ForCausalLM", {}),
+        lambda source, target: _rewritten(source, target, lambda name: ".attn_" in name and name.endswith(".bias"), []),
+        ["lacks tensor blk.0.attn_q.bias (and 5 more), which Qwen2ForCausalLM reads"],
+    ),
+    (
+        "qwen2 with an o bias",
+        ("Qwen2ForCausalLM", {}),
+        lambda source, target: _rewritten(
+            source,
+            target,
+            lambda name: False,
+            [(f"blk.{i}.attn_output.bias", np.ones(64, np.float32), GGMLQuantizationType.F32) for i in range(2)],
+        ),
+        ["tensor blk.0.attn_output.bias (and 1 more) has no place in Qwen2ForCausalLM, which reads no such tensor"],
+    ),
+    (
+        "a Q8_0 norm",
+        ("LlamaForCausalLM", {}),
+        lambda source, target: _rewritten(
+            source,
+            target,
+            lambda name: name == "blk.0.attn_norm.weight",
+            [
+                (
+                    "blk.0.attn_norm.weight",
+                    np.asarray(gguf.quants.quantize(np.ones(64, np.float32), GGMLQuantizationType.Q8_0)),
+                    GGMLQuantizationType.Q8_0,
+                )
+            ],
+        ),
+        ["tensor blk.0.attn_norm.weight is Q8_0, a block type the kernels serve for matrices, but it is a vector"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("model", "change", "needles"), [c[1:] for c in MISFITS], ids=[c[0] for c in MISFITS])
+def test_a_gguf_its_decoder_would_read_otherwise_exits_2_with_one_line(
+    model: tuple[str, dict[str, Any]],
+    change: Callable[[Path, Path], Path],
+    needles: list[str],
+    tmp_path: Path,
+    model_cache: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each passed agreement with its own metadata and would have failed (or, the unread o bias,
+    silently been dropped) only in the loading child. Reverse-verified by hand: without the
+    gguf_fits_its_decoder handler the first two were refused only for lacking a tokenizer (the tiny
+    files hold none); without the vector check in agreement, the Q8_0 norm likewise."""
+    source, _ = write_tiny_gguf(_transformers_model(model[0], **model[1]), tmp_path / "source", "Q8_0")
+    misfit = change(source, tmp_path / "misfit.gguf")
+    capsys.readouterr()  # what writing the fixture printed
+    assert main(["--model-path", str(misfit), "--dump-config"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith("serve: error: "), captured.err
+    assert "misfit.gguf" in lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_a_q4_k_m_mix_resolves(
+    tmp_path: Path, dense: Path, model_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fused groups of mixed types (a Q8_0 v beside Q5_0 q and k in layer 1) pass every launch check."""
+    model = _transformers_model("LlamaForCausalLM", hidden_size=320, intermediate_size=512, tie_word_embeddings=True)
+    path, _ = write_tiny_gguf(model, tmp_path / "mix", "Q4_K", types=q4_k_m_types(model))
+    assert main(["--model-path", str(path), "--tokenizer-path", str(dense), "--dump-config"]) == 0, (
+        capsys.readouterr().err
+    )

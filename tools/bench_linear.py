@@ -14,11 +14,16 @@ time), and the largest |invariant - F.linear| (the two round differently, so not
 stay hot in cache between calls, so one-row figures are a best case: a decode step reads ~30
 layers' weights, far more than L3 holds.
 
-A second table times QuantizedLinear (weights kept quantized: q8_0, q4_0, q4_1, int8; bf16
-activations) beside the bf16 invariant kernel on the same shapes: milliseconds, the speed-up
-(invariant's time / quantized time), at one row the weight bytes each reads per second (GB/s;
-only lm_head's exceed L3, the others are read from cache), and whether its output is bitwise the
-invariant fp32 linear of the de-quantized matrix (its rule; "yes" expected).
+A second table times QuantizedLinear (weights kept quantized, bf16 activations: every GGUF kind
+served, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and the K-quants q2_k..q6_k, and int8) beside the
+bf16 invariant kernel on the same shapes: milliseconds, the speed-up (invariant's time / quantized
+time), at one row the weight bytes each reads per second (GB/s; only lm_head's exceed L3, the
+others are read from cache), and whether its output is bitwise the invariant fp32 linear of the
+de-quantized matrix (its rule; "yes" expected). A K-quant runs only where a row is whole 256-value
+super-blocks (down, 1536 wide; the other rows are 576): elsewhere its row says n/a, as
+llama-quantize would store a substitute there. The kind `q4_k_m` is the qkv group as llama-quantize's
+Q4_K_M stores it for this model in its more-bits layers: q and k rows Q5_0, v rows Q8_0, run
+through the projection stack's native entry (what the native step calls; qkv only).
 
     uv run python tools/bench_linear.py [--rows 1 8 32 512] [--dtypes bfloat16 float32] [--kinds q8_0 ...]
                                         [--repeats 5] [--threads N]
@@ -27,19 +32,29 @@ invariant fp32 linear of the de-quantized matrix (its rule; "yes" expected).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
-from gguf import quants
 
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.packed_linear import PackedLinear
 from runtime_runner.kernels.quantized_linear import QuantizedLinear
-from runtime_runner.kernels.quantized_tensor import GGML_TYPE_OF, QuantizedTensor, QuantKind, int8_per_channel_of
+from runtime_runner.kernels.quantized_tensor import (
+    BLOCKS,
+    GGML_TYPE_OF,
+    QuantizedTensor,
+    QuantKind,
+    int8_per_channel_of,
+)
+from runtime_runner.models.matrix_projection import ConcatProjection
+from serve.testing.gguf_quantizer import quantize_rows
 
 HIDDEN = 576
 SHAPES = {
@@ -50,7 +65,12 @@ SHAPES = {
     "lm_head": (49152, HIDDEN),
 }
 MIN_TIMED_S = 0.02  # calls per timing are repeated until one timing lasts about this long
-KINDS: tuple[QuantKind, ...] = ("q8_0", "q4_0", "q4_1", "int8")
+MIX = "q4_k_m"  # the qkv group of mixed kinds (see the module)
+MIX_RUNS: tuple[tuple[QuantKind, int], ...] = (("q5_0", 576 + 192), ("q8_0", 192))  # (kind, rows): q|k, then v
+KINDS: tuple[str, ...] = (*GGML_TYPE_OF, "int8", MIX)
+_ENTRY = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64
+)
 
 
 def seconds_per_call(call: Callable[[], object], calls: int) -> float:
@@ -99,31 +119,83 @@ def bench(name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int) -> 
 
 
 def quantized(kind: QuantKind, weight: torch.Tensor) -> QuantizedTensor:
-    """`weight` (fp32) quantized as `kind`: gguf's own quantizer for the GGUF kinds."""
+    """`weight` (fp32) quantized as `kind`: by the test fixtures' quantizer (serve.testing.gguf_quantizer:
+    gguf-py's own for the 32-value types it quantizes, its packer for the K-quants and IQ4_NL)."""
     if kind == "int8":
         return int8_per_channel_of(weight)
-    blocks = quants.quantize(weight.numpy(), GGML_TYPE_OF[kind])
+    blocks = quantize_rows(weight.numpy(), GGML_TYPE_OF[kind])
     return QuantizedTensor(kind, torch.from_numpy(blocks), None, (weight.shape[0], weight.shape[1]))
 
 
-def bench_quantized(name: str, kinds: Sequence[QuantKind], rows: int, repeats: int, seed: int) -> list[str]:
+@dataclass(frozen=True)
+class Measured:
+    """One kind's layer: its call, its matrix de-quantized (the rule's reference), its weight bytes,
+    and what a native call's addresses point into (kept alive with it)."""
+
+    call: Callable[[torch.Tensor], torch.Tensor]
+    dequantized: torch.Tensor
+    weight_bytes: int
+    owner: object = None
+
+
+def _linear(kind: QuantKind, weight: torch.Tensor) -> Measured:
+    matrix = quantized(kind, weight)
+    linear = QuantizedLinear.of(matrix, None, torch.bfloat16)
+    weight_bytes = linear.packed.numel() + (0 if linear.scales is None else linear.scales.numel() * 4)
+    return Measured(linear, matrix.dequantize(), weight_bytes)
+
+
+def _mix(weight: torch.Tensor) -> Measured:
+    """The qkv group as MIX_RUNS stores it, through the projection stack's native entry."""
+    runs = torch.split(weight, [rows for _, rows in MIX_RUNS])
+    parts = [_linear(kind, run) for (kind, _), run in zip(MIX_RUNS, runs, strict=True)]
+    group = ConcatProjection(tuple(part.call for part in parts))
+    native = group.native
+    assert native is not None
+    entry = _ENTRY(native.entry)
+
+    def call(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(x.shape[0], native.out_features, dtype=x.dtype)
+        entry(native.matrix, x.data_ptr(), x.stride(0), x.shape[0], out.data_ptr(), torch.get_num_threads())
+        return out
+
+    dequantized = torch.cat([part.dequantized for part in parts])
+    return Measured(call, dequantized, sum(part.weight_bytes for part in parts), owner=group)
+
+
+def _unfit(kind: str, name: str, in_features: int) -> str | None:
+    """Why `kind` has no row at layer `name`, None where it has one."""
+    if kind == MIX:
+        return None if name == "qkv" else "the qkv group only"
+    values = 32 if kind == "int8" else BLOCKS[kind][0]
+    return None if in_features % values == 0 else f"rows of {in_features} are not whole {values}-value blocks"
+
+
+def bench_quantized(name: str, kinds: Sequence[str], rows: int, repeats: int, seed: int) -> list[str]:
     """Markdown rows, one per kind: QuantizedLinear against the bf16 invariant kernel, bf16 rows."""
     out_features, in_features = SHAPES[name]
     gen = torch.Generator().manual_seed(seed)
     weight = torch.randn(out_features, in_features, generator=gen) / math.sqrt(in_features)
     x = torch.randn(rows, in_features, generator=gen).bfloat16()
     invariant = InvariantLinear.of(weight.bfloat16())
-    matrices = {kind: quantized(kind, weight) for kind in kinds}
-    linears = {kind: QuantizedLinear.of(matrix, None, torch.bfloat16) for kind, matrix in matrices.items()}
+    unfit = {kind: _unfit(kind, name, in_features) for kind in kinds}
+    measured = {
+        kind: _mix(weight) if kind == MIX else _linear(cast(QuantKind, kind), weight)
+        for kind in kinds
+        if unfit[kind] is None
+    }
     paths: dict[str, Callable[[], object]] = {"invariant": lambda: invariant(x)}
-    paths.update({kind: functools.partial(linear, x) for kind, linear in linears.items()})
+    paths.update({kind: functools.partial(m.call, x) for kind, m in measured.items()})
     best = best_ms(paths, repeats)
     lines = []
-    for kind, linear in linears.items():
-        dense = InvariantLinear.of(matrices[kind].dequantize())(x.float()).bfloat16()
-        same = "yes" if torch.equal(linear(x).view(torch.int16), dense.view(torch.int16)) else "NO"
-        weight_bytes = linear.packed.numel() + (0 if linear.scales is None else linear.scales.numel() * 4)
-        rates = (weight_bytes / best[kind] / 1e6, invariant.panels.numel() * 2 / best["invariant"] / 1e6)
+    for kind in kinds:
+        m = measured.get(kind)
+        if m is None:
+            lines.append(f"| {name} | {out_features}x{in_features} | {rows} | {kind} | n/a: {unfit[kind]} | | | | | |")
+            continue
+        dense = InvariantLinear.of(m.dequantized)(x.float()).bfloat16()
+        same = "yes" if torch.equal(m.call(x).view(torch.int16), dense.view(torch.int16)) else "NO"
+        rates = (m.weight_bytes / best[kind] / 1e6, invariant.panels.numel() * 2 / best["invariant"] / 1e6)
         rate_cells = " | ".join(f"{rate:.1f}" if rows == 1 else "" for rate in rates)
         lines.append(
             f"| {name} | {out_features}x{in_features} | {rows} | {kind} | {best[kind]:.3f} | "

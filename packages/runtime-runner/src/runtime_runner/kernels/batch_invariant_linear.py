@@ -198,5 +198,9 @@ class InvariantLinear:
         """This projection through the native projection ABI: the same kernel `__call__` runs."""
         entry = getattr(_library(), f"batch_invariant_linear_native_{_SUFFIX_OF_DTYPE[self.dtype]}")
         return NativeProjectionEntry(
-            address_of(entry), ctypes.addressof(self._descriptor), self.in_features, self.out_features
+            address_of(entry),
+            ctypes.addressof(self._descriptor),
+            self.in_features,
+            self.out_features,
+            self.dtype.itemsize,
         )

@@ -17,7 +17,9 @@ kind it is (the bf16/fp32 batch-invariant linear, a GGUF block-quantized matrix,
   on x[i] and the matrix alone (batch invariance), exactly as the kind's Python call computes it.
 
 A projection that has such an entry answers `native` with it; one that has none (oneDNN's packed
-linear, an unfused group of matrices) answers None, and the forward then runs op by op in Python.
+linear, or a group holding one) answers None, and the forward then runs op by op in Python. A group
+run one matmul per part answers the projection stack's entry (projection_stack), which runs its
+parts' entries side by side.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class NativeProjectionEntry:
     matrix: int  # address of the descriptor the entry reads
     in_features: int
     out_features: int
+    element_size: int  # bytes of one activation (and output) element
 
 
 @runtime_checkable

@@ -9,9 +9,10 @@ ops, and the attention backend's native entry. A row's bits are therefore the op
 
 A decoder gets one only where every piece has a C entry: on a CPU, in fp32/bf16/fp16 with a pool
 of the same dtype (or a bf16 pool under fp32, which the step rounds its new keys and values into as
-the op-by-op forward's KVPool.write does), every projection native (the batch-invariant linear or a
-quantized matrix; not oneDNN's packed linear, not an unfused group), and, per forward, an attention backend that answers
-`native_attention` (cpu_paged). Otherwise the forward runs op by op, as before.
+the op-by-op forward's KVPool.write does), every projection native (the batch-invariant linear, a
+quantized matrix, or a group of those run side by side through the projection stack, as a group
+whose matrices differ in kind runs; not oneDNN's packed linear), and, per forward, an attention
+backend that answers `native_attention` (cpu_paged). Otherwise the forward runs op by op, as before.
 """
 
 from __future__ import annotations

@@ -274,7 +274,9 @@ class QuantizedLinear:
     def native(self) -> NativeProjectionEntry:
         """The C entry for this activation dtype and this layer's descriptor (native_projection)."""
         entry = address_of(getattr(library(), f"quantized_linear_{self.suffix}"))
-        return NativeProjectionEntry(entry, ctypes.addressof(self.matrix), self.in_features, self.out_features)
+        return NativeProjectionEntry(
+            entry, ctypes.addressof(self.matrix), self.in_features, self.out_features, self.activation_dtype.itemsize
+        )
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The projection of rows x [M, in_features] (CPU, the activation dtype, unit stride along a

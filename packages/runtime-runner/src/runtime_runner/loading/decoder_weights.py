@@ -1,5 +1,6 @@
 """A Llama-family decoder's weights, read as the entry class's loader decisions say, each
-projection group concatenated: one QKV and one gate/up matrix per layer. A matrix (a projection,
+projection group concatenated: one QKV and one gate/up matrix per layer (or, where a group's
+matrices differ in kind, the runs of one kind stacked: weight_matrix.StackedRows). A matrix (a projection,
 the embedding, the LM head) is dense or kept quantized, as the reader hands it (weight_matrix);
 norms and biases are always dense. A decoder keeps its weights `released()`: each projection matrix
 lives on only in the projection packed from it.
@@ -22,7 +23,7 @@ from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_layout import layout_tensors
 from runtime_runner.loading.loader_hooks import LoaderDecisions
 from runtime_runner.loading.tensor_names import EMBED, FINAL_NORM, LM_HEAD, layer_prefix
-from runtime_runner.loading.weight_matrix import HeldMatrix, KernelOwned, Matrix, cat_rows
+from runtime_runner.loading.weight_matrix import HeldGroup, HeldMatrix, KernelOwned, Matrix, RowGroup, cat_rows
 from runtime_runner.loading.weight_reader import WeightReader
 
 NOTHING_IN_HAND: Mapping[str, torch.Tensor] = MappingProxyType({})
@@ -33,14 +34,14 @@ class LayerWeights:
     """One decoder layer."""
 
     input_norm: torch.Tensor
-    qkv: HeldMatrix
+    qkv: HeldGroup
     qkv_bias: torch.Tensor | None
     q_norm: torch.Tensor | None
     k_norm: torch.Tensor | None
     o_proj: HeldMatrix
     o_bias: torch.Tensor | None
     post_norm: torch.Tensor
-    gate_up: HeldMatrix
+    gate_up: HeldGroup
     gate_up_bias: torch.Tensor | None
     down: HeldMatrix
     down_bias: torch.Tensor | None
@@ -75,7 +76,7 @@ class DecoderWeights:
         )
 
 
-def _released(matrix: HeldMatrix) -> HeldMatrix:
+def _released(matrix: HeldGroup) -> KernelOwned:
     return matrix if isinstance(matrix, KernelOwned) else KernelOwned.of(matrix)
 
 
@@ -134,8 +135,8 @@ def load_decoder_weights(
     def cat(*names: str) -> torch.Tensor:
         return torch.cat([read(name) for name in names])
 
-    def cat_matrices(*names: str) -> Matrix:
-        return cat_rows([matrix(name) for name in names], names)
+    def cat_matrices(*names: str) -> RowGroup:
+        return cat_rows([matrix(name) for name in names])
 
     layers = []
     for i in range(cfg.num_layers):

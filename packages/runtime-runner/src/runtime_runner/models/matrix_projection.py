@@ -1,10 +1,12 @@
 """The projection and the embedding lookup of a weight matrix, whatever its kind: a dense matrix runs
 the batch-invariant linear (or oneDNN's packed one when batch invariance is off), a quantized one
 the quantized kernel, which is batch-invariant in either mode and keeps no dense copy; and the
-projection of a group of matrices concatenated by rows (q|k|v, gate|up), fused or one per part."""
+projection of a group of matrices concatenated by rows (q|k|v, gate|up), fused (one matmul, or
+one per run of one kind where the matrices differ in kind) or one per part."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -12,11 +14,13 @@ import torch
 import torch.nn.functional as F
 
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
+from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
 from runtime_runner.kernels.packed_linear import PackedLinear
+from runtime_runner.kernels.projection_stack import ProjectionStack
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_linear import QuantizedLinear
 from runtime_runner.kernels.quantized_tensor import QuantizedTensor
-from runtime_runner.loading.weight_matrix import Matrix, split_rows
+from runtime_runner.loading.weight_matrix import Matrix, RowGroup, StackedRows, split_rows
 
 # rows [T, in] -> rows [T, out]: a PackedLinear, an InvariantLinear, a QuantizedLinear, or a group of them
 Projection = Callable[[torch.Tensor], torch.Tensor]
@@ -62,7 +66,8 @@ def embedding_of(table: Matrix, tied_head: Projection | None, activation_dtype: 
 
 @dataclass(frozen=True)
 class ConcatProjection:
-    """An unfused group: one projection per checkpoint matrix, their outputs side by side."""
+    """A group run one matmul per part (an unfused group, or the runs of a group of several
+    kinds), their outputs side by side."""
 
     parts: tuple[Projection, ...]
 
@@ -70,13 +75,31 @@ class ConcatProjection:
         """The group's output rows [T, sum of the parts' out]."""
         return torch.cat([part(x) for part in self.parts], dim=-1)
 
+    @functools.cached_property
+    def _stack(self) -> ProjectionStack | None:
+        entries: list[NativeProjectionEntry] = []
+        for part in self.parts:
+            entry = part.native if isinstance(part, NativeProjection) else None
+            if entry is None:
+                return None
+            entries.append(entry)
+        return ProjectionStack.of(entries)
+
+    @property
+    def native(self) -> NativeProjectionEntry | None:
+        """The parts' C entries run as one (the same kernels and a copy: the bits `__call__`
+        gives), None where a part has none (oneDNN's packed linear)."""
+        return None if self._stack is None else self._stack.native
+
 
 def group_projection(
-    linear: LinearOf, weight: Matrix, bias: torch.Tensor | None, rows: Sequence[int], fused: bool
+    linear: LinearOf, weight: RowGroup, bias: torch.Tensor | None, rows: Sequence[int], fused: bool
 ) -> Projection:
     """The projection of a concatenated group (`rows` output rows per checkpoint matrix): one matmul
-    over the whole matrix when fused, else one per part over its rows."""
-    if fused:
+    over the whole matrix when fused (one per run of StackedRows), else one per part over its rows."""
+    if fused and not isinstance(weight, StackedRows):
         return linear(weight, bias)
-    biases: Sequence[torch.Tensor | None] = [None] * len(rows) if bias is None else torch.split(bias, list(rows))
-    return ConcatProjection(tuple(linear(w, b) for w, b in zip(split_rows(weight, rows), biases, strict=True)))
+    blocks = weight.runs if isinstance(weight, StackedRows) and fused else split_rows(weight, rows)
+    widths = [int(block.shape[0]) for block in blocks]
+    biases: Sequence[torch.Tensor | None] = [None] * len(blocks) if bias is None else torch.split(bias, widths)
+    return ConcatProjection(tuple(linear(w, b) for w, b in zip(blocks, biases, strict=True)))

@@ -19,6 +19,7 @@ from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.loading.quantization_support import quantized_weights_refusal_of, serves_quantized
 from runtime_runner.models.architectures import draft_class_for, model_class_for
 from runtime_runner.models.decoder import DecoderForCausalLM, TargetDecoder
+from runtime_runner.models.gguf_fit import refuse_misfit_gguf
 from runtime_runner.models.hybrid.decoder import HybridDecoder
 from runtime_runner.models.hybrid.drafts import HybridDraftDecoder
 from runtime_runner.parallel.tensor_parallel import TensorParallel, runner_tensor_parallel
@@ -111,11 +112,15 @@ def load_target(
     tensor_parallel: TensorParallel | None = None,
 ) -> DecoderForCausalLM | HybridDecoder:
     """The entry class of `cfg` loaded from `model_dir` (a Hugging Face directory or a GGUF file);
-    UnsupportedConfigError where quantized weights cannot run (quantization_support). With
+    UnsupportedConfigError where quantized weights cannot run (quantization_support), CheckpointError
+    for a GGUF file that holds other tensors than the entry class reads (gguf_fit). With
     `tensor_parallel` (a Llama-family decoder only), this rank's slices of it."""
-    reason = quantized_weights_refusal_of(model, exec, device.type, gguf_file_of(model_dir), lambda: cfg)
+    gguf = gguf_file_of(model_dir)
+    reason = quantized_weights_refusal_of(model, exec, device.type, gguf, lambda: cfg)
     if reason is not None:
         raise UnsupportedConfigError(reason)
+    if gguf is not None:
+        refuse_misfit_gguf(gguf, cfg)
     entry = model_class_for(cfg.architecture)
     if issubclass(entry, TargetDecoder):
         return entry.load(

@@ -27,6 +27,7 @@ HANDLERS: tuple[Handler, ...] = (
     this_build.draft_attention_runs_here,
     model.default_model,
     model.quantized_weights_run_here,
+    model.gguf_fits_its_decoder,
     model.tokenizer_path,
     model.served_model_name,
     model.context_length,

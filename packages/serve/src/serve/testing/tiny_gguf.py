@@ -4,8 +4,9 @@ its reference: the same weights de-quantized, saved as a Hugging Face checkpoint
 The tensor names come from gguf-py's own name map (llama.cpp's), not from the runner's, and a Llama
 model's Q and K rows are interleaved per head as the converter does for its rotary layout, so a
 reader that mis-maps or fails to undo the interleave reads other weights than the reference holds.
-Matrices are quantized (serve.testing.gguf_quantizer) to one GGUF type or a mix named per tensor,
-K-quants where a row is not whole super-blocks substituted as llama-quantize does; norms stay F32.
+Matrices are quantized (serve.testing.gguf_quantizer) to one GGUF type or a mix named per tensor
+(llama-quantize's Q4_K_M choices: serve.testing.llama_quantize_mix), K-quants where a row is not
+whole super-blocks substituted as llama-quantize does; norms stay F32.
 
 Quantizing works on blocks along a row, so interleaving rows commutes with it: the reference is each
 matrix quantized and de-quantized in Hugging Face's row order.
@@ -22,7 +23,7 @@ from typing import Any
 import gguf
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from serve.testing.gguf_quantizer import QUANTIZED_TYPES, SUPER, quantize_rows
 
@@ -39,7 +40,8 @@ GGUF_TYPES = {
     )
 }
 # llama-quantize's substitute for a K-quant where a row is not whole 256-value super-blocks (a
-# Q4_K_M file of 576-wide rows is mostly Q5_0 and Q8_0 for it).
+# Q4_K_M file of 576-wide rows is mostly Q5_0 and Q8_0 for it), F16 where the row is not whole
+# blocks of the substitute either. (Its newest sources substitute Q4_0 for Q2_K and Q3_K.)
 K_QUANT_SUBSTITUTES = MappingProxyType(
     {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL"}
 )
@@ -66,10 +68,12 @@ def _stored(values: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:
 
 def stored_type(name: str, row_length: int) -> str:
     """The type a matrix asked for as `name` (a GGUF_TYPES name) is stored in: itself, or for a K-quant
-    whose rows of `row_length` are not whole super-blocks, llama-quantize's substitute."""
-    if name in K_QUANT_SUBSTITUTES and row_length % SUPER:
-        return K_QUANT_SUBSTITUTES[name]
-    return name
+    whose rows of `row_length` are not whole super-blocks, llama-quantize's substitute (F16 where
+    they are not whole blocks of the substitute either)."""
+    if name not in K_QUANT_SUBSTITUTES or row_length % SUPER == 0:
+        return name
+    substitute = K_QUANT_SUBSTITUTES[name]
+    return substitute if row_length % GGML_QUANT_SIZES[GGUF_TYPES[substitute]][0] == 0 else "F16"
 
 
 def _read_back(stored: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from runtime_runner.errors import CheckpointError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_layout import WeightLayout, layout_tensors
-from runtime_runner.loading.gguf.file import GgufFile
+from runtime_runner.loading.gguf.file import BLOCK_TYPES, GgufFile
 from runtime_runner.loading.gguf.names import gguf_name_of
 from runtime_runner.loading.tensor_names import layer_prefix
 
@@ -28,7 +28,8 @@ def _stated(cfg: ArchConfig) -> str:
 
 def refuse_disagreeing_tensors(file: GgufFile, cfg: ArchConfig) -> None:
     """CheckpointError unless the file holds exactly the tensors `cfg` (its own metadata) implies,
-    each of the implied shape, its tokenizer's tokens fit in the vocabulary and its EOS is a token."""
+    each of the implied shape (a vector in F32, F16 or BF16), its tokenizer's tokens fit in the
+    vocabulary and its EOS is a token."""
     held = file.tensors
     layer0 = layer_prefix(0)
     layout = WeightLayout(
@@ -50,6 +51,11 @@ def refuse_disagreeing_tensors(file: GgufFile, cfg: ArchConfig) -> None:
             raise CheckpointError(
                 f"{name}: tensor {tensor.name} has shape {list(tensor.shape)}, but its metadata ({_stated(cfg)}) "
                 f"implies {list(shape)}; the header or the tensor table is wrong"
+            )
+        if len(shape) == 1 and tensor.tensor_type in BLOCK_TYPES:
+            raise CheckpointError(
+                f"{name}: tensor {tensor.name} is {tensor.tensor_type.name}, a block type the kernels serve for "
+                "matrices, but it is a vector (a norm or a bias); accepted: F32, F16 or BF16 for it"
             )
     missing = [hf_name for hf_name in expected if hf_name not in held]
     if missing:

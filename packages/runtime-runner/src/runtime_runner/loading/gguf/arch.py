@@ -36,8 +36,8 @@ def architecture_of(file: GgufFile) -> str:
 
 def gguf_arch_config(file: GgufFile) -> ArchConfig:
     """ArchConfig of the file's `{arch}.*` metadata; tied embeddings when it holds no output.weight,
-    EOS from tokenizer.ggml.eos_token_id; a rope scaling or a partial rotary is refused, and a
-    count or size of the wrong type or below 1 is refused naming its key."""
+    EOS from tokenizer.ggml.eos_token_id; a rope scaling, a partial rotary or an odd head size is
+    refused, and a count or size of the wrong type or below 1 is refused naming its key."""
     architecture = architecture_of(file)
     hidden, heads = file.integer("{arch}.embedding_length"), file.integer("{arch}.attention.head_count")
     kv_heads = file.optional_integer("{arch}.attention.head_count_kv") or heads
@@ -53,6 +53,11 @@ def gguf_arch_config(file: GgufFile) -> ArchConfig:
             "the file states no attention.key_length; accepted: a whole head size, or the key_length stated"
         )
     head_dim = key_length or hidden // heads
+    if head_dim % 2:
+        raise CheckpointError(
+            f"{file.path.name}: a head of {head_dim} features (attention.key_length, else embedding_length / "
+            "head_count) does not split into the rotary pairs the decoder turns; accepted: an even head size"
+        )
     rotary = file.optional_integer("{arch}.rope.dimension_count")
     if rotary is not None and rotary != head_dim:
         raise UnsupportedConfigError(

@@ -11,6 +11,7 @@ from runtime_runner import device_of, ensure_default_model
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_file_of
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
+from runtime_runner.models.gguf_fit import refuse_misfit_gguf
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.parallel_rules import tensor_parallel_fits_model
 from serve.record.errors import ResolutionError
@@ -47,6 +48,19 @@ def quantized_weights_run_here(res: Resolution) -> None:
     # tensor of a type not served) is refused here.
     _ = res.model
     res.check(QUANTIZED_WEIGHTS_RUN_HERE)
+
+
+def gguf_fits_its_decoder(res: Resolution) -> None:
+    """A GGUF file holds exactly the tensors its entry class reads (Qwen2 always reads q/k/v biases,
+    Qwen3 q/k norms): one the decoder would lack, or one it would never read, is refused here rather
+    than in a loading child process (runtime_runner.models.gguf_fit)."""
+    gguf = _gguf_file(res)
+    if gguf is None:
+        return
+    try:
+        refuse_misfit_gguf(gguf, res.model)
+    except CheckpointError as err:
+        raise ResolutionError(f"model_path {gguf}: {err}") from None
 
 
 def tokenizer_path(res: Resolution) -> None:
