@@ -40,7 +40,7 @@ from runtime_runner.loading.weight_matrix import KernelOwned, kind_of
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 from serve.testing.llama_quantize_mix import q4_k_m_types
-from serve.testing.tiny_gguf import write_tiny_gguf
+from serve.testing.tiny_gguf import rewritten_gguf, write_tiny_gguf
 
 TINY: dict[str, Any] = dict(
     vocab_size=128,
@@ -240,26 +240,6 @@ def test_a_quantized_matrix_is_held_once_and_a_tied_head_is_the_embedding(
     assert isinstance(embedding, QuantizedEmbedding) and embedding.table is model.head_projection
 
 
-def _with_tensor(source: Path, target: Path, name: str, values: np.ndarray, kind: gguf.GGMLQuantizationType) -> Path:
-    """A copy of the GGUF file `source` with one more tensor."""
-    reader = gguf.GGUFReader(source)
-    writer = gguf.GGUFWriter(target, str(reader.get_field("general.architecture").contents()))
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        writer.add_key_value(
-            field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None
-        )
-    for tensor in reader.tensors:
-        writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
-    writer.add_tensor(name, values, raw_dtype=kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return target
-
-
 def test_a_tensor_of_a_type_not_served_is_refused_naming_it(tmp_path: Path, runner_of: Build) -> None:
     """Reverse-verified (with Q5_0, before it was served): without the type check in GgufFile the
     embedding was read as if it were dense, and the load failed with a RuntimeError naming no
@@ -357,12 +337,10 @@ def test_a_tensor_without_a_place_is_refused_naming_it(
     """llama.cpp writes Llama 3's rope scaling as a rope_freqs tensor, which this decoder would ignore.
 
     Reverse-verified: with GgufFile skipping a tensor it has no name for, the file loaded."""
-    gguf_file = _with_tensor(
+    gguf_file = rewritten_gguf(
         written["llama-q8_0"][0],
         tmp_path / "rope.gguf",
-        "rope_freqs.weight",
-        np.ones(8, dtype=np.float32),
-        gguf.GGMLQuantizationType.F32,
+        extra=[("rope_freqs.weight", np.ones(8, dtype=np.float32), gguf.GGMLQuantizationType.F32)],
     )
     with pytest.raises(
         UnsupportedConfigError,
@@ -379,10 +357,12 @@ def test_a_tensor_its_decoder_never_reads_is_refused_at_load(
     runner served the file without its biases."""
     source = written["qwen2-tied-q4_0"][0]
     bias = np.ones(64, dtype=np.float32)
-    with_one = _with_tensor(
-        source, tmp_path / "one.gguf", "blk.0.attn_output.bias", bias, gguf.GGMLQuantizationType.F32
+    with_one = rewritten_gguf(
+        source, tmp_path / "one.gguf", extra=[("blk.0.attn_output.bias", bias, gguf.GGMLQuantizationType.F32)]
     )
-    both = _with_tensor(with_one, tmp_path / "both.gguf", "blk.1.attn_output.bias", bias, gguf.GGMLQuantizationType.F32)
+    both = rewritten_gguf(
+        with_one, tmp_path / "both.gguf", extra=[("blk.1.attn_output.bias", bias, gguf.GGMLQuantizationType.F32)]
+    )
     with pytest.raises(
         CheckpointError,
         match=r"both\.gguf: tensor blk\.0\.attn_output\.bias \(and 1 more\) has no place in Qwen2ForCausalLM",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from serve.main import main
 from serve.record import ServerArgs, project, resolve
 from serve.testing.llama_quantize_mix import q4_k_m_types
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
-from serve.testing.tiny_gguf import write_tiny_gguf
+from serve.testing.tiny_gguf import rewritten_gguf, write_tiny_gguf
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 
@@ -225,45 +225,20 @@ def test_a_refused_override_changes_nothing(leaves: dict[str, Any], model_cache:
     assert config_bags.overrides_log() == []
 
 
-def _rewritten(
-    source: Path,
-    target: Path,
-    drop: Callable[[str], bool],
-    extra: Sequence[tuple[str, np.ndarray, GGMLQuantizationType]],
-) -> Path:
-    """A copy of the GGUF file `source` without the tensors `drop` names and with `extra` (name, values, type) added."""
-    reader = gguf.GGUFReader(source)
-    writer = gguf.GGUFWriter(target, str(reader.get_field("general.architecture").contents()))
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        writer.add_key_value(
-            field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None
-        )
-    for tensor in reader.tensors:
-        if not drop(tensor.name):
-            writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
-    for name, values, kind in extra:
-        writer.add_tensor(name, values, raw_dtype=kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return target
-
-
 # (id, the transformers model, the file's change, what the one line must name)
 MISFITS: list[tuple[str, tuple[str, dict[str, Any]], Callable[[Path, Path], Path], list[str]]] = [
     (
         "qwen2 without its q/k/v biases",
         ("Qwen2ForCausalLM", {}),
-        lambda source, target: _rewritten(source, target, lambda name: ".attn_" in name and name.endswith(".bias"), []),
+        lambda source, target: rewritten_gguf(
+            source, target, lambda name: ".attn_" in name and name.endswith(".bias"), []
+        ),
         ["lacks tensor blk.0.attn_q.bias (and 5 more), which Qwen2ForCausalLM reads"],
     ),
     (
         "qwen2 with an o bias",
         ("Qwen2ForCausalLM", {}),
-        lambda source, target: _rewritten(
+        lambda source, target: rewritten_gguf(
             source,
             target,
             lambda name: False,
@@ -274,7 +249,7 @@ MISFITS: list[tuple[str, tuple[str, dict[str, Any]], Callable[[Path, Path], Path
     (
         "a Q8_0 norm",
         ("LlamaForCausalLM", {}),
-        lambda source, target: _rewritten(
+        lambda source, target: rewritten_gguf(
             source,
             target,
             lambda name: name == "blk.0.attn_norm.weight",

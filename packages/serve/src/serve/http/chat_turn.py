@@ -22,7 +22,6 @@ from config_bags import get_serving
 from runtime_scheduler import OutputConstraint
 from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
 from serve.grammar.constraint_check import constraint_refusal
-from serve.grammar.xgrammar_engine import grammar_of
 from serve.http.errors import bad_request
 from serve.http.protocol import ChatCompletionRequest
 from serve.http.tool_fields import NamedToolChoice
@@ -82,12 +81,11 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
         )
     functions = [(tool.function.name, tool.function.parameters_schema()) for tool in tools]
     constraint = required_constraint(functions, one)
-    try:
-        grammar_of(constraint)
-    except ValueError as err:
+    refusal = await asyncio.to_thread(constraint_refusal, constraint)
+    if refusal is not None:
         raise bad_request(
-            f"tools: the functions' schemas do not compile together as one choice of calls: {err}", param="tools"
-        ) from None
+            f"tools: the functions' schemas do not compile together as one choice of calls: {refusal}", param="tools"
+        )
     return TurnPlan(TurnReading(calls=RequiredCalls(names), first_call_only=one), constraint)
 
 

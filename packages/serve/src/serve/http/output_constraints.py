@@ -14,6 +14,7 @@ from typing import Any
 
 from config_bags import get_serving
 from runtime_scheduler import OutputConstraint
+from runtime_scheduler.request import ConstraintKind
 from serve.grammar.constraint_check import constraint_refusal
 from serve.http.errors import bad_request
 from serve.http.protocol import OpenAIRequest, SamplingFields
@@ -116,10 +117,10 @@ def _schema_constraint(schema: dict[str, Any] | str | bool, param: str) -> Outpu
     return OutputConstraint(kind="json_schema", text=json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
 
 
-def _text_constraint(kind: str, text: str, param: str) -> OutputConstraint:
+def _text_constraint(kind: ConstraintKind, text: str, param: str) -> OutputConstraint:
     if not text:
         raise bad_request(f"{param}: empty; send a non-empty {kind}", param=param)
-    return OutputConstraint(kind="regex" if kind == "regex" else "ebnf", text=text)
+    return OutputConstraint(kind=kind, text=text)
 
 
 def _choice_constraint(choices: list[str], param: str) -> OutputConstraint:

@@ -15,7 +15,7 @@ matrix quantized and de-quantized in Hugging Face's row order.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -137,3 +137,34 @@ def write_tiny_gguf(
     dequantized.load_state_dict(reference, strict=not config.tie_word_embeddings)
     dequantized.save_pretrained(folder / "reference")
     return path, folder / "reference"
+
+
+def rewritten_gguf(
+    source: Path,
+    target: Path,
+    drop: Callable[[str], bool] = lambda _name: False,
+    extra: Sequence[tuple[str, np.ndarray, GGMLQuantizationType]] = (),
+) -> Path:
+    """A copy of the GGUF file `source` at `target`, its metadata as it is, without the tensors
+    `drop` names and with `extra` (name, values, type) added: a file that disagrees with itself
+    in one chosen way, for the refusal tests."""
+    reader = gguf.GGUFReader(source)
+    architecture = reader.get_field("general.architecture")
+    assert architecture is not None, f"{source} names no general.architecture"
+    writer = gguf.GGUFWriter(target, str(architecture.contents()))
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        writer.add_key_value(
+            field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None
+        )
+    for tensor in reader.tensors:
+        if not drop(tensor.name):
+            writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
+    for name, values, kind in extra:
+        writer.add_tensor(name, values, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
