@@ -4,13 +4,17 @@ of the default model and on its shipped Q4_1 GGUF) and transformers `generate`, 
     uv run python tools/bench_peer.py                     # build what is missing, then the default run
     uv run python tools/bench_peer.py --engines ours llama-bf16 --concurrency 1 32 --repeat 5
     uv run python tools/bench_peer.py --ours 'q4=--model-path /path/SmolLM2-135M-Instruct.Q4_1.gguf'
+    uv run python tools/bench_peer.py --engines ours-q4km llama-q4km --ours 'q4km=--model-path F.gguf' \
+        --llama q4km=F.gguf --floor q4km=F.gguf          # any GGUF file, on both servers
 
 Engines: `ours` (`serve` on the default model with its default flags, started from this venv as
 `python -m serve.main`, which is what `uv run serve` runs), `ours-NAME` for each `--ours
 NAME=FLAGS` (another configuration of our server), `llama-bf16` and `llama-q4_1` (llama-server
-with as many threads as ours, 32 slots sharing a unified 32k-token KV cache, continuous batching;
-built once per machine by tools/llama_cpp_peer.py, which the first run does: 10 minutes or more on
-2 cores), and `transformers` (`generate` in this process, bf16, static batches of the concurrency).
+on those files of the default model), `llama-NAME` for each `--llama NAME=FILE` (llama-server on
+any GGUF file), and `transformers` (`generate` in this process, bf16, static batches of the
+concurrency). Every llama-server runs with as many threads as ours, 32 slots sharing a unified
+32k-token KV cache and continuous batching; it is built once per machine by
+tools/llama_cpp_peer.py, which the first run does (10 minutes or more on 2 cores).
 The bf16 GGUF holds the very weights our server and transformers serve: each is the shipped Q4_1
 file de-quantized and rounded to bf16.
 
@@ -28,7 +32,8 @@ Figures per engine and level: output tok/s (all output tokens / wall time from t
 the last token), TTFT p50 and p90 over the level's requests, and at C = 1 the batch-1 decode rate
 (tokens after the first / time from the first token to the last). After the rounds, with every
 engine stopped, it measures the weight-read floor of the default model's bf16 and Q4_1 weights as
-our runner holds them (tools/weight_read_floor.py), to set the batch-1 rates against.
+our runner holds them (tools/weight_read_floor.py), to set the batch-1 rates against; each `--floor
+NAME=MODEL` names another model to measure instead (a directory or a GGUF file).
 
 Rounds: --repeat rounds, each running every engine (in the same order) at every level; an engine
 is started for its turn and stopped after it, so it runs alone on the machine. The table gives the
@@ -340,7 +345,12 @@ class TransformersEngine:
 
 
 def build_engines(
-    names: list[str], ours: dict[str, list[str]], settings: Settings, threads_given: bool
+    names: list[str],
+    ours: dict[str, list[str]],
+    llama: dict[str, Path],
+    settings: Settings,
+    threads_given: bool,
+    transformers_model: Path | None,
 ) -> list[Engine]:
     """The engines named, in that order, with what each needs built or converted first."""
     from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
@@ -355,13 +365,15 @@ def build_engines(
             build = llama_cpp_peer.ensure_llama_server()
             gguf = bundled_gguf() if LLAMA_FILES[name] == "q4_1" else llama_cpp_peer.ensure_bf16_gguf(bundled_gguf())
             engines.append(LlamaEngine(name, build, gguf, settings))
+        elif name in llama:
+            engines.append(LlamaEngine(name, llama_cpp_peer.ensure_llama_server(), llama[name], settings))
         elif name == "transformers":
-            engines.append(TransformersEngine(model_dir, settings))
+            engines.append(TransformersEngine(transformers_model or model_dir, settings))
         else:
-            known = ["ours", *ours, *LLAMA_FILES, "transformers"]
+            known = ["ours", *ours, *LLAMA_FILES, *llama, "transformers"]
             raise SystemExit(
                 f"bench_peer: unknown engine {name!r} (known: {', '.join(known)}; ours-NAME comes with --ours "
-                "NAME=FLAGS)"
+                "NAME=FLAGS, llama-NAME with --llama NAME=FILE)"
             )
     return engines
 
@@ -392,10 +404,11 @@ def run_rounds(engines: list[Engine], levels: list[int], settings: Settings, rep
     return results
 
 
-def weight_read_floors(threads: int) -> dict[str, float]:
-    """The batch-1 weight-read floor (tools/weight_read_floor.py) of the default model as our server
-    holds it from its bf16 conversion and from its bundled Q4_1 GGUF, with `threads` threads: the
-    rate a decode step would reach if it only read its weights, to set the batch-1 rates against."""
+def weight_read_floors(threads: int, models: dict[str, Path]) -> dict[str, float]:
+    """The batch-1 weight-read floor (tools/weight_read_floor.py) of each model as our server holds
+    it (by default the default model from its bf16 conversion and from its bundled Q4_1 GGUF), with
+    `threads` threads: the rate a decode step would reach if it only read its weights, to set the
+    batch-1 rates against."""
     from weight_read_floor import weight_read_floor
 
     from attn_backends import build_attention_pair
@@ -404,7 +417,7 @@ def weight_read_floors(threads: int) -> dict[str, float]:
     from runtime_runner.runner import ModelRunner
 
     floors = {}
-    for name, path in (("bf16", ensure_default_model()), ("q4_1", bundled_gguf())):
+    for name, path in (models or {"bf16": ensure_default_model(), "q4_1": bundled_gguf()}).items():
         publish(
             Bags(
                 model=ModelBag(model_path=str(path)),
@@ -526,14 +539,30 @@ def versions(engines: list[Engine]) -> list[str]:
     return lines
 
 
+def parse_named(option: str, values: list[str]) -> dict[str, str]:
+    """`--option NAME=VALUE` values as NAME -> VALUE."""
+    named: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
+            raise SystemExit(
+                f"bench_peer: {option} expects NAME=VALUE (NAME of letters, digits, - and _), got {value!r}"
+            )
+        named[name] = rest
+    return named
+
+
 def parse_ours(values: list[str]) -> dict[str, list[str]]:
     """`--ours NAME=FLAGS` values as engine name `ours-NAME` -> its flags (shell-split)."""
-    named: dict[str, list[str]] = {}
-    for value in values:
-        name, sep, flags = value.partition("=")
-        if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
-            raise SystemExit(f"bench_peer: --ours expects NAME=FLAGS (NAME of letters, digits, - and _), got {value!r}")
-        named[f"ours-{name}"] = shlex.split(flags)
+    return {f"ours-{name}": shlex.split(flags) for name, flags in parse_named("--ours", values).items()}
+
+
+def parse_llama(values: list[str]) -> dict[str, Path]:
+    """`--llama NAME=FILE` values as engine name `llama-NAME` -> the GGUF file."""
+    named = {f"llama-{name}": Path(file) for name, file in parse_named("--llama", values).items()}
+    for name, file in named.items():
+        if not file.is_file():
+            raise SystemExit(f"bench_peer: {name}: no GGUF file at {file}")
     return named
 
 
@@ -553,6 +582,23 @@ def main() -> None:
         help=(
             "another configuration of our server, engine ours-NAME, e.g. 'q4=--model-path /path/file.gguf' (repeatable)"
         ),
+    )
+    p.add_argument(
+        "--llama",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="llama-server on another GGUF file, engine llama-NAME (repeatable)",
+    )
+    p.add_argument(
+        "--floor",
+        action="append",
+        default=[],
+        metavar="NAME=MODEL",
+        help="a model (directory or GGUF file) whose weight-read floor to measure, instead of the default model's",
+    )
+    p.add_argument(
+        "--transformers-model", type=Path, help="the checkpoint transformers runs (default: the default model)"
     )
     p.add_argument(
         "--concurrency", type=int, nargs="+", default=[1, 4, 16, 32], help="concurrency levels (default 1 4 16 32)"
@@ -581,7 +627,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     ours = parse_ours(args.ours)
-    names = args.engines or ["ours", *ours, *LLAMA_FILES, "transformers"]
+    llama = parse_llama(args.llama)
+    floor_models = {name: Path(model) for name, model in parse_named("--floor", args.floor).items()}
+    names = args.engines or ["ours", *ours, *LLAMA_FILES, *llama, "transformers"]
     settings = Settings(
         prompt_len=args.prompt_len,
         output_len=args.output_len,
@@ -591,7 +639,9 @@ def main() -> None:
         seed=args.seed,
     )
     levels = sorted(set(args.concurrency))
-    engines = build_engines(names, ours, settings, threads_given=args.threads is not None)
+    engines = build_engines(
+        names, ours, llama, settings, threads_given=args.threads is not None, transformers_model=args.transformers_model
+    )
 
     command = "uv run python tools/bench_peer.py" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
     header = [
@@ -612,7 +662,7 @@ def main() -> None:
     started = time.monotonic()
     results = run_rounds(engines, levels, settings, args.repeat)
     elapsed = time.monotonic() - started
-    floors = weight_read_floors(settings.threads)
+    floors = weight_read_floors(settings.threads, floor_models)
     floor_line = "weight-read floor at batch 1, measured after the rounds: " + ", ".join(
         f"{name} weights {rate:.1f} tok/s" for name, rate in floors.items()
     )

@@ -4,11 +4,13 @@ GGUF of the bundled model beside it, and the server launched and stopped as a su
     uv run python tools/llama_cpp_peer.py      # build and convert what is missing, then check both files
 
 The source is the llama.cpp tree vendored in the `llama-cpp-python` sdist from PyPI (a pinned
-version, `LLAMA_CPP_PYTHON_VERSION`); only the `llama-server` target is built, statically linked
+version, `LLAMA_CPP_PYTHON_VERSION`); only the `llama-server` and `llama-quantize` targets are built, statically linked
 so that the binary alone is kept. Everything lives under $XDG_CACHE_HOME/serve-bench (else
 ~/.cache/serve-bench):
 
     llama-cpp-python-<version>/bin/llama-server    the binary, built for this CPU (GGML_NATIVE)
+    llama-cpp-python-<version>/bin/llama-quantize  its quantizer, from the same build
+    llama-cpp-python-<version>/convert/            convert_hf_to_gguf.py and its own gguf-py
     llama-cpp-python-<version>/build.json          version, llama.cpp commit, cmake flags, build time
     llama-cpp-python-<version>/build.log           what cmake printed
     gguf/<name>.bf16-<sha of the source>.gguf      the bf16 GGUF made from a quantized one
@@ -93,12 +95,26 @@ class PeerBuild:
     build_seconds: float
     built_at: str
 
+    @property
+    def quantizer(self) -> Path:
+        """llama-quantize from the same build."""
+        return self.binary.parent / "llama-quantize"
+
+    @property
+    def converter(self) -> Path:
+        """llama.cpp's convert_hf_to_gguf.py from the same source (it imports its own gguf-py)."""
+        return self.binary.parent.parent / "convert" / "convert_hf_to_gguf.py"
+
     def describe(self) -> str:
         """One line for a report: which llama.cpp this is."""
         return (
             f"llama.cpp {self.llama_cpp_commit} (vendored in llama-cpp-python {self.llama_cpp_python}), "
             f"llama-server built here with {' '.join(self.cmake_flags)}"
         )
+
+
+# llama-server is the peer; llama-quantize writes the K-quant files people download.
+BUILT_TARGETS = ("llama-server", "llama-quantize")
 
 
 def peer_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
@@ -115,7 +131,9 @@ def load_build(version: str = LLAMA_CPP_PYTHON_VERSION) -> PeerBuild | None:
     build = PeerBuild(
         **{**fields, "binary": peer_dir(version) / fields["binary"], "cmake_flags": tuple(fields["cmake_flags"])}
     )
-    return build if os.access(build.binary, os.X_OK) else None
+    # A build from before llama-quantize was kept has no second binary: build again.
+    complete = all(os.access(build.binary.parent / target, os.X_OK) for target in BUILT_TARGETS)
+    return build if complete else None
 
 
 def ensure_llama_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = None) -> PeerBuild:
@@ -160,9 +178,14 @@ def _build(version: str, jobs: int) -> PeerBuild:
             ],
             log,
         )
-        _run_logged(["cmake", "--build", str(llama_dir / "build"), "--target", "llama-server", "-j", str(jobs)], log)
+        _run_logged(
+            ["cmake", "--build", str(llama_dir / "build"), "--target", *BUILT_TARGETS, "-j", str(jobs)],
+            log,
+        )
         seconds = time.monotonic() - started
-        shutil.copy2(llama_dir / "build" / "bin" / "llama-server", out / "bin" / "llama-server")
+        for target in BUILT_TARGETS:
+            shutil.copy2(llama_dir / "build" / "bin" / target, out / "bin" / target)
+        copy_converter(llama_dir, out / "convert")
         record = PeerBuild(
             binary=Path("bin/llama-server"),
             llama_cpp_python=version,
@@ -184,6 +207,15 @@ def _build(version: str, jobs: int) -> PeerBuild:
     if built is None:
         raise RuntimeError(f"the build of llama-server left no usable binary in {peer_dir(version)}")
     return built
+
+
+def copy_converter(llama_dir: Path, target: Path) -> None:
+    """Keep the converter with the binaries: convert_hf_to_gguf.py, its `conversion` package and its
+    own gguf-py are what llama.cpp's users turn a safetensors checkpoint into a GGUF with."""
+    target.mkdir()
+    shutil.copy2(llama_dir / "convert_hf_to_gguf.py", target / "convert_hf_to_gguf.py")
+    for package in ("conversion", "gguf-py"):
+        shutil.copytree(llama_dir / package, target / package)
 
 
 def _pip() -> list[str]:
@@ -238,12 +270,12 @@ def vendored_commit(source: Path, version: str) -> str:
     return found.group(1) if found else "unknown"
 
 
-def _run_logged(command: list[str], log: Path) -> None:
+def _run_logged(command: list[str], log: Path, env: dict[str, str] | None = None) -> None:
     """Run `command` appending its output to `log`; on failure raise with the log's tail."""
     with open(log, "ab") as out:
         out.write(f"$ {' '.join(command)}\n".encode())
         out.flush()
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False, env=env)
     if done.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         raise RuntimeError(f"{command[0]} failed with code {done.returncode}:\n{tail}")
@@ -324,6 +356,64 @@ def write_bf16_gguf(source: Path, target: Path) -> None:
 
 
 # --- running it -------------------------------------------------------------------------------
+
+
+# --- files written by llama.cpp's own tools ---------------------------------------------------
+
+
+def quantized_gguf_path(source: Path, kind: str) -> Path:
+    """Where `source` quantized to `kind` is cached: beside it, named for both."""
+    return source.with_name(f"{source.name.removesuffix('.gguf')}.{kind}.gguf")
+
+
+def ensure_quantized_gguf(source: Path, kind: str, threads: int | None = None) -> Path:
+    """`source` (a bf16 GGUF) as llama-quantize writes it for `kind` (its name for a type or mix:
+    Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0, ...), written beside it on first use (seconds to a minute)."""
+    target = quantized_gguf_path(source, kind)
+    if target.is_file():
+        return target
+    build = ensure_llama_server()
+    with _locked("gguf"):
+        if not target.is_file():
+            scratch = target.with_name(f".{target.name}.{os.getpid()}")
+            log = target.with_name(f"{target.name}.log")
+            try:
+                _run_logged(
+                    [str(build.quantizer), str(source), str(scratch), kind, str(threads or os.cpu_count() or 1)], log
+                )
+                scratch.rename(target)
+            finally:
+                scratch.unlink(missing_ok=True)
+    return target
+
+
+def convert_checkpoint(checkpoint: Path, target: Path) -> None:
+    """Write the Hugging Face checkpoint `checkpoint` as a bf16 GGUF at `target` with llama.cpp's own
+    converter, as its users make one (a minute for a 1B model)."""
+    build = ensure_llama_server()
+    scratch = target.with_name(f".{target.name}.{os.getpid()}")
+    log = target.with_name(f"{target.name}.log")
+    try:
+        _run_logged(
+            [sys.executable, str(build.converter), str(checkpoint), "--outtype", "bf16", "--outfile", str(scratch)],
+            log,
+            env={**os.environ, "PYTHONPATH": str(_converter_packages(log))},
+        )
+        scratch.rename(target)
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def _converter_packages(log: Path) -> Path:
+    """A folder of what the converter imports beyond this venv (sentencepiece, which it imports for
+    every Llama even when the tokenizer is a tokenizer.json), installed there on first use."""
+    folder = cache_root() / "converter-packages"
+    if not (folder / "sentencepiece").is_dir():
+        uv = os.environ.get("UV") or shutil.which("uv")
+        if uv is None:
+            raise RuntimeError("no uv to install the converter's sentencepiece with")
+        _run_logged([uv, "pip", "install", "--python", sys.executable, "--target", str(folder), "sentencepiece"], log)
+    return folder
 
 
 def free_port() -> int:

@@ -69,8 +69,8 @@ def is_converted(model_dir: Path) -> bool:
     return all((model_dir / name).is_file() for name in files) and conversion_version(model_dir) == CONVERSION_VERSION
 
 
-def convert_gguf(gguf: Path, target: Path) -> None:
-    """Dequantize `gguf` into a fresh bf16 Hugging Face checkpoint with its tokenizer in `target`."""
+def convert_gguf(gguf: Path, target: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """Dequantize `gguf` into a fresh Hugging Face checkpoint of `dtype` with its tokenizer in `target`."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step")
@@ -83,8 +83,8 @@ def convert_gguf(gguf: Path, target: Path) -> None:
     config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    config.dtype = torch.bfloat16
-    clean = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
+    config.dtype = dtype
+    clean = AutoModelForCausalLM.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
     missing, unexpected = clean.load_state_dict(state, strict=False)
     if set(missing) - {"lm_head.weight"} or unexpected:  # lm_head is absent when tied
         raise RuntimeError(
