@@ -1,11 +1,15 @@
-"""Bearer-token authentication: with serving.api_key set, every endpoint but /health needs it."""
+"""Bearer-token authentication: with serving.api_key set, every endpoint but /health needs it.
+
+Plain ASGI middleware rather than `@app.middleware("http")`: starlette's BaseHTTPMiddleware relays
+every chunk of a streamed body through an extra task and memory stream, a cost paid per token by
+every streamed response (seen in a profile of the HTTP process under one stream)."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config_bags import get_serving
 from serve.http.errors import APIError
@@ -13,19 +17,33 @@ from serve.http.errors import APIError
 OPEN_PATHS = frozenset({"/health"})
 
 
-def install_auth(app: FastAPI) -> None:
-    """Refuse (401) requests without `Authorization: Bearer <serving.api_key>` when a key is set."""
+def authorization_of(scope: Scope) -> bytes:
+    """The request's Authorization header, empty when it has none."""
+    return next((value for name, value in scope["headers"] if name == b"authorization"), b"")
 
-    @app.middleware("http")
-    async def _check_key(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+
+class BearerAuth:
+    """Refuse (401) requests without `Authorization: Bearer <serving.api_key>` when a key is set
+    (the key read per request, so an override takes effect on the next one)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = get_serving().api_key
-        if key is not None and request.url.path not in OPEN_PATHS:
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given.encode(), f"Bearer {key}".encode()):
-                return APIError(
+        if scope["type"] == "http" and key is not None and scope["path"] not in OPEN_PATHS:
+            if not secrets.compare_digest(authorization_of(scope), f"Bearer {key}".encode()):
+                refusal = APIError(
                     401,
                     "missing or wrong API key; send the header Authorization: Bearer <api key>",
                     type_="authentication_error",
                     code="invalid_api_key",
-                ).response()
-        return await call_next(request)
+                )
+                await refusal.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def install_auth(app: FastAPI) -> None:
+    """Check the API key on every request (see BearerAuth)."""
+    app.add_middleware(BearerAuth)
