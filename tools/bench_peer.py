@@ -561,6 +561,10 @@ def parse_llama(values: list[str]) -> dict[str, Path]:
     """`--llama NAME=FILE` values as engine name `llama-NAME` -> the GGUF file."""
     named = {f"llama-{name}": Path(file) for name, file in parse_named("--llama", values).items()}
     for name, file in named.items():
+        if name in LLAMA_FILES:
+            raise SystemExit(
+                f"bench_peer: {name} is the default model's {LLAMA_FILES[name]} file; give --llama another NAME"
+            )
         if not file.is_file():
             raise SystemExit(f"bench_peer: {name}: no GGUF file at {file}")
     return named

@@ -8,7 +8,8 @@ with malloc_trim) is read before the runner is built and again after; the KV poo
 bf16 checkpoint's matrices stay mapped from its safetensors file, resident as they were read),
 norms and rotary tables.
 
-    uv run python tools/bench_weights_memory.py
+    uv run python tools/bench_weights_memory.py                  # the default model's three variants
+    uv run python tools/bench_weights_memory.py FILE.gguf DIR ...  # these models instead, beside their size on disk
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ctypes
 import gc
 import subprocess
 import sys
+from pathlib import Path
 
 
 def resident_mb() -> float:
@@ -30,14 +32,21 @@ def resident_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status (Linux only)")
 
 
+def size_on_disk_mb(path: Path) -> float:
+    """The file's size, or the sum of a directory's weight files (safetensors), MB."""
+    files = [path] if path.is_file() else list(path.glob("*.safetensors"))
+    return sum(f.stat().st_size for f in files) / 2**20
+
+
 def measure(variant: str) -> None:
-    """Build the runner of `variant` and print its weights' resident MB."""
+    """Build the runner of `variant` (gguf, bf16, int8, or a model's path) and print its weights' resident MB."""
     from attn_backends import build_attention_pair
     from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
     from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
     from runtime_runner.runner import ModelRunner
 
-    path = str(bundled_gguf()) if variant == "gguf" else str(ensure_default_model())
+    named = {"gguf": bundled_gguf, "bf16": ensure_default_model, "int8": ensure_default_model}
+    path = str(named[variant]()) if variant in named else variant
     pool = 1024
     bags = Bags(
         model=ModelBag(model_path=path, quantization="int8" if variant == "int8" else None),
@@ -48,19 +57,20 @@ def measure(variant: str) -> None:
     before = resident_mb()
     runner = ModelRunner(build_attention_pair)
     pool_mb = sum(t.nbytes for t in (*runner.pool.k, *runner.pool.v)) / 2**20
+    on_disk = "" if variant in named else f" (on disk {size_on_disk_mb(Path(path)):.0f} MB)"
     print(
         f"{variant:5s} activations {str(runner.model.dtype).removeprefix('torch.'):8s} "
-        f"weights {resident_mb() - before - pool_mb:6.0f} MB (pool {pool_mb:.0f} MB apart)"
+        f"weights {resident_mb() - before - pool_mb:6.0f} MB{on_disk} (pool {pool_mb:.0f} MB apart)"
     )
 
 
 def main() -> None:
     """Each variant in its own process."""
-    if len(sys.argv) == 2:
-        measure(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        measure(sys.argv[2])
         return
-    for variant in ("gguf", "bf16", "int8"):
-        subprocess.run([sys.executable, __file__, variant], check=True)
+    for variant in sys.argv[1:] or ("gguf", "bf16", "int8"):
+        subprocess.run([sys.executable, __file__, "--one", variant], check=True)
 
 
 if __name__ == "__main__":
