@@ -128,16 +128,17 @@ def test_matches_the_float64_product_of_the_dequantized_matrix(kind: str, dtype:
 def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: str, dtype: torch.dtype) -> None:
     """The rule of quantized_linear.cpp: the same fp32 chain as InvariantLinear over the
     de-quantized matrix, the bias added in fp32, then one rounding to the activation dtype; at
-    the default model's gate_up and down shapes (K-quants: 768 wide, not 576), M = 1, 3 and 37
-    (every micro-kernel shape). Reverse-verified by hand: placing q6_k's high plane at bit 3
-    instead of 4 in the AVX2 decoder failed both q6_k cases here and in the float64 test, and the
-    portable path; shifting q3_k's and q5_k's one-bit plane by one run in the pack table failed
-    every q3_k and q5_k case here, in the float64 test and in the embedding test."""
+    the default model's gate_up and down shapes (K-quants: 768 wide, not 576), M = 1, 3, 13 and
+    37 (every micro-kernel shape, and the few-rows path's blocks of 4, 4, 4 and 1).
+    Reverse-verified by hand: placing q6_k's high plane at bit 3 instead of 4 in the AVX2 decoder
+    failed both q6_k cases here and in the float64 test, and the portable path; shifting q3_k's
+    and q5_k's one-bit plane by one run in the pack table failed every q3_k and q5_k case here,
+    in the float64 test and in the embedding test."""
     for n, at_least in ((3072, 576), (576, 1536)):
         k = width(kind, at_least)
         weight, x, bias = _operands(kind, n + k, 37, n, k, dtype, True)
         linear, reference = QuantizedLinear.of(weight, bias, dtype), InvariantLinear.of(weight.dequantize(), bias)
-        for m in (1, 3, 37):
+        for m in (1, 3, 13, 37):
             _assert_same_bits(linear(x[:m]), reference(x[:m].float()).to(dtype), f"{kind} {n}x{k} M={m}")
 
 
@@ -168,12 +169,12 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
     of `other_m` rows at a random position, and the whole call equals itself on 1 and 2 threads
     (shapes up to ~7M multiply-adds, past the threshold for a second thread).
 
-    Reverse-verified by hand, each restored after: ending the chain of the many-rows path (M > 8)
+    Reverse-verified by hand, each restored after: ending the chain of the many-rows path (M > 16)
     with a separate multiply and add instead of an fma, a reduction that depends on M, fails at
-    once (shrunk to M=9, N=1, one block: row 0 differs from itself alone); doing so only on the
-    second OpenMP thread of the few-rows path, a reduction that depends on the thread split,
-    fails too (shrunk to M=4, N=113, 8 blocks: a row alone, on one thread, differs from itself
-    in a two-thread call)."""
+    once (shrunk to M=9, N=1, one block, when that path began at M > 8: row 0 differs from itself
+    alone); doing so only on the second OpenMP thread of the few-rows path, a reduction that
+    depends on the thread split, fails too (shrunk to M=4, N=113, 8 blocks: a row alone, on one
+    thread, differs from itself in a two-thread call)."""
     k = width(kind, 32 * blocks)
     weight, x, bias = _operands(kind, seed, m, n, k, dtype, with_bias)
     linear = QuantizedLinear.of(weight, bias, dtype)

@@ -12,9 +12,9 @@
 // i depends on x[i] and the matrix alone, whatever M, the row's position or the thread count.
 //
 // Two paths compute the rule, from the same de-quantization (quantized_blocks.h's Decoder<KIND>):
-// - few rows (M <= 8, decode): each block's weights are de-quantized in registers and used at
+// - few rows (M <= 16, decode): each block's weights are de-quantized in registers and used at
 //   once, so the quantized bytes stream from memory once per call, never widened; one row runs
-//   over two panels at a time (four independent chains), 2..8 rows in blocks of up to 4.
+//   over two panels at a time (four independent chains), 2..16 rows in even blocks of up to 4.
 // - more rows (prefill): a task de-quantizes a group of panels into an fp32 scratch (about half
 //   of L2), once, and runs 6-row micro-kernels over it, as the bf16 kernel does over its panels.
 // Threads split the panels (output columns) in contiguous runs; x is never split along k.
@@ -228,15 +228,18 @@ inline int64_t group_panels(int64_t K) {
 
 #if QL_AVX2
 // Rows of x at most, in one call, for which de-quantizing in registers beats a scratch panel.
-constexpr int64_t kFusedRows = 8;
+// Up to 16, de-quantizing once per 4 rows beats writing the fp32 scratch and reading it back
+// (tools/bench_linear.py at M = 9 and 16: 0.67-0.72x the bf16 kernel's speed, the scratch 0.38-0.50x).
+constexpr int64_t kFusedRows = 16;
 // Panels per fused task: the one-row kernel runs two panels (four chains) to hide the FMA latency.
 constexpr int64_t kFusedPanels = 2;
 
 // All M (<= kFusedRows) rows over panels [p0, p1), de-quantizing in registers: one row over two
-// panels at a time, else blocks of up to 4 rows over one panel (5..8 rows as two even blocks).
+// panels at a time, else blocks of up to 4 rows over one panel (5..16 rows in 2..4 even blocks).
 template <int64_t KIND, typename T>
 void rows_fused(const Matrix& m, const float* x, int64_t ldx, int64_t M, int64_t p0, int64_t p1, T* out) {
-    const int64_t first = M <= 4 ? M : (M + 1) / 2;
+    const int64_t blocks = (M + 3) / 4;  // of at most 4 rows, as even as they go
+    const int64_t first = (M + blocks - 1) / blocks;
     for (int64_t p = p0; p < p1;) {
         const bool pair = M == 1 && p + 1 < p1;
         for (int64_t i = 0; i < M; i += first) {
