@@ -4,9 +4,11 @@ GGUF of the bundled model beside it, and the server launched and stopped as a su
     uv run python tools/llama_cpp_peer.py      # build and convert what is missing, then check both files
 
 The source is the llama.cpp tree vendored in the `llama-cpp-python` sdist from PyPI (a pinned
-version, `LLAMA_CPP_PYTHON_VERSION`); only the `llama-server` and `llama-quantize` targets are built, statically linked
-so that the binary alone is kept. Everything lives under $XDG_CACHE_HOME/serve-bench (else
-~/.cache/serve-bench):
+version, `LLAMA_CPP_PYTHON_VERSION`); only the `llama-server` and `llama-quantize` targets are
+built, statically linked so that the binaries alone are kept, with the converter's Python files.
+It also quantizes a bf16 GGUF with llama-quantize (`ensure_quantized_gguf`) and converts a Hugging
+Face checkpoint with llama.cpp's converter (`convert_checkpoint`), as llama.cpp's users make their
+files. Everything lives under $XDG_CACHE_HOME/serve-bench (else ~/.cache/serve-bench):
 
     llama-cpp-python-<version>/bin/llama-server    the binary, built for this CPU (GGML_NATIVE)
     llama-cpp-python-<version>/bin/llama-quantize  its quantizer, from the same build
@@ -14,6 +16,8 @@ so that the binary alone is kept. Everything lives under $XDG_CACHE_HOME/serve-b
     llama-cpp-python-<version>/build.json          version, llama.cpp commit, cmake flags, build time
     llama-cpp-python-<version>/build.log           what cmake printed
     gguf/<name>.bf16-<sha of the source>.gguf      the bf16 GGUF made from a quantized one
+    gguf/<name>.bf16-<sha>.<KIND>.gguf             llama-quantize's file of that bf16 GGUF
+    converter-packages/                            sentencepiece, which the converter imports
 
 A build or conversion is written in a scratch directory and renamed into place when complete, under
 a lock, so an interrupted or concurrent run never leaves (or uses) half of one. Nothing of llama.cpp
