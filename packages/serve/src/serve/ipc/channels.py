@@ -83,9 +83,15 @@ class Receiver:
         found: list[Message] = []
         # Asking the socket's events is cheaper than the zmq.Again a non-blocking recv raises at
         # the end: the detokenizer drains once per token of every stream.
-        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while self._readable():
             found.append(decode(self.socket.recv(zmq.NOBLOCK)))
         return found
+
+    def _readable(self) -> bool:
+        """Whether a message is waiting (ZMQ_EVENTS is an int option; pyzmq types every option's value
+        as int, bytes or str)."""
+        events = self.socket.getsockopt(zmq.EVENTS)
+        return isinstance(events, int) and bool(events & zmq.POLLIN)
 
 
 class Sender:
