@@ -147,6 +147,21 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
         ],
     ),
     (
+        "int8 activations of dense weights",
+        "dense",
+        ["--quantized-activations", "int8"],
+        [
+            "quantized_activations = 'int8' reads a GGUF checkpoint's quantized matrices",
+            "holds dense weights; accepted: quantized_activations = 'float32', or a GGUF model_path",
+        ],
+    ),
+    (
+        "int8 activations of int8 weights",
+        "dense",
+        ["--quantized-activations", "int8", "--quantization", "int8"],
+        ["holds int8 per-channel weights (quantization = 'int8')"],
+    ),
+    (
         "a type not served",
         "mxfp4",
         [],
@@ -187,7 +202,8 @@ def test_quantized_weights_where_they_cannot_run_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Reverse-verified: with QUANTIZED_WEIGHTS_RUN_HERE answering nothing, the five cases it
-    states resolved and printed their config; with the draft handler reading a GGUF draft as a
+    states resolved and printed their config (and the two int8-activation cases, added later, with
+    int8_activations_refusal_of answering nothing); with the draft handler reading a GGUF draft as a
     directory, its line said only that the path holds no config.json."""
     argv = [str(models["gguf"]) if arg == "GGUF" else arg for arg in argv]
     assert main(["--model-path", str(models[model]), *argv, "--dump-config"]) == 2

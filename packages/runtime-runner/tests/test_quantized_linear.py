@@ -4,23 +4,26 @@ matrix (gguf-py's numpy de-quantization of random blocks) to within fp32 accumul
 fact bitwise the batch-invariant fp32 linear of that matrix), a row's output is bitwise the same
 alone, in any batch at any position and on one thread or two, its native entry gives the bits
 its call gives, the int8 quantizer and the embedding rows are exact, and it refuses what it
-cannot take with a message naming what it accepts."""
+cannot take with a message naming what it accepts. With int8 activations (the GGUF kinds) it
+computes its integer rule: x quantized per 32 values, exact integer sums, batch-invariant as well."""
 
 from __future__ import annotations
 
 import ctypes
+import typing
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from config_bags.bags.exec import QuantizedActivations as LeafActivations
 from native_build import load_library
 from runtime_runner.kernels import quantized_linear as ql
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
-from runtime_runner.kernels.quantized_linear import QuantizedLinear
+from runtime_runner.kernels.quantized_linear import QuantizedActivations, QuantizedLinear
 from runtime_runner.kernels.quantized_tensor import BLOCKS, GGML_TYPE_OF, QuantizedTensor, int8_per_channel_of
 
 GGUF_KINDS = tuple(GGML_TYPE_OF)
@@ -123,6 +126,43 @@ def test_matches_the_float64_product_of_the_dequantized_matrix(kind: str, dtype:
         assert float(excess.max()) <= 0, f"M={m}: worst excess {float(excess.max()):.3g}"
 
 
+def _as_int8_blocks(x: torch.Tensor) -> torch.Tensor:
+    """Rows x as the integer rule reads them (activation_blocks.h), in float64: each block of 32
+    values d * q, d = max |x| / 127, q = round_half_even(x * (127 / max |x|)) in fp32."""
+    blocks = x.float().reshape(x.shape[0], -1, 32)
+    largest = blocks.abs().amax(-1, keepdim=True)
+    # A true fp32 division: torch's `scalar / tensor` multiplies by a reciprocal, a second rounding.
+    inverse = torch.where(largest != 0, torch.full_like(largest, 127.0) / largest, torch.zeros_like(largest))
+    return ((blocks * inverse).round().double() * (largest / 127).double()).reshape(x.shape)
+
+
+@pytest.mark.parametrize("kind", GGUF_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int8_activations_compute_the_integer_rule(kind: str, dtype: torch.dtype) -> None:
+    """The integer rule (quantized_linear.cpp): against x' @ dequantize().T + b in float64, x' the
+    rows as the rule quantizes them, for M = 1, 3, 6, 13 (the few-rows tasks) and 37 (the many).
+    Each run's integer sum is exact, so the only errors are the fp32 scaling's: a product and an
+    fma (two with a minimum) per run of at least 16 values, so (K / 16 + 2) * 2^-23 * (sum |x' w|
+    + |b|) bounds them, and for bf16 the output's rounding. The result is not the float32 rule's
+    (x lost its low bits), which the last assert checks, so this runs the integer kernels.
+    Reverse-verified by hand: taking q6_k's offset as 31 instead of 32 fails both q6_k cases;
+    reading a one- or two-bit plane's value j + 1 for value j fails every kind with such a plane
+    (q5_0, q5_1, q2_k, q3_k, q5_k, q6_k); dropping the minimum's term fails every q4_1, q5_1, q2_k,
+    q4_k and q5_k case."""
+    k = width(kind, 512)
+    for m in (1, 3, 6, 13, 37):
+        weight, x, bias = _operands(kind, 11 + m, m, 70, k, dtype, True)
+        assert bias is not None
+        got = QuantizedLinear.of(weight, bias, dtype, "int8")(x).double()
+        dense, rows = weight.dequantize().double(), _as_int8_blocks(x)
+        want = rows @ dense.T + bias.double()
+        scale = rows.abs() @ dense.abs().T + bias.double().abs()
+        rounding = 2.0**-8 if dtype == torch.bfloat16 else 0.0
+        excess = (got - want).abs() - ((k // 16 + 2) * 2.0**-23 * scale + rounding * want.abs())
+        assert float(excess.max()) <= 0, f"M={m}: worst excess {float(excess.max()):.3g}"
+    assert not torch.equal(got, QuantizedLinear.of(weight, bias, dtype)(x).double())
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: str, dtype: torch.dtype) -> None:
@@ -151,6 +191,7 @@ def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: st
     n=st.integers(1, 300),
     blocks=st.integers(1, 10),
     with_bias=st.booleans(),
+    int8_activations=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
     data=st.data(),
 )
@@ -162,6 +203,7 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
     n: int,
     blocks: int,
     with_bias: bool,
+    int8_activations: bool,
     seed: int,
     data: st.DataObject,
 ) -> None:
@@ -174,10 +216,14 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
     once (shrunk to M=9, N=1, one block, when that path began at M > 8: row 0 differs from itself
     alone); doing so only on the second OpenMP thread of the few-rows path, a reduction that
     depends on the thread split, fails too (shrunk to M=4, N=113, 8 blocks: a row alone, on one
-    thread, differs from itself in a two-thread call)."""
+    thread, differs from itself in a two-thread call). Under the integer rule (int8 activations,
+    the GGUF kinds): rounding a block's integer sum through fp32 differently in the 4-row kernel
+    (a multiply then an add instead of the fma) fails here (shrunk to q8_0, M=4: a row against
+    itself alone) and both int8 cases of the prefill-sized test."""
     k = width(kind, 32 * blocks)
     weight, x, bias = _operands(kind, seed, m, n, k, dtype, with_bias)
-    linear = QuantizedLinear.of(weight, bias, dtype)
+    activations: QuantizedActivations = "int8" if int8_activations and kind != "int8" else "float32"
+    linear = QuantizedLinear.of(weight, bias, dtype, activations)
     together = linear(x)
     assert together.shape == (m, n) and together.dtype == dtype
     for i in range(m):
@@ -191,14 +237,23 @@ def test_a_row_is_bitwise_the_same_alone_in_any_batch_and_on_any_thread_count(
 
 
 @pytest.mark.parametrize(
-    ("kind", "dtype"), [("q4_1", torch.float32), ("q8_0", torch.bfloat16), ("q6_k", torch.float32)]
+    ("kind", "dtype", "activations"),
+    [
+        ("q4_1", torch.float32, "float32"),
+        ("q8_0", torch.bfloat16, "float32"),
+        ("q6_k", torch.float32, "float32"),
+        ("q4_k", torch.float32, "int8"),
+        ("q5_0", torch.bfloat16, "int8"),
+    ],
 )
-def test_a_prefill_sized_batch_equals_its_rows_one_at_a_time(kind: str, dtype: torch.dtype) -> None:
+def test_a_prefill_sized_batch_equals_its_rows_one_at_a_time(
+    kind: str, dtype: torch.dtype, activations: QuantizedActivations
+) -> None:
     """200 rows (the many-rows path: several row blocks and tasks, 2 threads) against 200 one-row
     calls (the few-rows path, one thread), at the default model's qkv shape with a bias; fp32
     output shows every difference of the chains, bf16 is what is served."""
     weight, x, bias = _operands(kind, 3, 200, 960, width(kind, 576), dtype, True)
-    linear = QuantizedLinear.of(weight, bias, dtype)
+    linear = QuantizedLinear.of(weight, bias, dtype, activations)
     together = _with_threads(2, linear, x)
     alone = torch.cat([_with_threads(1, linear, x[i : i + 1]) for i in range(200)])
     _assert_same_bits(together, alone, f"{kind}: 200 rows against one at a time")
@@ -330,6 +385,10 @@ def test_refuses_what_it_cannot_take() -> None:
         QuantizedTensor("q9_9", weight.data, None, (6, 64))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="a q4_k matrix has rows of whole 256-value blocks; in_features = 288"):
         QuantizedTensor("q4_k", torch.zeros(6, 162, dtype=torch.uint8), None, (6, 288))
+    with pytest.raises(ValueError, match="reads activations as float32 or int8; got 'int4'"):
+        QuantizedLinear.of(weight, None, torch.float32, "int4")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="int8 activations run on a GGUF kind's blocks .*; this is a per-channel int8"):
+        QuantizedLinear.of(int8_per_channel_of(torch.randn(6, 64)), None, torch.float32, "int8")
     linear = QuantizedLinear.of(weight, None, torch.bfloat16)
     with pytest.raises(
         ValueError, match="takes CPU rows \\[M, 64\\] of torch.bfloat16; got shape \\(3, 64\\), dtype torch.float32"
@@ -353,3 +412,8 @@ def test_refuses_what_it_cannot_take() -> None:
         embedding(torch.tensor([0.0, 1.0]))
     with pytest.raises(ValueError, match="got shape \\(1, 2\\)"):
         embedding(torch.tensor([[0, 1]]))
+
+
+def test_the_leaf_offers_the_kernels_activations() -> None:
+    """exec.kernel.quantized_activations accepts exactly the ways the kernel reads its rows."""
+    assert typing.get_args(LeafActivations) == typing.get_args(QuantizedActivations) == tuple(ql._ACTIVATIONS_CODE)

@@ -14,6 +14,7 @@ from config_bags.leaf import leaf
 
 MoeRunnerBackend = Literal["auto", "torch_native", "triton"]
 MambaSsmDtype = Literal["float32", "bfloat16", "float16"]
+QuantizedActivations = Literal["float32", "int8"]
 
 
 class KernelBag(Bag, frozen=True, kw_only=True):
@@ -51,6 +52,15 @@ class KernelBag(Bag, frozen=True, kw_only=True):
     linear_attn_decode_backend: Annotated[
         LinearAttnBackendName | None, leaf("Linear-attention decode kernel as the operator named it.", hot=False)
     ] = None
+    quantized_activations: Annotated[
+        QuantizedActivations,
+        leaf(
+            "How a GGUF checkpoint's quantized matrices read their input rows: float32 (bitwise the de-quantized "
+            "model's fp32 linear) or int8 (rows quantized per 32 values, integer dot products as llama.cpp computes; "
+            "faster, batch-invariant, not bitwise the de-quantized model).",
+            hot=False,
+        ),
+    ] = "float32"
 
 
 class GraphBag(Bag, frozen=True, kw_only=True):

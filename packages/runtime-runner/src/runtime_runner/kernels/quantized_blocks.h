@@ -57,7 +57,12 @@ struct Matrix {
     const uint8_t* data;   // the packed panels
     const float* scales;   // int8: fp32 [16 * panels]; otherwise null
     const float* bias;     // fp32 [16 * panels] or null
+    int64_t activations;   // kFloat32Activations or kInt8Activations (quantized_linear.cpp's two rules)
 };
+
+// How a linear reads x: in fp32 (THE RULE of quantized_linear.cpp, bitwise the de-quantized
+// matrix's fp32 linear) or quantized to int8 blocks (its integer rule; GGUF kinds, AVX2).
+enum Activations : int64_t { kFloat32Activations = 0, kInt8Activations = 1 };
 
 // A kind's block in THE LAYOUT: values per block, per run of one sub-block scale, fp16 fields,
 // scale bytes, and the bits of each value in the low and high planes (int8: 32 k of 8 bits).

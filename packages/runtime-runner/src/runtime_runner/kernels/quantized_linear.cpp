@@ -18,6 +18,17 @@
 // - more rows (prefill): a task de-quantizes a group of panels into an fp32 scratch (about half
 //   of L2), once, and runs 6-row micro-kernels over it, as the bf16 kernel does over its panels.
 // Threads split the panels (output columns) in contiguous runs; x is never split along k.
+//
+// THE INTEGER RULE (Matrix::activations == kInt8Activations; the GGUF kinds on AVX2), the way
+// llama.cpp computes, chosen per matrix when it is packed and then kept at every M:
+//   x[i] is quantized in blocks of 32 (activation_blocks.h: xq, dx, and the sums of xq per 16);
+//   per run of values sharing a weight scale (32, or 16 for q2_k, q3_k, q6_k), in k order,
+//     n = sum over the run of q[j,k] * xq[i,k] - offset * sum(xq)     exact, in int32
+//     t = a * float(n) (+ m * float(sum(xq)) for the kinds with a minimum)   (w = a (q - offset) + m)
+//     acc = fma(t, dx, acc)                                            from acc = +0,
+//   then out = round_to_dtype(acc + bias[j]). Row i still depends on x[i] and the matrix alone, so
+//   the output is batch-invariant; it differs from the de-quantized fp32 linear by x's rounding to
+//   int8 (a relative error of about 1/254 per value).
 
 #include <cmath>
 #include <cstdint>
@@ -25,7 +36,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "activation_blocks.h"
 #include "quantized_blocks.h"
+#include "weight_quads.h"
 
 #if QL_AVX2
 #include <native_build/avx2_store_row.h>
@@ -173,6 +186,104 @@ inline void block(const float* x, int64_t ldx, int64_t K, const float* w, const 
         }
     }
     finish<MR, 1>(acc, to);
+}
+
+// MR rows of x (int8 blocks, from row i0) x panel p, by THE INTEGER RULE: per run, exact int32
+// sums of the weights' integers times xq (maddubs pairs summed in int16 while they cannot
+// overflow, then widened), scaled once in fp32 into one chain per output.
+template <int64_t KIND, int MR, typename T>
+void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t p, const Target<T>& to) {
+    using D = Decoder<KIND>;
+    constexpr Format f = format_of(KIND);
+    constexpr int kRun = static_cast<int>(f.run);
+    constexpr int kGroup = quads_per_widen(KIND) < kRun / 4 ? quads_per_widen(KIND) : kRun / 4;
+    constexpr int kOffset = integer_offset(KIND);
+    const uint8_t* block = m.data + p * panel_bytes(m);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[MR][1][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) acc[r][0][0] = acc[r][0][1] = _mm256_setzero_ps();
+    D dec;
+    for (int64_t k0 = 0; k0 < m.k; k0 += f.values, block += kPanelBlock<KIND>) {
+        dec.start(block, nullptr);
+        for (int r = 0; r < f.values / kRun; ++r) {
+            dec.run(block, r);
+            const int64_t k = k0 + r * kRun;
+            __m256i sum[MR][2];
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i) sum[i][0] = sum[i][1] = _mm256_setzero_si256();
+            // The run's quads in groups of at most kWiden: their int16 pair sums cannot overflow.
+#pragma GCC unroll 16
+            for (int g = 0; g < kRun; g += 4 * kGroup) {
+                __m256i part[MR][2];
+#pragma GCC unroll 8
+                for (int i = 0; i < MR; ++i) part[i][0] = part[i][1] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+                for (int quad = 0; quad < kGroup; ++quad) {
+                    const int j = g + 4 * quad;
+                    __m256i w0, w1;
+                    quads<KIND>(dec.low, dec.high, j, w0, w1);
+                    const __m256i m0 = signed_quads(KIND) ? _mm256_abs_epi8(w0) : w0;
+                    const __m256i m1 = signed_quads(KIND) ? _mm256_abs_epi8(w1) : w1;
+#pragma GCC unroll 8
+                    for (int i = 0; i < MR; ++i) {
+                        int32_t four;
+                        std::memcpy(&four, xa.q_of(i0 + i) + k + j, sizeof four);
+                        const __m256i xq = _mm256_set1_epi32(four);
+                        const __m256i x0 = signed_quads(KIND) ? _mm256_sign_epi8(xq, w0) : xq;
+                        const __m256i x1 = signed_quads(KIND) ? _mm256_sign_epi8(xq, w1) : xq;
+                        part[i][0] = _mm256_add_epi16(part[i][0], _mm256_maddubs_epi16(m0, x0));
+                        part[i][1] = _mm256_add_epi16(part[i][1], _mm256_maddubs_epi16(m1, x1));
+                        // Keeps each sum in its register as it goes: left free, GCC computes every
+                        // product of the run first and spills them all to the stack.
+                        asm("" : "+x"(part[i][0]), "+x"(part[i][1]));
+                    }
+                }
+#pragma GCC unroll 8
+                for (int i = 0; i < MR; ++i) {
+                    sum[i][0] = _mm256_add_epi32(sum[i][0], _mm256_madd_epi16(part[i][0], ones));
+                    sum[i][1] = _mm256_add_epi32(sum[i][1], _mm256_madd_epi16(part[i][1], ones));
+                }
+            }
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i) {
+                const int32_t* sums = xa.sums_of(i0 + i) + k / kSumRun;
+                const int32_t xsum = kRun == 32 ? sums[0] + sums[1] : sums[0];
+                const __m256 dx = _mm256_set1_ps(xa.d_of(i0 + i)[k / kActivationBlock]);
+                for (int h = 0; h < 2; ++h) {
+                    __m256i n = sum[i][h];
+                    if constexpr (kOffset != 0) n = _mm256_sub_epi32(n, _mm256_set1_epi32(kOffset * xsum));
+                    const __m256 a = h == 0 ? dec.s.d_lo : dec.s.d_hi;
+                    __m256 t;
+                    if constexpr (adds_minimum(KIND)) {
+                        const __m256 minimum = h == 0 ? dec.s.m_lo : dec.s.m_hi;
+                        t = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(n),
+                                            _mm256_mul_ps(minimum, _mm256_set1_ps(static_cast<float>(xsum))));
+                    } else {
+                        t = _mm256_mul_ps(a, _mm256_cvtepi32_ps(n));
+                    }
+                    acc[i][0][h] = _mm256_fmadd_ps(t, dx, acc[i][0][h]);
+                }
+            }
+        }
+    }
+    finish<MR, 1>(acc, to);
+}
+
+// Rows [i0, i1) over panel p by the integer rule, in even blocks of up to 4 rows.
+template <int64_t KIND, typename T>
+void rows_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t i1, int64_t p, T* out) {
+    const int64_t count = i1 - i0, blocks = (count + 3) / 4, first = (count + blocks - 1) / blocks;
+    for (int64_t i = i0; i < i1; i += first) {
+        const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
+                           m.n - p * kPanel};
+        switch (i1 - i < first ? i1 - i : first) {
+            case 4: fused_int8<KIND, 4>(m, xa, i, p, to); break;
+            case 3: fused_int8<KIND, 3>(m, xa, i, p, to); break;
+            case 2: fused_int8<KIND, 2>(m, xa, i, p, to); break;
+            default: fused_int8<KIND, 1>(m, xa, i, p, to); break;
+        }
+    }
 }
 
 #else  // the portable path: the same values and chains with std::fma, one column at a time
@@ -333,9 +444,81 @@ void linear_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int6
     }
 }
 
+#if QL_AVX2
+// Packed bytes of panels per task of the integer path with many rows: about half of L2, read
+// from there once per 4 rows of the task's row block.
+inline int64_t int8_group_panels(const Matrix& m) {
+    const int64_t group = (128 * 1024) / panel_bytes(m);
+    return group < 1 ? 1 : group;
+}
+
+// The integer rule's linear: x's rows quantized once (activation_blocks.h), then tasks as
+// linear_of's: one panel each (all rows) for few rows; else a group of panels x a block of rows.
+template <int64_t KIND, typename T>
+void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
+    // The calling thread's scratch, kept between calls (it only grows): no fresh pages per call.
+    thread_local std::vector<int8_t> q;
+    thread_local std::vector<float> d;
+    thread_local std::vector<int32_t> sums;
+    if (static_cast<int64_t>(q.size()) < M * m.k) {
+        q.resize(M * m.k);
+        d.resize(M * m.k / kActivationBlock);
+        sums.resize(M * m.k / kSumRun);
+    }
+    const ActivationBlocks xa{q.data(), d.data(), sums.data(), m.k};
+    int8_t* xq = q.data();
+    float* xd = d.data();
+    int32_t* xs = sums.data();
+    const int64_t useful = M * m.k * m.panels * kPanel / kMinMacsPerThread;
+    const int nt = static_cast<int>(threads < useful ? (threads < 1 ? 1 : threads) : (useful < 1 ? 1 : useful));
+    int64_t row_blocks = 1, row_block = M, group = 1;
+    if (M > kFusedRows) {
+        row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
+        row_block = ((M + row_blocks - 1) / row_blocks + 3) / 4 * 4;
+        row_blocks = (M + row_block - 1) / row_block;
+        int64_t groups = (m.panels + int8_group_panels(m) - 1) / int8_group_panels(m);
+        if (groups * row_blocks % nt != 0) groups = (groups + nt - 1) / nt * nt;
+        group = (m.panels + groups - 1) / groups;
+    }
+    const int64_t tasks = (m.panels + group - 1) / group * row_blocks;
+
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < M; ++i)
+            quantize_row(x + i * ldx, m.k, xq + i * m.k, xd + i * (m.k / kActivationBlock), xs + i * (m.k / kSumRun));
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tasks; ++t) {
+            const int64_t g = t / row_blocks, rb = t % row_blocks;
+            const int64_t p1 = (g + 1) * group < m.panels ? (g + 1) * group : m.panels;
+            const int64_t i1 = (rb + 1) * row_block < M ? (rb + 1) * row_block : M;
+            for (int64_t p = g * group; p < p1; ++p) rows_int8<KIND>(m, xa, rb * row_block, i1, p, out);
+        }
+    }
+}
+#endif
+
 template <typename T>
 void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
     if (M <= 0 || m.panels <= 0) return;
+#if QL_AVX2
+    if (m.activations == kInt8Activations) {  // the GGUF kinds only (quantized_linear.py refuses int8's)
+        switch (m.kind) {
+            case kQ8_0: linear_int8_of<kQ8_0>(m, x, ldx, M, out, threads); return;
+            case kQ4_0: linear_int8_of<kQ4_0>(m, x, ldx, M, out, threads); return;
+            case kQ4_1: linear_int8_of<kQ4_1>(m, x, ldx, M, out, threads); return;
+            case kQ5_0: linear_int8_of<kQ5_0>(m, x, ldx, M, out, threads); return;
+            case kQ5_1: linear_int8_of<kQ5_1>(m, x, ldx, M, out, threads); return;
+            case kIq4Nl: linear_int8_of<kIq4Nl>(m, x, ldx, M, out, threads); return;
+            case kQ2K: linear_int8_of<kQ2K>(m, x, ldx, M, out, threads); return;
+            case kQ3K: linear_int8_of<kQ3K>(m, x, ldx, M, out, threads); return;
+            case kQ4K: linear_int8_of<kQ4K>(m, x, ldx, M, out, threads); return;
+            case kQ5K: linear_int8_of<kQ5K>(m, x, ldx, M, out, threads); return;
+            case kQ6K: linear_int8_of<kQ6K>(m, x, ldx, M, out, threads); return;
+            default: break;
+        }
+    }
+#endif
     switch (m.kind) {
         case kQ8_0: linear_of<kQ8_0>(m, x, ldx, M, out, threads); break;
         case kQ4_0: linear_of<kQ4_0>(m, x, ldx, M, out, threads); break;

@@ -12,7 +12,12 @@ the thread count.
 
 `QuantizedLinear.of` reorders the quantized bytes once into panels of 16 rows (the kernel's layout:
 the 16 rows' blocks side by side, each value plane in value order; the same number of bytes) and
-keeps only those. Both `__call__` and the whole-step C++ forward run the one C entry that `native`
+keeps only those. Packed with `activations="int8"` (exec.kernel.quantized_activations), a GGUF
+matrix runs the kernel's integer rule instead: each input row quantized to int8 per 32 values
+(activation_blocks.h), exact integer dot products against the blocks' integers (weight_quads.h),
+scaled once per run in fp32, as llama.cpp computes; a row still depends on itself alone, so it
+stays batch-invariant, but it is no longer bitwise the de-quantized matrix's product.
+Both `__call__` and the whole-step C++ forward run the one C entry that `native`
 names (runtime_runner.kernels.native_projection's ABI), so the two give the same bits. The same
 panels serve a tied token embedding (quantized_embedding).
 """
@@ -25,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -133,6 +139,10 @@ _FORMATS: MappingProxyType[str, _Format] = MappingProxyType(
 
 _BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
+# How a layer reads its activations: quantized_blocks.h's Activations codes.
+QuantizedActivations = Literal["float32", "int8"]
+_ACTIVATIONS_CODE: MappingProxyType[str, int] = MappingProxyType({"float32": 0, "int8": 1})
+
 
 class Matrix(ctypes.Structure):
     """The kernel's descriptor of one packed matrix (quantized_linear.cpp's `Matrix`)."""
@@ -145,6 +155,7 @@ class Matrix(ctypes.Structure):
         ("data", ctypes.c_void_p),
         ("scales", ctypes.c_void_p),
         ("bias", ctypes.c_void_p),
+        ("activations", ctypes.c_int64),
     ]
 
 
@@ -223,16 +234,25 @@ class QuantizedLinear:
     kind: QuantKind
     shape: tuple[int, int]  # (out_features, in_features)
     activation_dtype: torch.dtype
+    activations: QuantizedActivations
     packed: torch.Tensor  # pack_panels' bytes: the only copy of the weight this object holds
     scales: torch.Tensor | None  # int8: fp32 [16 * panels]
     bias32: torch.Tensor | None  # fp32 [16 * panels]
     matrix: Matrix  # the descriptor of the three above, which this object keeps alive
 
     @classmethod
-    def of(cls, weight: QuantizedTensor, bias: torch.Tensor | None, activation_dtype: torch.dtype) -> QuantizedLinear:
+    def of(
+        cls,
+        weight: QuantizedTensor,
+        bias: torch.Tensor | None,
+        activation_dtype: torch.dtype,
+        activations: QuantizedActivations = "float32",
+    ) -> QuantizedLinear:
         """`weight` packed for the kernel, with an optional `bias` [N] (a CPU float32, bfloat16 or
-        float16 vector), for activations of `activation_dtype` (float32 or bfloat16). ValueError
-        for anything else."""
+        float16 vector), for activations of `activation_dtype` (float32 or bfloat16), read as
+        `activations`: float32 (the kernel's rule: bitwise the de-quantized matrix's fp32 linear) or
+        int8 (its integer rule: x quantized per 32 values, exact integer dot products; a GGUF kind
+        on an AVX2 CPU). ValueError for anything else."""
         if not isinstance(weight, QuantizedTensor):
             raise ValueError(
                 f"QuantizedLinear takes a QuantizedTensor (a GGUF kind or int8); got {type(weight).__name__}"
@@ -241,6 +261,13 @@ class QuantizedLinear:
             raise ValueError(f"QuantizedLinear takes float32 or bfloat16 activations; got {activation_dtype}")
         if weight.data.device.type != "cpu":
             raise ValueError(f"QuantizedLinear runs on a CPU; the weight is on {weight.data.device}")
+        if activations not in _ACTIVATIONS_CODE:
+            raise ValueError(f"QuantizedLinear reads activations as float32 or int8; got {activations!r}")
+        if activations == "int8" and (weight.kind == "int8" or not library().quantized_linear_has_avx2()):
+            raise ValueError(
+                "int8 activations run on a GGUF kind's blocks on an AVX2 CPU; this is "
+                + ("a per-channel int8 weight" if weight.kind == "int8" else "a CPU without AVX2")
+            )
         n, k = weight.shape
         packed, scales = pack_panels(weight)
         bias32 = _checked_bias(bias, n, -(-n // PANEL))
@@ -252,8 +279,9 @@ class QuantizedLinear:
             packed.data_ptr(),
             None if scales is None else scales.data_ptr(),
             None if bias32 is None else bias32.data_ptr(),
+            _ACTIVATIONS_CODE[activations],
         )
-        return cls(weight.kind, (n, k), activation_dtype, packed, scales, bias32, matrix)
+        return cls(weight.kind, (n, k), activation_dtype, activations, packed, scales, bias32, matrix)
 
     @property
     def out_features(self) -> int:

@@ -33,6 +33,10 @@ def quantized_weights_refusal_of(
     model_path names, or None), on a `device_type` runner; None when they can or are dense.
     `config` answers the checkpoint's ArchConfig (None where it is not known yet), asked only of
     quantized weights."""
+    if exec.kernel.quantized_activations == "int8":
+        refusal = int8_activations_refusal_of(model, gguf)
+        if refusal is not None:
+            return refusal
     if model.quantization is None and gguf is None:
         return None
     if model.quantization is not None and gguf is not None:
@@ -62,6 +66,23 @@ def quantized_weights_refusal_of(
         return (
             f"{what}: the quantized kernels compute in float32 or bfloat16, and dtype = {model.dtype!r} computes in "
             f"{str(dtype).removeprefix('torch.')}; accepted: dtype = bfloat16 or float32"
+        )
+    return None
+
+
+def int8_activations_refusal_of(model: ModelBag, gguf: Path | None) -> str | None:
+    """Why quantized_activations = int8 cannot apply to the served weights (it reads a GGUF file's
+    blocks, with the integer kernels of an AVX2 CPU); None when it can."""
+    if gguf is None:
+        weights = "int8 per-channel weights (quantization = 'int8')" if model.quantization else "dense weights"
+        return (
+            f"quantized_activations = 'int8' reads a GGUF checkpoint's quantized matrices, and model_path = "
+            f"{model.model_path} holds {weights}; accepted: quantized_activations = 'float32', or a GGUF model_path"
+        )
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        return (
+            "quantized_activations = 'int8' runs integer kernels written for AVX2, which this CPU lacks "
+            f"({torch.backends.cpu.get_cpu_capability()}); accepted: quantized_activations = 'float32'"
         )
     return None
 

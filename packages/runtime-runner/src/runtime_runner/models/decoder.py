@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, Self
 import torch
 
 from config_bags.bags.model import Quantization
+from runtime_runner.kernels.quantized_linear import QuantizedActivations
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
 from runtime_runner.loading.checkpoint_source import weight_reader_at
@@ -67,17 +68,19 @@ class DecoderForCausalLM:
         fused: FusedProjections,
         head_projection: Projection | None = None,
         tensor_parallel: TensorParallel | None = None,
+        quantized_activations: QuantizedActivations = "float32",
     ) -> None:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed
         over `weights.lm_head` (a draft's target's), used instead of packing another. With
         `tensor_parallel`, `cfg` and `weights` are one rank's (runtime_runner.parallel.tensor_parallel):
         o and down sum their partial products across the ranks, the embedding and LM head
-        cover the whole vocabulary."""
+        cover the whole vocabulary. `quantized_activations` is how quantized matrices read their rows
+        (QuantizedLinear.of)."""
         self.cfg = cfg
         self.rope = rope
         self.batch_invariant = batch_invariant
         # Packed once here, for every forward (a dense matrix on CPU: a second copy, in the kernel's layout).
-        linear = linear_of(batch_invariant, weights.final_norm.dtype)
+        linear = linear_of(batch_invariant, weights.final_norm.dtype, quantized_activations)
         row_linear = linear if tensor_parallel is None else tensor_parallel.row_parallel(linear)
         q_out, kv_out = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
         qkv_rows, gate_up_rows = (q_out, kv_out, kv_out), (cfg.intermediate_size, cfg.intermediate_size)
@@ -185,12 +188,14 @@ class TargetDecoder(DecoderForCausalLM):
         batch_invariant: bool,
         quantization: Quantization | None = None,
         tensor_parallel: TensorParallel | None = None,
+        quantized_activations: QuantizedActivations = "float32",
     ) -> Self:
         """Load the checkpoint's weights (a Hugging Face directory, or a GGUF file whose quantized
         matrices stay so) as this class's loader decisions say, pack them and build the rotary
         tables; `batch_invariant` picks projections whose rows never depend on the batch (a CPU
         only); `quantization` (model.quantization) quantizes a dense checkpoint's matrices at load;
-        with `tensor_parallel`, the decoder keeps this rank's slices and shape."""
+        with `tensor_parallel`, the decoder keeps this rank's slices and shape; a GGUF file's quantized
+        matrices read their rows as `quantized_activations` (exec.kernel.quantized_activations)."""
         decisions = decisions_of(cls, cfg)
         reader = weight_reader_at(model_dir)
         if quantization == "int8":
@@ -206,6 +211,7 @@ class TargetDecoder(DecoderForCausalLM):
             batch_invariant=batch_invariant,
             fused=decisions.fused_projections,
             tensor_parallel=tensor_parallel,
+            quantized_activations=quantized_activations,
         )
 
 

@@ -18,7 +18,7 @@ from runtime_runner.kernels.native_projection import NativeProjection, NativePro
 from runtime_runner.kernels.packed_linear import PackedLinear
 from runtime_runner.kernels.projection_stack import ProjectionStack
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
-from runtime_runner.kernels.quantized_linear import QuantizedLinear
+from runtime_runner.kernels.quantized_linear import QuantizedActivations, QuantizedLinear
 from runtime_runner.kernels.quantized_tensor import QuantizedTensor
 from runtime_runner.loading.weight_matrix import Matrix, RowGroup, StackedRows, split_rows
 
@@ -30,14 +30,17 @@ LinearOf = Callable[[Matrix, torch.Tensor | None], Projection]
 Embedding = Callable[[torch.Tensor], torch.Tensor]
 
 
-def linear_of(batch_invariant: bool, activation_dtype: torch.dtype) -> LinearOf:
+def linear_of(
+    batch_invariant: bool, activation_dtype: torch.dtype, quantized_activations: QuantizedActivations = "float32"
+) -> LinearOf:
     """How a decoder packs each matrix: a QuantizedTensor as a QuantizedLinear over
-    `activation_dtype` rows; a dense one as an InvariantLinear (`batch_invariant`) or a PackedLinear."""
+    `activation_dtype` rows read as `quantized_activations` (exec.kernel.quantized_activations);
+    a dense one as an InvariantLinear (`batch_invariant`) or a PackedLinear."""
     dense = InvariantLinear.of if batch_invariant else PackedLinear.of
 
     def of(weight: Matrix, bias: torch.Tensor | None) -> Projection:
         if isinstance(weight, QuantizedTensor):
-            return QuantizedLinear.of(weight, bias, activation_dtype)
+            return QuantizedLinear.of(weight, bias, activation_dtype, quantized_activations)
         return dense(weight, bias)
 
     return of

@@ -131,6 +131,7 @@ def load_target(
             batch_invariant=batch_invariant,
             quantization=model.quantization,
             tensor_parallel=tensor_parallel,
+            quantized_activations=exec.kernel.quantized_activations,
         )
     return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
 

@@ -1,0 +1,64 @@
+// Rows of x quantized to int8 in blocks of 32 values, for quantized_linear.cpp's integer path (the
+// way llama.cpp's Q8_0 activations are, one fp32 scale per block):
+//   d = max |x| / 127 over the block,  q = round_to_nearest_even(x * (127 / max |x|)),  q = 0 where max is 0
+// so |q| <= 127 and x ~= d * q. Each row's blocks depend on that row alone, so a linear that reads
+// them stays batch-invariant. The AVX2 and scalar loops give the same bits (the same two fp32
+// operations per value, the same rounding).
+
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <native_build/widen_narrow.h>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace quantized {
+
+constexpr int64_t kActivationBlock = 32;  // values per activation scale
+constexpr int64_t kSumRun = 16;           // values per stored sum of q (the shortest weight run)
+
+// M rows of x as int8 blocks: q [M][k], the scales d [M][k / 32], the sums of q per 16 [M][k / 16].
+struct ActivationBlocks {
+    const int8_t* q;
+    const float* d;
+    const int32_t* sums;
+    int64_t k;
+    const int8_t* q_of(int64_t row) const { return q + row * k; }
+    const float* d_of(int64_t row) const { return d + row * (k / kActivationBlock); }
+    const int32_t* sums_of(int64_t row) const { return sums + row * (k / kSumRun); }
+};
+
+// One row x [k] (k a multiple of 32) into q, d and sums.
+template <typename T>
+inline void quantize_row(const T* x, int64_t k, int8_t* q, float* d, int32_t* sums) {
+    for (int64_t b = 0; b < k / kActivationBlock; ++b) {
+        float v[kActivationBlock];
+        for (int i = 0; i < kActivationBlock; ++i) v[i] = native_build::widen(x[b * kActivationBlock + i]);
+        float amax = 0.0f;
+        for (float value : v) amax = std::fmax(amax, std::fabs(value));
+        d[b] = amax / 127.0f;
+        const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int8_t* qb = q + b * kActivationBlock;
+#if defined(__AVX2__)
+        const __m256 by = _mm256_set1_ps(inverse);
+        __m256i n[4];
+        for (int i = 0; i < 4; ++i) n[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 8 * i), by));
+        // int32 -> int16 -> int8 packs per 128-bit lane; the permute puts the 32 back in order.
+        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb),
+                            _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+#else
+        for (int i = 0; i < kActivationBlock; ++i) qb[i] = static_cast<int8_t>(std::nearbyint(v[i] * inverse));
+#endif
+        for (int h = 0; h < kActivationBlock / kSumRun; ++h) {
+            int32_t sum = 0;
+            for (int i = 0; i < kSumRun; ++i) sum += qb[h * kSumRun + i];
+            sums[b * (kActivationBlock / kSumRun) + h] = sum;
+        }
+    }
+}
+
+}  // namespace quantized
