@@ -11,6 +11,15 @@ check): the prompts' last logits and their greedy tokens must be bitwise equal.
     uv run python tools/check_llama_quantize.py                          # the default model, 4 kinds
     uv run python tools/check_llama_quantize.py --model bench-1b --kinds Q4_K_M
 
+With `--activations int8` the file is served by the integer kernels instead (exec.kernel.
+quantized_activations = int8: rows quantized to int8 per 32 values), which cannot be bitwise the
+reference; the tool reports the largest logit difference on the prompts (absolute, and as a share
+of the reference's logit range) and, per prompt, whether the greedy tokens agree, with the smallest
+top-two margin the reference had on the way. A prompt is of clear margin where that margin is more
+than twice the largest logit difference; the check passes when every clear-margin prompt agrees.
+
+    uv run python tools/check_llama_quantize.py --model bench-1b --kinds Q4_K_M --activations int8
+
 Models: `default` (the bf16 GGUF of the default model's weights, tools/llama_cpp_peer.py) and
 `bench-1b` (tools/make_bench_model.py). Files and references are cached beside the bf16 GGUF;
 llama.cpp is built first when missing. Exit status 0 when every file agreed.
@@ -22,11 +31,12 @@ import argparse
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import llama_cpp_peer  # run as a script, its sibling tools import by name
 import make_bench_model
 import torch
-from make_kquant_gguf import check
+from make_kquant_gguf import PROMPTS, check, served
 
 KINDS = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0")
 
@@ -55,11 +65,37 @@ def ensure_reference(gguf_file: Path) -> Path:
     return target
 
 
+def check_int8(gguf_file: Path, reference: Path, new_tokens: int) -> bool:
+    """Whether `gguf_file` under int8 activations gives the reference's greedy tokens on every
+    clear-margin prompt (printing the logit difference and each prompt's agreement)."""
+    from transformers import AutoTokenizer
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(reference)
+    prompts = [tokenizer.encode(text) for text in PROMPTS]
+    logits, tokens, _ = served(gguf_file, prompts, new_tokens, "int8")
+    want_logits, want_tokens, margins = served(reference, prompts, new_tokens)
+    largest = float((logits - want_logits).abs().max())
+    spread = float((want_logits.amax(-1) - want_logits.amin(-1)).min())
+    print(f"largest |logit - reference| on the prompts: {largest:.4f} ({100 * largest / spread:.2f}% of the range)")
+    agreed = True
+    for text, ids, want, gaps in zip(PROMPTS, tokens, want_tokens, margins, strict=True):
+        clear = min(gaps) > 2 * largest
+        same = ids == want
+        agreed &= same or not clear
+        first = next((i for i, (a, b) in enumerate(zip(ids, want, strict=True)) if a != b), len(want))
+        print(
+            f"{text!r}: {'same' if same else f'differs from token {first}'} "
+            f"(smallest reference margin {min(gaps):.3f}: {'clear' if clear else 'not clear'})"
+        )
+    return agreed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=("default", "bench-1b"), default="default")
     parser.add_argument("--kinds", nargs="*", default=list(KINDS), help=f"llama-quantize kinds (default {KINDS})")
     parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--activations", choices=("float32", "int8"), default="float32")
     args = parser.parse_args()
     from runtime_runner.loading.gguf.file import GgufFile
 
@@ -71,9 +107,13 @@ def main() -> None:
         counts = ", ".join(f"{name} x{count}" for name, count in GgufFile(gguf_file).type_counts().items())
         print(f"\n== {kind}: {gguf_file.name} ({gguf_file.stat().st_size / 1e6:.0f} MB: {counts})", flush=True)
         reference = ensure_reference(gguf_file)
-        outcomes[kind] = check(gguf_file, reference, reference, args.new_tokens)
+        if args.activations == "int8":
+            outcomes[kind] = check_int8(gguf_file, reference, args.new_tokens)
+        else:
+            outcomes[kind] = check(gguf_file, reference, reference, args.new_tokens)
         print(f"{kind}: {time.perf_counter() - started:.0f} s", flush=True)
-    print("\n" + ", ".join(f"{kind}: {'equal' if same else 'DIFFERENT'}" for kind, same in outcomes.items()))
+    verdict = ("agree", "DISAGREE") if args.activations == "int8" else ("equal", "DIFFERENT")
+    print("\n" + ", ".join(f"{kind}: {verdict[0] if same else verdict[1]}" for kind, same in outcomes.items()))
     raise SystemExit(0 if all(outcomes.values()) else 1)
 
 

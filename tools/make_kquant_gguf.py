@@ -60,18 +60,23 @@ def write(out: Path) -> tuple[Path, Path, Path]:
 
 
 def served(
-    model: Path, prompts: Sequence[Sequence[int]], new_tokens: int
+    model: Path, prompts: Sequence[Sequence[int]], new_tokens: int, activations: str = "float32"
 ) -> tuple[torch.Tensor, list[list[int]], list[list[float]]]:
-    """`model` served by a standalone runner (float32, deterministic): the prompts' last logits
-    prefilled together, their greedy tokens decoded together, and each step's top-two margin."""
+    """`model` served by a standalone runner (float32, deterministic, its quantized matrices reading
+    their rows as `activations`): the prompts' last logits prefilled together, their greedy tokens
+    decoded together, and each step's top-two margin."""
     from attn_backends import build_attention_pair
-    from config_bags import Bags, MemoryBag, ModelBag, publish, unpublish
+    from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, unpublish
     from runtime_runner.runner import ModelRunner
     from runtime_runner.standalone import StandaloneDriver
 
     unpublish()
     publish(
-        Bags(model=ModelBag(model_path=str(model), dtype="float32"), memory=MemoryBag(max_total_tokens=16384)),
+        Bags(
+            model=ModelBag(model_path=str(model), dtype="float32"),
+            memory=MemoryBag(max_total_tokens=16384),
+            exec=ExecBag(kernel=KernelBag(quantized_activations=activations)),  # type: ignore[arg-type]
+        ),
         role="standalone",
     )
     runner = ModelRunner(build_attention_pair)
