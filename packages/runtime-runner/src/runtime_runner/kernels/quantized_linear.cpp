@@ -29,6 +29,10 @@
 //   then out = round_to_dtype(acc + bias[j]). Row i still depends on x[i] and the matrix alone, so
 //   the output is batch-invariant; it differs from the de-quantized fp32 linear by x's rounding to
 //   int8 (a relative error of about 1/254 per value).
+// Its two paths read the same runs (the scales as the Decoder gives them, the integers as
+// weight_quads.h's quads): few rows straight from the blocks (BlockRuns); more rows from a group
+// of panels unpacked once per task into quads and scales in L2 (UnpackedRuns), so the bit
+// shuffling of the unpacking is paid once per panel, not once per 4 rows.
 
 #include <cmath>
 #include <cstdint>
@@ -188,31 +192,80 @@ inline void block(const float* x, int64_t ldx, int64_t K, const float* w, const 
     finish<MR, 1>(acc, to);
 }
 
-// MR rows of x (int8 blocks, from row i0) x panel p, by THE INTEGER RULE: per run, exact int32
-// sums of the weights' integers times xq (maddubs pairs summed in int16 while they cannot
+// Where the integer kernel reads a panel's runs (their scales, and their weights as quads):
+// straight from the quantized blocks, de-quantizing the scales as it goes (few rows) ...
+template <int64_t KIND> struct BlockRuns {
+    static constexpr Format kFormat = format_of(KIND);
+    const uint8_t* block;
+    Decoder<KIND> dec;
+    explicit BlockRuns(const uint8_t* panel) : block(panel) {}
+    void start(int64_t b) {  // block b, in order from 0
+        if (b > 0) block += kPanelBlock<KIND>;
+        dec.start(block, nullptr);
+    }
+    void run(int r) { dec.run(block, r); }
+    const Scales& scales() const { return dec.s; }
+    void quads_at(int j, __m256i& rows0, __m256i& rows8) const { quads<KIND>(dec.low, dec.high, j, rows0, rows8); }
+};
+
+// ... or from a scratch the panel was unpacked into once, for every row of a task (many rows):
+// per run in k order, its Scales, then its quads (rows 0..7, rows 8..15) in value order.
+template <int64_t KIND> struct UnpackedRuns {
+    static constexpr int64_t kRun = format_of(KIND).run;
+    static constexpr int64_t kRunBytes = sizeof(Scales) + kRun / 4 * 2 * sizeof(__m256i);
+    const uint8_t* base;
+    const uint8_t* at = nullptr;
+    int64_t runs_before = 0;  // runs of the blocks before the current one
+    explicit UnpackedRuns(const uint8_t* scratch) : base(scratch) {}
+    void start(int64_t b) { runs_before = b * (format_of(KIND).values / kRun); }
+    void run(int r) { at = base + (runs_before + r) * kRunBytes; }
+    const Scales& scales() const { return *reinterpret_cast<const Scales*>(at); }
+    void quads_at(int j, __m256i& rows0, __m256i& rows8) const {
+        const uint8_t* q = at + sizeof(Scales) + j / 4 * 2 * sizeof(__m256i);
+        rows0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+        rows8 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + sizeof(__m256i)));
+    }
+};
+
+// Panel p unpacked into `scratch` (UnpackedRuns' layout; 32-byte aligned).
+template <int64_t KIND>
+void unpack_panel(const Matrix& m, int64_t p, uint8_t* scratch) {
+    constexpr Format f = format_of(KIND);
+    BlockRuns<KIND> runs(m.data + p * panel_bytes(m));
+    for (int64_t b = 0; b < m.k / f.values; ++b) {
+        runs.start(b);
+        for (int r = 0; r < f.values / f.run; ++r, scratch += UnpackedRuns<KIND>::kRunBytes) {
+            runs.run(r);
+            std::memcpy(scratch, &runs.scales(), sizeof(Scales));
+            auto* q = reinterpret_cast<__m256i*>(scratch + sizeof(Scales));
+#pragma GCC unroll 8
+            for (int j = 0; j < f.run; j += 4) runs.quads_at(j, q[j / 2], q[j / 2 + 1]);
+        }
+    }
+}
+
+// MR rows of x (int8 blocks, from row i0) x one panel's runs, by THE INTEGER RULE: per run, exact
+// int32 sums of the weights' integers times xq (maddubs pairs summed in int16 while they cannot
 // overflow, then widened), scaled once in fp32 into one chain per output.
-template <int64_t KIND, int MR, typename T>
-void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t p, const Target<T>& to) {
-    using D = Decoder<KIND>;
+template <int64_t KIND, int MR, typename Runs, typename T>
+void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, Runs runs, const Target<T>& to) {
     constexpr Format f = format_of(KIND);
     constexpr int kRun = static_cast<int>(f.run);
     constexpr int kGroup = quads_per_widen(KIND) < kRun / 4 ? quads_per_widen(KIND) : kRun / 4;
     constexpr int kOffset = integer_offset(KIND);
-    const uint8_t* block = m.data + p * panel_bytes(m);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[MR][1][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) acc[r][0][0] = acc[r][0][1] = _mm256_setzero_ps();
-    D dec;
-    for (int64_t k0 = 0; k0 < m.k; k0 += f.values, block += kPanelBlock<KIND>) {
-        dec.start(block, nullptr);
+    for (int64_t b = 0; b < m.k / f.values; ++b) {
+        runs.start(b);
         for (int r = 0; r < f.values / kRun; ++r) {
-            dec.run(block, r);
-            const int64_t k = k0 + r * kRun;
+            runs.run(r);
+            const int64_t k = b * f.values + r * kRun;
             __m256i sum[MR][2];
 #pragma GCC unroll 8
             for (int i = 0; i < MR; ++i) sum[i][0] = sum[i][1] = _mm256_setzero_si256();
-            // The run's quads in groups of at most kWiden: their int16 pair sums cannot overflow.
+            // The run's quads in groups of at most quads_per_widen: their int16 pair sums cannot overflow.
 #pragma GCC unroll 16
             for (int g = 0; g < kRun; g += 4 * kGroup) {
                 __m256i part[MR][2];
@@ -222,7 +275,7 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t
                 for (int quad = 0; quad < kGroup; ++quad) {
                     const int j = g + 4 * quad;
                     __m256i w0, w1;
-                    quads<KIND>(dec.low, dec.high, j, w0, w1);
+                    runs.quads_at(j, w0, w1);
                     const __m256i m0 = signed_quads(KIND) ? _mm256_abs_epi8(w0) : w0;
                     const __m256i m1 = signed_quads(KIND) ? _mm256_abs_epi8(w1) : w1;
 #pragma GCC unroll 8
@@ -245,6 +298,7 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t
                     sum[i][1] = _mm256_add_epi32(sum[i][1], _mm256_madd_epi16(part[i][1], ones));
                 }
             }
+            const Scales& s = runs.scales();
 #pragma GCC unroll 8
             for (int i = 0; i < MR; ++i) {
                 const int32_t* sums = xa.sums_of(i0 + i) + k / kSumRun;
@@ -253,10 +307,10 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t
                 for (int h = 0; h < 2; ++h) {
                     __m256i n = sum[i][h];
                     if constexpr (kOffset != 0) n = _mm256_sub_epi32(n, _mm256_set1_epi32(kOffset * xsum));
-                    const __m256 a = h == 0 ? dec.s.d_lo : dec.s.d_hi;
+                    const __m256 a = h == 0 ? s.d_lo : s.d_hi;
                     __m256 t;
                     if constexpr (adds_minimum(KIND)) {
-                        const __m256 minimum = h == 0 ? dec.s.m_lo : dec.s.m_hi;
+                        const __m256 minimum = h == 0 ? s.m_lo : s.m_hi;
                         t = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(n),
                                             _mm256_mul_ps(minimum, _mm256_set1_ps(static_cast<float>(xsum))));
                     } else {
@@ -270,18 +324,19 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t
     finish<MR, 1>(acc, to);
 }
 
-// Rows [i0, i1) over panel p by the integer rule, in even blocks of up to 4 rows.
-template <int64_t KIND, typename T>
-void rows_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t i1, int64_t p, T* out) {
+// Rows [i0, i1) over panel p by the integer rule, in even blocks of up to 4 rows, reading the
+// panel's runs from `runs` (BlockRuns or UnpackedRuns).
+template <int64_t KIND, typename Runs, typename T>
+void rows_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t i1, int64_t p, Runs runs, T* out) {
     const int64_t count = i1 - i0, blocks = (count + 3) / 4, first = (count + blocks - 1) / blocks;
     for (int64_t i = i0; i < i1; i += first) {
         const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
                            m.n - p * kPanel};
         switch (i1 - i < first ? i1 - i : first) {
-            case 4: fused_int8<KIND, 4>(m, xa, i, p, to); break;
-            case 3: fused_int8<KIND, 3>(m, xa, i, p, to); break;
-            case 2: fused_int8<KIND, 2>(m, xa, i, p, to); break;
-            default: fused_int8<KIND, 1>(m, xa, i, p, to); break;
+            case 4: fused_int8<KIND, 4>(m, xa, i, runs, to); break;
+            case 3: fused_int8<KIND, 3>(m, xa, i, runs, to); break;
+            case 2: fused_int8<KIND, 2>(m, xa, i, runs, to); break;
+            default: fused_int8<KIND, 1>(m, xa, i, runs, to); break;
         }
     }
 }
@@ -445,10 +500,10 @@ void linear_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int6
 }
 
 #if QL_AVX2
-// Packed bytes of panels per task of the integer path with many rows: about half of L2, read
-// from there once per 4 rows of the task's row block.
-inline int64_t int8_group_panels(const Matrix& m) {
-    const int64_t group = (128 * 1024) / panel_bytes(m);
+// Panels per task of the integer path with many rows: their unpacked runs (`panel_bytes` each)
+// fill about half of L2, read from there once per 4 rows of the task's row block.
+inline int64_t int8_group_panels(int64_t panel_bytes) {
+    const int64_t group = (256 * 1024) / panel_bytes;
     return group < 1 ? 1 : group;
 }
 
@@ -469,6 +524,9 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
     int8_t* xq = q.data();
     float* xd = d.data();
     int32_t* xs = sums.data();
+    // One panel's unpacked runs, in vectors (the many-rows path's scratch).
+    const int64_t panel_scratch = m.k / UnpackedRuns<KIND>::kRun * UnpackedRuns<KIND>::kRunBytes /
+                                  static_cast<int64_t>(sizeof(__m256i));
     const int64_t useful = M * m.k * m.panels * kPanel / kMinMacsPerThread;
     const int nt = static_cast<int>(threads < useful ? (threads < 1 ? 1 : threads) : (useful < 1 ? 1 : useful));
     int64_t row_blocks = 1, row_block = M, group = 1;
@@ -476,7 +534,8 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
         row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
         row_block = ((M + row_blocks - 1) / row_blocks + 3) / 4 * 4;
         row_blocks = (M + row_block - 1) / row_block;
-        int64_t groups = (m.panels + int8_group_panels(m) - 1) / int8_group_panels(m);
+        const int64_t fits = int8_group_panels(panel_scratch * static_cast<int64_t>(sizeof(__m256i)));
+        int64_t groups = (m.panels + fits - 1) / fits;
         if (groups * row_blocks % nt != 0) groups = (groups + nt - 1) / nt * nt;
         group = (m.panels + groups - 1) / groups;
     }
@@ -487,12 +546,31 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < M; ++i)
             quantize_row(x + i * ldx, m.k, xq + i * m.k, xd + i * (m.k / kActivationBlock), xs + i * (m.k / kSumRun));
+        // Many rows: each panel of the task unpacked once into the thread's scratch, kept between
+        // calls (it only grows; 32-byte aligned by the vector's element type).
+        thread_local std::vector<__m256i> unpacked;
+        if (M > kFusedRows && static_cast<int64_t>(unpacked.size()) < group * panel_scratch)
+            unpacked.resize(group * panel_scratch);
+        int64_t held = -1;  // the group unpacked in `unpacked` by this thread's last task
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tasks; ++t) {
             const int64_t g = t / row_blocks, rb = t % row_blocks;
-            const int64_t p1 = (g + 1) * group < m.panels ? (g + 1) * group : m.panels;
+            const int64_t p0 = g * group, p1 = (g + 1) * group < m.panels ? (g + 1) * group : m.panels;
             const int64_t i1 = (rb + 1) * row_block < M ? (rb + 1) * row_block : M;
-            for (int64_t p = g * group; p < p1; ++p) rows_int8<KIND>(m, xa, rb * row_block, i1, p, out);
+            if (M <= kFusedRows) {
+                for (int64_t p = p0; p < p1; ++p)
+                    rows_int8<KIND>(m, xa, 0, M, p, BlockRuns<KIND>(m.data + p * panel_bytes(m)), out);
+                continue;
+            }
+            auto* scratch = reinterpret_cast<uint8_t*>(unpacked.data());
+            if (g != held) {
+                for (int64_t p = p0; p < p1; ++p)
+                    unpack_panel<KIND>(m, p, scratch + (p - p0) * panel_scratch * sizeof(__m256i));
+                held = g;
+            }
+            for (int64_t p = p0; p < p1; ++p)
+                rows_int8<KIND>(m, xa, rb * row_block, i1, p,
+                                UnpackedRuns<KIND>(scratch + (p - p0) * panel_scratch * sizeof(__m256i)), out);
         }
     }
 }
