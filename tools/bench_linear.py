@@ -25,7 +25,14 @@ llama-quantize would store a substitute there. The kind `q4_k_m` is the qkv grou
 Q4_K_M stores it for this model in its more-bits layers: q and k rows Q5_0, v rows Q8_0, run
 through the projection stack's native entry (what the native step calls; qkv only).
 
+`--activations float32 int8` gives each GGUF kind a row per way of reading x: float32 (the rule
+above) and int8 (the integer rule, exec.kernel.quantized_activations = int8; its bits column says
+"integer rule", as it is not the fp32 linear). `--model bench-1b` takes the shapes of the 1B-shaped
+model (tools/make_bench_model.py: hidden 2048, MLP 8192), where every row is whole super-blocks;
+`--dtypes` with no value leaves the first table out.
+
     uv run python tools/bench_linear.py [--rows 1 8 32 512] [--dtypes bfloat16 float32] [--kinds q8_0 ...]
+                                        [--activations float32 int8] [--model default|bench-1b]
                                         [--repeats 5] [--threads N]
 """
 
@@ -45,7 +52,7 @@ import torch.nn.functional as F
 
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.packed_linear import PackedLinear
-from runtime_runner.kernels.quantized_linear import QuantizedLinear
+from runtime_runner.kernels.quantized_linear import QuantizedActivations, QuantizedLinear
 from runtime_runner.kernels.quantized_tensor import (
     BLOCKS,
     GGML_TYPE_OF,
@@ -57,13 +64,24 @@ from runtime_runner.models.matrix_projection import ConcatProjection
 from serve.testing.gguf_quantizer import quantize_rows
 
 HIDDEN = 576
-SHAPES = {
-    "qkv": (960, HIDDEN),
-    "o": (HIDDEN, HIDDEN),
-    "gate_up": (3072, HIDDEN),
-    "down": (HIDDEN, 1536),
-    "lm_head": (49152, HIDDEN),
+# Each model's layers, (out_features, in_features): the default model's, and the 1B-shaped one's.
+MODEL_SHAPES = {
+    "default": {
+        "qkv": (960, HIDDEN),
+        "o": (HIDDEN, HIDDEN),
+        "gate_up": (3072, HIDDEN),
+        "down": (HIDDEN, 1536),
+        "lm_head": (49152, HIDDEN),
+    },
+    "bench-1b": {
+        "qkv": (3072, 2048),
+        "o": (2048, 2048),
+        "gate_up": (16384, 2048),
+        "down": (2048, 8192),
+        "lm_head": (49152, 2048),
+    },
 }
+SHAPES = MODEL_SHAPES["default"]
 MIN_TIMED_S = 0.02  # calls per timing are repeated until one timing lasts about this long
 MIX = "q4_k_m"  # the qkv group of mixed kinds (see the module)
 MIX_RUNS: tuple[tuple[QuantKind, int], ...] = (("q5_0", 576 + 192), ("q8_0", 192))  # (kind, rows): q|k, then v
@@ -94,9 +112,11 @@ def best_ms(paths: Mapping[str, Callable[[], object]], repeats: int) -> dict[str
     return best
 
 
-def bench(name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int) -> str:
+def bench(
+    name: str, dtype: torch.dtype, rows: int, repeats: int, seed: int, shapes: Mapping[str, tuple[int, int]] = SHAPES
+) -> str:
     """One Markdown table row: every path at one shape, dtype and row count."""
-    out_features, in_features = SHAPES[name]
+    out_features, in_features = shapes[name]
     gen = torch.Generator().manual_seed(seed)
     weight = (torch.randn(out_features, in_features, generator=gen) / math.sqrt(in_features)).to(dtype)
     x = torch.randn(rows, in_features, generator=gen).to(dtype)
@@ -138,9 +158,9 @@ class Measured:
     owner: object = None
 
 
-def _linear(kind: QuantKind, weight: torch.Tensor) -> Measured:
+def _linear(kind: QuantKind, weight: torch.Tensor, activations: QuantizedActivations = "float32") -> Measured:
     matrix = quantized(kind, weight)
-    linear = QuantizedLinear.of(matrix, None, torch.bfloat16)
+    linear = QuantizedLinear.of(matrix, None, torch.bfloat16, activations)
     weight_bytes = linear.packed.numel() + (0 if linear.scales is None else linear.scales.numel() * 4)
     return Measured(linear, matrix.dequantize(), weight_bytes)
 
@@ -171,30 +191,55 @@ def _unfit(kind: str, name: str, in_features: int) -> str | None:
     return None if in_features % values == 0 else f"rows of {in_features} are not whole {values}-value blocks"
 
 
-def bench_quantized(name: str, kinds: Sequence[str], rows: int, repeats: int, seed: int) -> list[str]:
-    """Markdown rows, one per kind: QuantizedLinear against the bf16 invariant kernel, bf16 rows."""
-    out_features, in_features = SHAPES[name]
+def _variants(kinds: Sequence[str], activations: Sequence[QuantizedActivations]) -> list[str]:
+    """The second table's rows at a shape: each kind once per way of reading x (int8: GGUF kinds only)."""
+    return [
+        kind if way == "float32" else f"{kind} {way}"
+        for kind in kinds
+        for way in activations
+        if way == "float32" or kind in GGML_TYPE_OF
+    ]
+
+
+def bench_quantized(
+    name: str,
+    kinds: Sequence[str],
+    rows: int,
+    repeats: int,
+    seed: int,
+    shapes: Mapping[str, tuple[int, int]] = SHAPES,
+    activations: Sequence[QuantizedActivations] = ("float32",),
+) -> list[str]:
+    """Markdown rows, one per kind (and way of reading x): QuantizedLinear against the bf16
+    invariant kernel, bf16 rows."""
+    out_features, in_features = shapes[name]
     gen = torch.Generator().manual_seed(seed)
     weight = torch.randn(out_features, in_features, generator=gen) / math.sqrt(in_features)
     x = torch.randn(rows, in_features, generator=gen).bfloat16()
     invariant = InvariantLinear.of(weight.bfloat16())
-    unfit = {kind: _unfit(kind, name, in_features) for kind in kinds}
-    measured = {
-        kind: _mix(weight) if kind == MIX else _linear(cast(QuantKind, kind), weight)
-        for kind in kinds
-        if unfit[kind] is None
-    }
+    variants = _variants(kinds, activations)
+    unfit = {variant: _unfit(variant.split()[0], name, in_features) for variant in variants}
+
+    def measure(variant: str) -> Measured:
+        kind, *way = variant.split()
+        if kind == MIX:
+            return _mix(weight)
+        return _linear(cast(QuantKind, kind), weight, cast(QuantizedActivations, way[0] if way else "float32"))
+
+    measured = {variant: measure(variant) for variant in variants if unfit[variant] is None}
     paths: dict[str, Callable[[], object]] = {"invariant": lambda: invariant(x)}
-    paths.update({kind: functools.partial(m.call, x) for kind, m in measured.items()})
+    paths.update({variant: functools.partial(m.call, x) for variant, m in measured.items()})
     best = best_ms(paths, repeats)
     lines = []
-    for kind in kinds:
+    for kind in variants:
         m = measured.get(kind)
         if m is None:
             lines.append(f"| {name} | {out_features}x{in_features} | {rows} | {kind} | n/a: {unfit[kind]} | | | | | |")
             continue
         dense = InvariantLinear.of(m.dequantized)(x.float()).bfloat16()
         same = "yes" if torch.equal(m.call(x).view(torch.int16), dense.view(torch.int16)) else "NO"
+        if kind.endswith(" int8"):
+            same = "integer rule"
         rates = (m.weight_bytes / best[kind] / 1e6, invariant.panels.numel() * 2 / best["invariant"] / 1e6)
         rate_cells = " | ".join(f"{rate:.1f}" if rows == 1 else "" for rate in rates)
         lines.append(
@@ -208,9 +253,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32, 512], help="M, rows per call")
     parser.add_argument(
-        "--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float32", "float16"]
+        "--dtypes", nargs="*", default=["bfloat16", "float32"], choices=["bfloat16", "float32", "float16"]
     )
     parser.add_argument("--layers", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--model", choices=list(MODEL_SHAPES), default="default", help="whose layer shapes")
+    parser.add_argument(
+        "--activations",
+        nargs="+",
+        default=["float32"],
+        choices=["float32", "int8"],
+        help="ways the GGUF kinds read x in the second table (default float32)",
+    )
     parser.add_argument(
         "--kinds",
         nargs="*",
@@ -224,20 +277,22 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    shapes = MODEL_SHAPES[args.model]
     print(
-        f"linear layers of the default model on a CPU, {torch.get_num_threads()} threads, best of {args.repeats}; "
-        "ms per call, speed-up = their time / invariant's time\n"
+        f"linear layers of the {args.model} model on a CPU, {torch.get_num_threads()} threads, best of "
+        f"{args.repeats}; ms per call, speed-up = their time / invariant's time\n"
     )
-    print(
-        "| layer | N x K | M | dtype | invariant ms | F.linear ms | packed ms | vs F.linear | vs packed "
-        "| max abs diff |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    if args.dtypes:
+        print(
+            "| layer | N x K | M | dtype | invariant ms | F.linear ms | packed ms | vs F.linear | vs packed "
+            "| max abs diff |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
     with torch.inference_mode():
         for dtype in (getattr(torch, d) for d in args.dtypes):
             for rows in args.rows:
                 for name in args.layers:
-                    print(bench(name, dtype, rows, args.repeats, args.seed), flush=True)
+                    print(bench(name, dtype, rows, args.repeats, args.seed, shapes), flush=True)
     if not args.kinds:
         return
     print(
@@ -252,7 +307,8 @@ def main() -> None:
     with torch.inference_mode():
         for rows in args.rows:
             for name in args.layers:
-                print("\n".join(bench_quantized(name, args.kinds, rows, args.repeats, args.seed)), flush=True)
+                lines = bench_quantized(name, args.kinds, rows, args.repeats, args.seed, shapes, args.activations)
+                print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":
