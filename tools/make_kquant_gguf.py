@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from config_bags.bags.exec import QuantizedActivations
+
 PROMPTS = (
     "The capital of France is",
     "1, 2, 3, 4, 5,",
@@ -60,7 +62,7 @@ def write(out: Path) -> tuple[Path, Path, Path]:
 
 
 def served(
-    model: Path, prompts: Sequence[Sequence[int]], new_tokens: int, activations: str = "float32"
+    model: Path, prompts: Sequence[Sequence[int]], new_tokens: int, activations: QuantizedActivations = "float32"
 ) -> tuple[torch.Tensor, list[list[int]], list[list[float]]]:
     """`model` served by a standalone runner (float32, deterministic, its quantized matrices reading
     their rows as `activations`): the prompts' last logits prefilled together, their greedy tokens
@@ -75,7 +77,7 @@ def served(
         Bags(
             model=ModelBag(model_path=str(model), dtype="float32"),
             memory=MemoryBag(max_total_tokens=16384),
-            exec=ExecBag(kernel=KernelBag(quantized_activations=activations)),  # type: ignore[arg-type]
+            exec=ExecBag(kernel=KernelBag(quantized_activations=activations)),
         ),
         role="standalone",
     )

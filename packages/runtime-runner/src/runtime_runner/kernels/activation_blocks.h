@@ -22,18 +22,22 @@ constexpr int64_t kSumRun = 16;           // values per stored sum of q (the sho
 
 // M rows of x as int8 blocks: q [M][k], the scales d [M][k / 32], the sums of q per 16 [M][k / 16].
 struct ActivationBlocks {
-    const int8_t* q;
-    const float* d;
-    const int32_t* sums;
+    int8_t* q;
+    float* d;
+    int32_t* sums;
     int64_t k;
-    const int8_t* q_of(int64_t row) const { return q + row * k; }
-    const float* d_of(int64_t row) const { return d + row * (k / kActivationBlock); }
-    const int32_t* sums_of(int64_t row) const { return sums + row * (k / kSumRun); }
+    int8_t* q_of(int64_t row) const { return q + row * k; }
+    float* d_of(int64_t row) const { return d + row * (k / kActivationBlock); }
+    int32_t* sums_of(int64_t row) const { return sums + row * (k / kSumRun); }
 };
 
-// One row x [k] (k a multiple of 32) into q, d and sums.
+// One row x [k] (k a multiple of 32) into row `row` of `blocks`.
 template <typename T>
-inline void quantize_row(const T* x, int64_t k, int8_t* q, float* d, int32_t* sums) {
+inline void quantize_row(const T* x, const ActivationBlocks& blocks, int64_t row) {
+    const int64_t k = blocks.k;
+    int8_t* q = blocks.q_of(row);
+    float* d = blocks.d_of(row);
+    int32_t* sums = blocks.sums_of(row);
     for (int64_t b = 0; b < k / kActivationBlock; ++b) {
         float v[kActivationBlock];
         for (int i = 0; i < kActivationBlock; ++i) v[i] = native_build::widen(x[b * kActivationBlock + i]);

@@ -521,9 +521,6 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
         sums.resize(M * m.k / kSumRun);
     }
     const ActivationBlocks xa{q.data(), d.data(), sums.data(), m.k};
-    int8_t* xq = q.data();
-    float* xd = d.data();
-    int32_t* xs = sums.data();
     // One panel's unpacked runs, in vectors (the many-rows path's scratch).
     const int64_t panel_scratch = m.k / UnpackedRuns<KIND>::kRun * UnpackedRuns<KIND>::kRunBytes /
                                   static_cast<int64_t>(sizeof(__m256i));
@@ -545,7 +542,7 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
     {
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < M; ++i)
-            quantize_row(x + i * ldx, m.k, xq + i * m.k, xd + i * (m.k / kActivationBlock), xs + i * (m.k / kSumRun));
+            quantize_row(x + i * ldx, xa, i);
         // Many rows: each panel of the task unpacked once into the thread's scratch, kept between
         // calls (it only grows; 32-byte aligned by the vector's element type).
         thread_local std::vector<__m256i> unpacked;
@@ -576,40 +573,34 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
 }
 #endif
 
+// One kind's linear by the rule its matrix was packed for (the integer rule: the GGUF kinds on
+// AVX2 only, which quantized_linear.py enforces).
+template <int64_t KIND, typename T>
+void linear_by_rule(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
+#if QL_AVX2
+    if constexpr (KIND != kInt8) {
+        if (m.activations == kInt8Activations) return linear_int8_of<KIND>(m, x, ldx, M, out, threads);
+    }
+#endif
+    linear_of<KIND>(m, x, ldx, M, out, threads);
+}
+
 template <typename T>
 void linear(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out, int64_t threads) {
     if (M <= 0 || m.panels <= 0) return;
-#if QL_AVX2
-    if (m.activations == kInt8Activations) {  // the GGUF kinds only (quantized_linear.py refuses int8's)
-        switch (m.kind) {
-            case kQ8_0: linear_int8_of<kQ8_0>(m, x, ldx, M, out, threads); return;
-            case kQ4_0: linear_int8_of<kQ4_0>(m, x, ldx, M, out, threads); return;
-            case kQ4_1: linear_int8_of<kQ4_1>(m, x, ldx, M, out, threads); return;
-            case kQ5_0: linear_int8_of<kQ5_0>(m, x, ldx, M, out, threads); return;
-            case kQ5_1: linear_int8_of<kQ5_1>(m, x, ldx, M, out, threads); return;
-            case kIq4Nl: linear_int8_of<kIq4Nl>(m, x, ldx, M, out, threads); return;
-            case kQ2K: linear_int8_of<kQ2K>(m, x, ldx, M, out, threads); return;
-            case kQ3K: linear_int8_of<kQ3K>(m, x, ldx, M, out, threads); return;
-            case kQ4K: linear_int8_of<kQ4K>(m, x, ldx, M, out, threads); return;
-            case kQ5K: linear_int8_of<kQ5K>(m, x, ldx, M, out, threads); return;
-            case kQ6K: linear_int8_of<kQ6K>(m, x, ldx, M, out, threads); return;
-            default: break;
-        }
-    }
-#endif
     switch (m.kind) {
-        case kQ8_0: linear_of<kQ8_0>(m, x, ldx, M, out, threads); break;
-        case kQ4_0: linear_of<kQ4_0>(m, x, ldx, M, out, threads); break;
-        case kQ4_1: linear_of<kQ4_1>(m, x, ldx, M, out, threads); break;
-        case kQ5_0: linear_of<kQ5_0>(m, x, ldx, M, out, threads); break;
-        case kQ5_1: linear_of<kQ5_1>(m, x, ldx, M, out, threads); break;
-        case kIq4Nl: linear_of<kIq4Nl>(m, x, ldx, M, out, threads); break;
-        case kQ2K: linear_of<kQ2K>(m, x, ldx, M, out, threads); break;
-        case kQ3K: linear_of<kQ3K>(m, x, ldx, M, out, threads); break;
-        case kQ4K: linear_of<kQ4K>(m, x, ldx, M, out, threads); break;
-        case kQ5K: linear_of<kQ5K>(m, x, ldx, M, out, threads); break;
-        case kQ6K: linear_of<kQ6K>(m, x, ldx, M, out, threads); break;
-        default: linear_of<kInt8>(m, x, ldx, M, out, threads); break;
+        case kQ8_0: linear_by_rule<kQ8_0>(m, x, ldx, M, out, threads); break;
+        case kQ4_0: linear_by_rule<kQ4_0>(m, x, ldx, M, out, threads); break;
+        case kQ4_1: linear_by_rule<kQ4_1>(m, x, ldx, M, out, threads); break;
+        case kQ5_0: linear_by_rule<kQ5_0>(m, x, ldx, M, out, threads); break;
+        case kQ5_1: linear_by_rule<kQ5_1>(m, x, ldx, M, out, threads); break;
+        case kIq4Nl: linear_by_rule<kIq4Nl>(m, x, ldx, M, out, threads); break;
+        case kQ2K: linear_by_rule<kQ2K>(m, x, ldx, M, out, threads); break;
+        case kQ3K: linear_by_rule<kQ3K>(m, x, ldx, M, out, threads); break;
+        case kQ4K: linear_by_rule<kQ4K>(m, x, ldx, M, out, threads); break;
+        case kQ5K: linear_by_rule<kQ5K>(m, x, ldx, M, out, threads); break;
+        case kQ6K: linear_by_rule<kQ6K>(m, x, ldx, M, out, threads); break;
+        default: linear_by_rule<kInt8>(m, x, ldx, M, out, threads); break;
     }
 }
 
