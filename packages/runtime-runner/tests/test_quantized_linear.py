@@ -146,7 +146,7 @@ def test_int8_activations_compute_the_integer_rule(kind: str, dtype: torch.dtype
     + |b|) bounds them, and for bf16 the output's rounding. The result is not the float32 rule's
     (x lost its low bits), which the last assert checks, so this runs the integer kernels.
     Reverse-verified by hand: taking q6_k's offset as 31 instead of 32 fails both q6_k cases;
-    reading a one- or two-bit plane's value j + 1 for value j fails every kind with such a plane
+    reading a one- or two-bit plane's next quad for values j..j+3 fails every kind with such a plane
     (q5_0, q5_1, q2_k, q3_k, q5_k, q6_k); dropping the minimum's term fails every q4_1, q5_1, q2_k,
     q4_k and q5_k case."""
     k = width(kind, 512)
@@ -357,15 +357,19 @@ def test_int8_quantizer_refuses_what_it_cannot_take() -> None:
 def test_embedding_rows_are_the_dequantized_rows_rounded_once(kind: str, dtype: torch.dtype) -> None:
     """Rows of ids (repeated, any order, an id in the padded last panel) equal dequantize()'s rows
     rounded to the dtype, bit for bit (signed zeros included); tied to a linear, the embedding
-    reads that linear's panels. Reverse-verified: de-quantizing q4_0 rows as fma(d, q, -8 d), the
-    same values but +0 where d * (q - 8) is -0, fails both q4_0 cases."""
+    reads that linear's panels, in either layout (a GGUF kind packed for int8 activations keeps its
+    planes in quads). Reverse-verified: de-quantizing q4_0 rows as fma(d, q, -8 d), the same values
+    but +0 where d * (q - 8) is -0, fails both q4_0 cases; reading quads as value-ordered planes
+    fails every GGUF kind."""
     k = width(kind, 96)
     weight = _quantized(kind, 45, k, 4)
-    lm_head = QuantizedLinear.of(weight, None, dtype)
-    embedding = QuantizedEmbedding.tied_to(lm_head)
-    assert embedding.table.packed is lm_head.packed
     ids = torch.tensor([44, 0, 15, 16, 15, 31, 32, 3])
-    _assert_same_bits(embedding(ids), weight.dequantize()[ids].to(dtype), f"{kind} rows")
+    layouts: tuple[QuantizedActivations, ...] = ("float32",) if kind == "int8" else ("float32", "int8")
+    for activations in layouts:
+        lm_head = QuantizedLinear.of(weight, None, dtype, activations)
+        embedding = QuantizedEmbedding.tied_to(lm_head)
+        assert embedding.table.packed is lm_head.packed
+        _assert_same_bits(embedding(ids), weight.dequantize()[ids].to(dtype), f"{kind} rows, {activations} layout")
     _assert_same_bits(QuantizedEmbedding.of(weight, dtype)(ids.int()), weight.dequantize()[ids].to(dtype), "own table")
     assert embedding(torch.tensor([], dtype=torch.int64)).shape == (0, k)
     assert (embedding.num_embeddings, embedding.embedding_dim) == (45, k)

@@ -24,6 +24,11 @@
 // v * b / 8, at bit (v % (8 / b)) * b (ggml interleaves values 16, 32, 64 or 128 apart in a
 // byte; here consecutive values share one, so one load serves 2, 4 or 8 of them and every shift
 // is known when the kernel is compiled). A value's q is low | high << (the low plane's bits).
+// A matrix packed for the integer rule (Matrix::activations == kInt8Activations) keeps its planes
+// IN QUADS instead, the shape its int8 dot products take (weight_quads.h): a plane of b bits is
+// chunks of 64 bytes, each holding 4 * 8 / b values of the 16 rows; in a chunk, byte 4 c + t holds
+// row c's values 4 f + t (t < 4) at bits f * b. So one 32-byte load is rows 0..7 (or 8..15), and
+// a shift and a mask give four consecutive values of each row, one row per dword.
 // An int8 panel is [K][16 rows] int8, its scales fp32 [16 * panels].
 
 #pragma once
@@ -131,6 +136,10 @@ inline float weight_at(const Matrix& m, int64_t p, int c, int64_t k) {
     const int v = static_cast<int>(k % f.values);
     auto unit = [&](int64_t at) -> int { return block[kPanel * at + c]; };  // row c's byte of unit `at`
     auto plane = [&](int64_t at, int64_t bits) {  // value v's bits in the plane at unit `at`
+        if (m.activations == kInt8Activations) {      // in quads: chunk, then row c's byte t, field f
+            const int64_t per_chunk = 32 / bits, f = v % per_chunk / 4;
+            return (block[kPanel * at + 64 * (v / per_chunk) + 4 * c + v % 4] >> (f * bits)) & ((1 << bits) - 1);
+        }
         return (unit(at + v * bits / 8) >> (v % (8 / bits) * bits)) & ((1 << bits) - 1);
     };
     const float d = half(block + 2 * c), second = f.halves == 2 ? half(block + 2 * kPanel + 2 * c) : 0.0f;

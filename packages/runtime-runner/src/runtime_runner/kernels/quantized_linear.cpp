@@ -99,6 +99,21 @@ inline void finish(const __m256 (&acc)[MR][NP][2], const Target<T>& to) {
 // Bytes of one block of a panel (16 rows' blocks side by side; int8: 32 k of its [K][16]).
 template <int64_t KIND> constexpr int64_t kPanelBlock = kPanel * format_of(KIND).bytes();
 
+// Bytes of one run of a panel's block (the 16 rows' share of it; int8: the whole 32 k).
+template <int64_t KIND> constexpr int64_t kRunBytes = kPanelBlock<KIND> * format_of(KIND).run / format_of(KIND).values;
+
+// The integer kernel reads a panel's bytes in order, once per call, faster than a core's own
+// prefetchers bring them: perf put most of a decode step's samples on the first use of each
+// weight load. Asking for the bytes kPrefetchAhead further on as each run starts keeps them
+// coming: the 1B-shaped Q4_K_M model decodes one stream at ~34 tok/s instead of ~24 (AVX2 EPYC,
+// 2 cores; 2-16 KiB ahead measured alike; past the matrix's end it is harmless). The float32
+// rule's kernels, bound by their arithmetic, measured slower with it, so they go without.
+constexpr int64_t kPrefetchAhead = 16 * 1024;
+inline void prefetch_ahead(const uint8_t* from, int64_t bytes) {
+    for (int64_t at = 0; at < bytes; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(from + kPrefetchAhead + at), _MM_HINT_T0);
+}
+
 // Panel p de-quantized into w [K][16] fp32.
 template <int64_t KIND>
 void dequantize_panel(const Matrix& m, int64_t p, float* w) {
@@ -198,14 +213,27 @@ template <int64_t KIND> struct BlockRuns {
     static constexpr Format kFormat = format_of(KIND);
     const uint8_t* block;
     Decoder<KIND> dec;
+    const uint8_t* low = nullptr;  // the chunks (THE LAYOUT in quads) that hold the run's first value
+    const uint8_t* high = nullptr;
+    int high_first = 0;            // that value's field in its high chunk
     explicit BlockRuns(const uint8_t* panel) : block(panel) {}
     void start(int64_t b) {  // block b, in order from 0
         if (b > 0) block += kPanelBlock<KIND>;
         dec.start(block, nullptr);
     }
-    void run(int r) { dec.run(block, r); }
+    void run(int r) {
+        dec.run(block, r);
+        prefetch_ahead(block + r * kRunBytes<KIND>, kRunBytes<KIND>);
+        const int64_t v = r * kFormat.run;
+        low = block + kPanel * kFormat.low_at() + 64 * (v / (32 / kFormat.low_bits));
+        if constexpr (kFormat.high_bits != 0) {
+            constexpr int64_t per_chunk = 32 / kFormat.high_bits;
+            high = block + kPanel * kFormat.high_at() + 64 * (v / per_chunk);
+            high_first = static_cast<int>(v % per_chunk / 4);
+        }
+    }
     const Scales& scales() const { return dec.s; }
-    void quads_at(int j, __m256i& rows0, __m256i& rows8) const { quads<KIND>(dec.low, dec.high, j, rows0, rows8); }
+    void quads_at(int j, __m256i& rows0, __m256i& rows8) const { quads<KIND>(low, high, high_first, j, rows0, rows8); }
 };
 
 // ... or from a scratch the panel was unpacked into once, for every row of a task (many rows):

@@ -11,12 +11,13 @@ de-quantized matrix: a function of its input row alone, whatever the batch, the 
 the thread count.
 
 `QuantizedLinear.of` reorders the quantized bytes once into panels of 16 rows (the kernel's layout:
-the 16 rows' blocks side by side, each value plane in value order; the same number of bytes) and
-keeps only those. Packed with `activations="int8"` (exec.kernel.quantized_activations), a GGUF
-matrix runs the kernel's integer rule instead: each input row quantized to int8 per 32 values
-(activation_blocks.h), exact integer dot products against the blocks' integers (weight_quads.h),
-scaled once per run in fp32, as llama.cpp computes; a row still depends on itself alone, so it
-stays batch-invariant, but it is no longer bitwise the de-quantized matrix's product.
+the 16 rows' blocks side by side, each value plane in value order, or in quads for the integer rule;
+the same number of bytes) and keeps only those. Packed with `activations="int8"`
+(exec.kernel.quantized_activations), a GGUF matrix runs the kernel's integer rule instead: each
+input row quantized to int8 per 32 values (activation_blocks.h), exact integer dot products
+against the blocks' integers (weight_quads.h), scaled once per run in fp32, as llama.cpp computes;
+a row still depends on itself alone, so it stays batch-invariant, but it is no longer bitwise the
+de-quantized matrix's product.
 Both `__call__` and the whole-step C++ forward run the one C entry that `native`
 names (runtime_runner.kernels.native_projection's ABI), so the two give the same bits. The same
 panels serve a tied token embedding (quantized_embedding).
@@ -180,8 +181,11 @@ def library() -> ctypes.CDLL:
     return bind(load_library(SOURCE, FLAGS, package="runtime-runner", what=WHAT))
 
 
-def pack_panels(weight: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`weight`'s bytes in the kernel's layout (quantized_blocks.h's THE LAYOUT), rows padded with
+def pack_panels(
+    weight: QuantizedTensor, activations: QuantizedActivations = "float32"
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`weight`'s bytes in the kernel's layout (quantized_blocks.h's THE LAYOUT, its planes in
+    value order, or in quads for the integer rule when `activations` is int8), rows padded with
     zero rows to a multiple of 16, and for int8 its scales fp32 [16 * panels] (zero-padded)."""
     n, k = weight.shape
     panels = -(-n // PANEL)
@@ -205,6 +209,15 @@ def pack_panels(weight: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor | N
     for plane in form.planes:
         parts = (tiled[..., plane.byte(v)] >> plane.shift(v).to(torch.uint8)) & ((1 << plane.bits) - 1)
         per_byte = 8 // plane.bits
+        if activations == "int8":
+            # In quads: chunks of 4 * per_byte values; a chunk's byte 4 c + t holds, for row c, its
+            # values 4 f + t at bits f * bits (f < per_byte).
+            chunks = parts.view(panels, PANEL, k // values, values // (4 * per_byte), per_byte, 4)
+            packed = chunks[..., 0, :].clone()
+            for i in range(1, per_byte):
+                packed |= chunks[..., i, :] << (i * plane.bits)
+            fields.append(packed.permute(0, 2, 3, 1, 4).reshape(panels, k // values, -1))
+            continue
         grouped = parts.view(panels, PANEL, k // values, values // per_byte, per_byte)
         packed = grouped[..., 0].clone()
         for i in range(1, per_byte):
@@ -269,7 +282,7 @@ class QuantizedLinear:
                 + ("a per-channel int8 weight" if weight.kind == "int8" else "a CPU without AVX2")
             )
         n, k = weight.shape
-        packed, scales = pack_panels(weight)
+        packed, scales = pack_panels(weight, activations)
         bias32 = _checked_bias(bias, n, -(-n // PANEL))
         matrix = Matrix(
             _KIND_CODE[weight.kind],

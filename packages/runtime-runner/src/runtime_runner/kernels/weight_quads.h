@@ -1,11 +1,12 @@
 // A GGUF panel's integer weights as quads for int8 dot products (quantized_linear.cpp's integer
 // path): four consecutive values of one row in four bytes, eight rows to a 256-bit register, the
-// shape _mm256_maddubs_epi16 then _mm256_madd_epi16 sum into one int32 per row.
+// shape _mm256_maddubs_epi16 then _mm256_madd_epi16 sum into one int32 per row. A matrix packed for
+// that path keeps its planes in this shape (THE LAYOUT in quads), so a load, a shift and a mask
+// give a plane's quads.
 //
-// The integer of a value is its q as THE LAYOUT stores it (quantized_blocks.h): low | high << low
-// bits, unsigned; for q8_0 its signed byte, for iq4_nl its signed level. The kind's constant offset
-// (q4_0's 8, q6_k's 32, ...) and the scales are applied per run by the caller, in integers and then
-// once in fp32, so the int32 sums are exact.
+// The integer of a value is its q: low | high << low bits, unsigned; for q8_0 its signed byte, for
+// iq4_nl its signed level. The kind's constant offset (q4_0's 8, q6_k's 32, ...) and the scales are
+// applied per run by the caller, in integers and then once in fp32, so the int32 sums are exact.
 
 #pragma once
 
@@ -18,59 +19,41 @@ namespace quantized {
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i and_bytes(__m256i v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(mask))); }
 
-// One plane's BITS-bit parts of values j..j+3 (j a multiple of 4) of the run whose first unit is at
-// `plane`, each at bit 0 of its byte, 16 rows per 128-bit lane: `lo` holds values j (low lane) and
-// j + 2 (high lane), `hi` values j + 1 and j + 3.
-template <int BITS>
-inline void plane_pairs(const uint8_t* plane, int j, __m256i& lo, __m256i& hi) {
-    if constexpr (BITS == 8) {  // a unit per value
-        const __m256i first = load256(plane + kPanel * j), second = load256(plane + kPanel * (j + 2));
-        lo = _mm256_permute2x128_si256(first, second, 0x20);
-        hi = _mm256_permute2x128_si256(first, second, 0x31);
-    } else if constexpr (BITS == 4) {  // a unit per two values: j and j + 1, then j + 2 and j + 3
-        const __m256i both = load256(plane + kPanel * (j / 2));
-        lo = and_bytes(both, 15);
-        hi = and_bytes(_mm256_srli_epi16(both, 4), 15);
-    } else {  // one unit holds all four: value v's bits at (v % (8 / BITS)) * BITS
-        const __m256i unit =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(plane + kPanel * (j * BITS / 8))));
-        const int s = j % (8 / BITS) * BITS;
-        // Shifting whole dwords drags the next byte's bits into the top of each; the mask drops them.
-        lo = and_bytes(_mm256_srlv_epi32(unit, _mm256_setr_epi32(s, s, s, s, s + 2 * BITS, s + 2 * BITS, s + 2 * BITS,
-                                                                 s + 2 * BITS)),
-                       (1 << BITS) - 1);
-        hi = and_bytes(_mm256_srlv_epi32(unit, _mm256_setr_epi32(s + BITS, s + BITS, s + BITS, s + BITS, s + 3 * BITS,
-                                                                 s + 3 * BITS, s + 3 * BITS, s + 3 * BITS)),
-                       (1 << BITS) - 1);
-    }
+// One plane's BITS-bit parts of values j..j+3 (j a multiple of 4) of the current run, for rows
+// 0..7 (half 0) or 8..15 (half 1), each at bit TO of its byte, a row's four in one dword. `plane`
+// is the chunk that holds the run's first value, at field `first` of it (0 but where a run starts
+// inside a chunk: q3_k's one-bit plane, runs of 16 in chunks of 32 values).
+template <int BITS, int TO>
+inline __m256i plane_quads(const uint8_t* plane, int first, int j, int half) {
+    constexpr int kPerChunk = 32 / BITS;  // values per chunk
+    __m256i v = load256(plane + 64 * (j / kPerChunk) + 32 * half);
+    if constexpr (BITS == 8) return v;
+    if (first != 0) v = _mm256_srl_epi16(v, _mm_cvtsi32_si128(first * BITS));
+    const int shift = j % kPerChunk / 4 * BITS;  // where the values' bits are in their bytes
+    // Shifting 16-bit lanes drags bits across bytes, but never into bit TO..TO+BITS: the mask keeps those.
+    const __m256i moved = shift >= TO ? _mm256_srli_epi16(v, shift - TO) : _mm256_slli_epi16(v, TO - shift);
+    return and_bytes(moved, ((1 << BITS) - 1) << TO);
 }
 
 // Rows 0..7 (`rows0`) and 8..15 (`rows8`) of the integer weights at values j..j+3 of the current
-// run (the Decoder's `low` and `high`), each row's four in one dword, in value order.
+// run, each row's four in one dword, in value order: the run's chunks in the low and high planes
+// (THE LAYOUT in quads, quantized_blocks.h), the high plane's at field `high_first`.
 template <int64_t KIND>
-inline void quads(const uint8_t* low, const uint8_t* high, int j, __m256i& rows0, __m256i& rows8) {
+inline void quads(const uint8_t* low, const uint8_t* high, int high_first, int j, __m256i& rows0, __m256i& rows8) {
     constexpr Format f = format_of(KIND);
-    __m256i lo, hi;
-    plane_pairs<f.low_bits>(low, j, lo, hi);
+    rows0 = plane_quads<f.low_bits, 0>(low, 0, j, 0);
+    rows8 = plane_quads<f.low_bits, 0>(low, 0, j, 1);
     if constexpr (f.high_bits != 0) {
-        __m256i top_lo, top_hi;
-        plane_pairs<f.high_bits>(high, j, top_lo, top_hi);
-        // At most two bits moved up by at most four: they stay inside their byte.
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(top_lo, f.low_bits));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(top_hi, f.low_bits));
+        const int first = KIND == kQ3K ? high_first : 0;  // known 0 at compile time for the others
+        rows0 = _mm256_or_si256(rows0, plane_quads<f.high_bits, f.low_bits>(high, first, j, 0));
+        rows8 = _mm256_or_si256(rows8, plane_quads<f.high_bits, f.low_bits>(high, first, j, 1));
     }
     if constexpr (KIND == kIq4Nl) {
         const __m256i levels =
             _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlLevels)));
-        lo = _mm256_shuffle_epi8(levels, lo);
-        hi = _mm256_shuffle_epi8(levels, hi);
+        rows0 = _mm256_shuffle_epi8(levels, rows0);
+        rows8 = _mm256_shuffle_epi8(levels, rows8);
     }
-    // Per lane, rows 0..7 as pairs (j, j + 1) in the low lane and (j + 2, j + 3) in the high one;
-    // the 64-bit permute puts rows 0..3's two pairs in one lane, the byte shuffle each row's four together.
-    const __m256i order = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3, 10,
-                                           11, 4, 5, 12, 13, 6, 7, 14, 15);
-    rows0 = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(_mm256_unpacklo_epi8(lo, hi), 0xD8), order);
-    rows8 = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(_mm256_unpackhi_epi8(lo, hi), 0xD8), order);
 }
 
 // Whether a kind's integers are signed (multiplied as |w| times x with w's sign).
