@@ -27,11 +27,15 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from runtime_scheduler import ModelExecutor, Request, Scheduler
 
 
 @dataclass(frozen=True)
@@ -210,20 +214,38 @@ class TimedExecutor:
         return out
 
 
+def scheduler_in_process(
+    bags_json: dict[str, Any], executor_of: Callable[[ModelExecutor], ModelExecutor] | None = None
+) -> Scheduler:
+    """The server's scheduler (and runner) built in this process from the server's own bags (as
+    /server_info gives them), published here; `executor_of` may wrap its executor."""
+    import msgspec
+
+    import config_bags
+    from serve.scheduler_process.process import build_scheduler
+
+    config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
+    scheduler, _runner = build_scheduler() if executor_of is None else build_scheduler(executor_of)
+    return scheduler
+
+
+def request_of(job: Job, rid: str) -> Request:
+    """`job` as the scheduler's request: greedy, exactly its output_len tokens (ignore_eos)."""
+    from runtime_scheduler import Request, SamplingParams, StopConditions
+
+    stop = StopConditions(max_new_tokens=job.output_len, ignore_eos=True)
+    return Request(rid=rid, prompt_ids=job.prompt_ids, sampling=SamplingParams(), stop=stop)
+
+
 def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int) -> dict[str, Any]:
     """The same jobs straight through the server's scheduler and runner in this process (no HTTP,
     no tokenizer or detokenizer, no ipc), at most `concurrency` live, with the server's own bags:
     the difference to the served run is what the serving layers cost. Each forward is timed by
     the kind of step it was (decode only, prefill only, both)."""
-    import msgspec
-
     import config_bags
-    from runtime_scheduler import Request, SamplingParams, StopConditions
-    from serve.scheduler_process.process import build_scheduler
 
-    config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
     times = StepTimes()
-    scheduler, _runner = build_scheduler(lambda runner: TimedExecutor(runner, times))  # as serve builds it, timed
+    scheduler = scheduler_in_process(bags_json, lambda runner: TimedExecutor(runner, times))  # as serve builds it
 
     def drain(batch: list[Job], tag: str) -> int:
         pending = list(enumerate(batch))
@@ -231,10 +253,7 @@ def run_in_process(bags_json: dict[str, Any], jobs: list[Job], concurrency: int)
         while pending or scheduler.has_work():
             while pending and live < concurrency:
                 index, job = pending.pop(0)
-                stop = StopConditions(max_new_tokens=job.output_len, ignore_eos=True)
-                scheduler.add_request(
-                    Request(rid=f"{tag}{index}", prompt_ids=job.prompt_ids, sampling=SamplingParams(), stop=stop)
-                )
+                scheduler.add_request(request_of(job, f"{tag}{index}"))
                 live += 1
             for event in scheduler.step():
                 tokens += event.token_id is not None

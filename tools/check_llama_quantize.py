@@ -53,15 +53,18 @@ def bf16_gguf_of(model: str) -> Path:
 def ensure_reference(gguf_file: Path) -> Path:
     """The float32 checkpoint transformers de-quantizes `gguf_file` into (with the file's tokenizer),
     cached beside it."""
-    from runtime_runner.loading.default_model import convert_gguf
+    from runtime_runner.loading.default_model import convert_gguf, move_into_place
+
+    def converted(folder: Path) -> bool:
+        return (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()
 
     target = gguf_file.with_name(gguf_file.name.removesuffix(".gguf") + ".reference")
-    if (target / "model.safetensors").is_file() or (target / "model.safetensors.index.json").is_file():
+    if converted(target):
         return target
     scratch = target.with_name(f".{target.name}.partial")
     shutil.rmtree(scratch, ignore_errors=True)
     convert_gguf(gguf_file, scratch, dtype=torch.float32)
-    scratch.rename(target)
+    move_into_place(scratch, target, complete=converted)
     return target
 
 

@@ -52,13 +52,13 @@ def bench_dir() -> Path:
 
 
 def write_checkpoint(target: Path, seed: int = 0) -> None:
-    """The random-weight checkpoint, bf16, in `target` (which must not exist)."""
+    """The random-weight checkpoint, bf16, written to `target` (replacing what it holds)."""
     from safetensors.torch import save_file
     from transformers import LlamaConfig
 
     model_class: Any = importlib.import_module("transformers").LlamaForCausalLM  # its stubs leave it untyped
 
-    from runtime_runner.loading.default_model import ensure_default_model
+    from runtime_runner.loading.default_model import ensure_default_model, move_into_place
 
     source = ensure_default_model()
     base = json.loads((source / "config.json").read_text(encoding="utf-8"))
@@ -89,7 +89,7 @@ def write_checkpoint(target: Path, seed: int = 0) -> None:
     for file in TOKENIZER_FILES:
         if (source / file).is_file():
             shutil.copy2(source / file, scratch / file)
-    scratch.rename(target)
+    move_into_place(scratch, target, complete=lambda folder: (folder / "model.safetensors").is_file())
 
 
 def ensure_bench_files(kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_serving import Job, run_server, workload  # run as a script, its sibling tools import by name
+from bench_serving import (  # run as a script, its sibling tools import by name
+    Job,
+    request_of,
+    run_server,
+    scheduler_in_process,
+    workload,
+)
 
 CLOCK = os.sysconf("SC_CLK_TCK")
 
@@ -64,24 +70,13 @@ class Alone:
     """The server's scheduler and runner in this process, with the server's bags."""
 
     def __init__(self, bags_json: dict[str, Any]) -> None:
-        import msgspec
-
-        import config_bags
-        from serve.scheduler_process.process import build_scheduler
-
-        config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
-        self.scheduler, _runner = build_scheduler()
+        self.scheduler = scheduler_in_process(bags_json)
         self.count = 0
 
     def rate(self, job: Job) -> float:
         """The decode rate of `job` run alone."""
-        from runtime_scheduler import Request, SamplingParams, StopConditions
-
         self.count += 1
-        stop = StopConditions(max_new_tokens=job.output_len, ignore_eos=True)
-        self.scheduler.add_request(
-            Request(rid=f"alone{self.count}", prompt_ids=job.prompt_ids, sampling=SamplingParams(), stop=stop)
-        )
+        self.scheduler.add_request(request_of(job, f"alone{self.count}"))
         stamps: list[float] = []
         while self.scheduler.has_work():
             for event in self.scheduler.step():
