@@ -41,10 +41,26 @@ inline void quantize_row(const T* x, const ActivationBlocks& blocks, int64_t row
     for (int64_t b = 0; b < k / kActivationBlock; ++b) {
         float v[kActivationBlock];
         for (int i = 0; i < kActivationBlock; ++i) v[i] = native_build::widen(x[b * kActivationBlock + i]);
+        // amax is NaN where the block holds a NaN, so d is, and every output of the row (as the
+        // float32 rule's chain would make it); an inf makes d inf and the row's outputs non-finite.
         float amax = 0.0f;
-        for (float value : v) amax = std::fmax(amax, std::fabs(value));
+#if defined(__AVX2__)
+        // The order of maxima cannot change their result, so this is the scalar loop's amax, bit for bit.
+        const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+        __m256 m = _mm256_setzero_ps(), unordered = _mm256_setzero_ps();
+        for (int i = 0; i < 4; ++i) {
+            const __m256 value = _mm256_loadu_ps(v + 8 * i);
+            m = _mm256_max_ps(_mm256_and_ps(value, magnitude), m);
+            unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(value, value, _CMP_UNORD_Q));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        amax = _mm256_movemask_ps(unordered) != 0 ? NAN : _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+#else
+        for (float value : v) amax = std::isnan(value) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(value));
+#endif
         d[b] = amax / 127.0f;
-        const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;  // 0 for a NaN amax: q stays defined
         int8_t* qb = q + b * kActivationBlock;
 #if defined(__AVX2__)
         const __m256 by = _mm256_set1_ps(inverse);
