@@ -139,7 +139,7 @@ def _as_int8_blocks(x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kind", GGUF_KINDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_int8_activations_compute_the_integer_rule(kind: str, dtype: torch.dtype) -> None:
-    """The integer rule (quantized_linear.cpp): against x' @ dequantize().T + b in float64, x' the
+    """The integer rule (integer_linear.h): against x' @ dequantize().T + b in float64, x' the
     rows as the rule quantizes them, for M = 1, 3, 6, 13 (the few-rows tasks) and 37 (the many).
     Each run's integer sum is exact, so the only errors are the fp32 scaling's: a product and an
     fma (two with a minimum) per run of at least 16 values, so (K / 16 + 2) * 2^-23 * (sum |x' w|

@@ -1,4 +1,4 @@
-// Rows of x quantized to int8 in blocks of 32 values, for quantized_linear.cpp's integer path (the
+// Rows of x quantized to int8 in blocks of 32 values, for the integer rule of integer_linear.h (the
 // way llama.cpp's Q8_0 activations are, one fp32 scale per block):
 //   d = max |x| / 127 over the block,  q = round_to_nearest_even(x * (127 / max |x|)),  q = 0 where max is 0
 // so |q| <= 127 and x ~= d * q. Each row's blocks depend on that row alone, so a linear that reads

@@ -62,7 +62,7 @@ struct Matrix {
     const uint8_t* data;   // the packed panels
     const float* scales;   // int8: fp32 [16 * panels]; otherwise null
     const float* bias;     // fp32 [16 * panels] or null
-    int64_t activations;   // kFloat32Activations or kInt8Activations (quantized_linear.cpp's two rules)
+    int64_t activations;   // kFloat32Activations or kInt8Activations (quantized_linear.cpp's rule, integer_linear.h's)
 };
 
 // How a linear reads x: in fp32 (THE RULE of quantized_linear.cpp, bitwise the de-quantized
@@ -93,6 +93,9 @@ constexpr Format format_of(int64_t kind) {
         default: return {32, 32, 0, 0, 8, 0};  // int8
     }
 }
+// Bytes of one block of a panel (16 rows' blocks side by side; int8: 32 k of its [K][16]).
+template <int64_t KIND> constexpr int64_t kPanelBlock = kPanel * format_of(KIND).bytes();
+
 inline int64_t panel_bytes(const Matrix& m) {
     const Format f = format_of(m.kind);
     return m.kind == kInt8 ? m.k * kPanel : m.k / f.values * kPanel * f.bytes();

@@ -13,7 +13,7 @@ the thread count.
 `QuantizedLinear.of` reorders the quantized bytes once into panels of 16 rows (the kernel's layout:
 the 16 rows' blocks side by side, each value plane in value order, or in quads for the integer rule;
 the same number of bytes) and keeps only those. Packed with `activations="int8"`
-(exec.kernel.quantized_activations), a GGUF matrix runs the kernel's integer rule instead: each
+(exec.kernel.quantized_activations), a GGUF matrix runs the integer rule (integer_linear.h): each
 input row quantized to int8 per 32 values (activation_blocks.h), exact integer dot products
 against the blocks' integers (weight_quads.h), scaled once per run in fp32, as llama.cpp computes;
 a row still depends on itself alone, so it stays batch-invariant, but it is no longer bitwise the

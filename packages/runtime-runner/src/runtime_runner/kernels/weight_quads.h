@@ -1,8 +1,8 @@
-// A GGUF panel's integer weights as quads for int8 dot products (quantized_linear.cpp's integer
-// path): four consecutive values of one row in four bytes, eight rows to a 256-bit register, the
-// shape _mm256_maddubs_epi16 then _mm256_madd_epi16 sum into one int32 per row. A matrix packed for
-// that path keeps its planes in this shape (THE LAYOUT in quads), so a load, a shift and a mask
-// give a plane's quads.
+// A GGUF panel's integer weights as quads for int8 dot products (the integer rule of
+// integer_linear.h): four consecutive values of one row in four bytes, eight rows to a 256-bit
+// register, the shape _mm256_maddubs_epi16 then _mm256_madd_epi16 sum into one int32 per row. A
+// matrix packed for that rule keeps its planes in this shape (THE LAYOUT in quads), so a load, a
+// shift and a mask give a plane's quads.
 //
 // The integer of a value is its q: low | high << low bits, unsigned; for q8_0 its signed byte, for
 // iq4_nl its signed level. The kind's constant offset (q4_0's 8, q6_k's 32, ...) and the scales are
