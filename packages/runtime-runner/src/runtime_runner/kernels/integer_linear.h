@@ -53,12 +53,14 @@ inline void prefetch_ahead(const uint8_t* from, int64_t bytes) {
 // Where the integer kernel reads a panel's runs (their scales, and their weights as quads):
 // straight from the quantized blocks, de-quantizing the scales as it goes (few rows) ...
 template <int64_t KIND> struct BlockRuns {
-    static constexpr Format kFormat = format_of(KIND);
     const uint8_t* block;
     Decoder<KIND> dec;
-    const uint8_t* low = nullptr;  // the chunks (THE LAYOUT in quads) that hold the run's first value
-    const uint8_t* high = nullptr;
-    int high_first = 0;            // that value's field in its high chunk
+    // A run's first chunk in quads begins where its first value-ordered unit would (both layouts
+    // spend 2 b bytes per value of 16 rows, and a run holds whole chunks), so the Decoder's plane
+    // pointers serve, but for q3_k's one-bit plane: its runs of 16 values start halfway through a
+    // chunk of 32 on odd runs, at field 4.
+    const uint8_t* high = nullptr;  // the chunk that holds the run's first value in the high plane
+    int high_first = 0;             // that value's field in it
     explicit BlockRuns(const uint8_t* panel) : block(panel) {}
     void start(int64_t b) {  // block b, in order from 0
         if (b > 0) block += kPanelBlock<KIND>;
@@ -67,16 +69,16 @@ template <int64_t KIND> struct BlockRuns {
     void run(int r) {
         dec.run(block, r);
         prefetch_ahead(block + r * kRunBytes<KIND>, kRunBytes<KIND>);
-        const int64_t v = r * kFormat.run;
-        low = block + kPanel * kFormat.low_at() + 64 * (v / (32 / kFormat.low_bits));
-        if constexpr (kFormat.high_bits != 0) {
-            constexpr int64_t per_chunk = 32 / kFormat.high_bits;
-            high = block + kPanel * kFormat.high_at() + 64 * (v / per_chunk);
-            high_first = static_cast<int>(v % per_chunk / 4);
+        high = dec.high;
+        if constexpr (KIND == kQ3K) {
+            high_first = 4 * (r % 2);
+            high -= 32 * (r % 2);
         }
     }
     const Scales& scales() const { return dec.s; }
-    void quads_at(int j, __m256i& rows0, __m256i& rows8) const { quads<KIND>(low, high, high_first, j, rows0, rows8); }
+    void quads_at(int j, __m256i& rows0, __m256i& rows8) const {
+        quads<KIND>(dec.low, high, high_first, j, rows0, rows8);
+    }
 };
 
 // ... or from a scratch the panel was unpacked into once, for every row of a task (many rows):

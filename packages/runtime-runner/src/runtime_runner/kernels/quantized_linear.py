@@ -181,6 +181,14 @@ def library() -> ctypes.CDLL:
     return bind(load_library(SOURCE, FLAGS, package="runtime-runner", what=WHAT))
 
 
+def _bytes_of(parts: torch.Tensor, bits: int) -> torch.Tensor:
+    """Bytes from parts [..., fields] of `bits` bits each: field i at bit i * bits."""
+    packed = parts[..., 0].clone()
+    for i in range(1, parts.shape[-1]):
+        packed |= parts[..., i] << (i * bits)
+    return packed
+
+
 def pack_panels(
     weight: QuantizedTensor, activations: QuantizedActivations = "float32"
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -213,16 +221,11 @@ def pack_panels(
             # In quads: chunks of 4 * per_byte values; a chunk's byte 4 c + t holds, for row c, its
             # values 4 f + t at bits f * bits (f < per_byte).
             chunks = parts.view(panels, PANEL, k // values, values // (4 * per_byte), per_byte, 4)
-            packed = chunks[..., 0, :].clone()
-            for i in range(1, per_byte):
-                packed |= chunks[..., i, :] << (i * plane.bits)
+            packed = _bytes_of(chunks.transpose(-1, -2), plane.bits)
             fields.append(packed.permute(0, 2, 3, 1, 4).reshape(panels, k // values, -1))
-            continue
-        grouped = parts.view(panels, PANEL, k // values, values // per_byte, per_byte)
-        packed = grouped[..., 0].clone()
-        for i in range(1, per_byte):
-            packed |= grouped[..., i] << (i * plane.bits)
-        fields.append(side_by_side(packed))
+        else:
+            grouped = parts.view(panels, PANEL, k // values, values // per_byte, per_byte)
+            fields.append(side_by_side(_bytes_of(grouped, plane.bits)))
     packed_blocks = torch.cat(fields, dim=2)
     assert packed_blocks.shape[2] == PANEL * block_bytes, (weight.kind, packed_blocks.shape)
     return packed_blocks.contiguous(), None
