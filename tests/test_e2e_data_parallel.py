@@ -107,15 +107,19 @@ def test_a_stop_string_aborts_the_request_at_its_own_replica(http: httpx.Client)
     """The detokenizer sends a stop string's abort to the replica serving the request, which stops
     it there rather than generating on to max_new_tokens.
 
-    Reverse-verified: with every such abort sent to replica 0, replica 1 ran its request to its
-    length and counted no abort."""
+    Two requests sent together go one to each replica while the first is in flight; a request
+    stops within a few tokens, so on a slow machine the first can finish before the second is
+    routed, and both land (and abort) on replica 0. Such a pair says nothing about abort routing,
+    so the pair is sent again, up to three times, until one lands on each replica.
+
+    Reverse-verified (with the retries too): with every such abort sent to replica 0, replica 1
+    counted no abort and the test failed on the placement check."""
     found = http.post(
         "/generate",
         json={"text": "Paris", "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}},
     ).json()
     stop = http.post("/detokenize", json={"tokens": found["output_ids"][2:4]}).json()["prompt"]
     assert stop, found
-    # Two at once: the router sends the second to the replica the first did not load.
     bodies = [
         {
             "text": "Paris",
@@ -127,13 +131,19 @@ def test_a_stop_string_aborts_the_request_at_its_own_replica(http: httpx.Client)
         async with httpx.AsyncClient(base_url=http.base_url, timeout=300) as client:
             return list(await asyncio.gather(*(client.post("/generate", json=body) for body in bodies)))
 
-    aborted_before = per_replica(http, "serve_replica_requests_aborted_total")
-    answers = asyncio.run(together())
-    assert all(a.status_code == 200 and a.json()["meta_info"]["completion_tokens"] < 10 for a in answers), [
-        a.text for a in answers
-    ]
-    aborted = settled(http, "serve_replica_requests_aborted_total", sum(aborted_before) + 2)
-    assert [after - before for after, before in zip(aborted, aborted_before, strict=True)] == [1, 1]
+    placements = []
+    for _ in range(3):
+        aborted_before = per_replica(http, "serve_replica_requests_aborted_total")
+        answers = asyncio.run(together())
+        assert all(a.status_code == 200 and a.json()["meta_info"]["completion_tokens"] < 10 for a in answers), [
+            a.text for a in answers
+        ]
+        aborted = settled(http, "serve_replica_requests_aborted_total", sum(aborted_before) + 2)
+        placements.append([after - before for after, before in zip(aborted, aborted_before, strict=True)])
+        if placements[-1] == [1, 1]:
+            return
+        assert placements[-1] == [2, 0], placements  # both on replica 0: the first finished before the second came
+    pytest.fail(f"no pair of requests was split over the two replicas in three tries: {placements}")
 
 
 def test_every_replica_acknowledges_an_override_with_one_hash(http: httpx.Client) -> None:
