@@ -3,7 +3,7 @@
 //
 // THE INTEGER RULE (Matrix::activations == kInt8Activations), the way llama.cpp computes, chosen
 // per matrix when it is packed and then kept at every M:
-//   x[i] is quantized in blocks of 32 (activation_blocks.h: xq, dx, and the sums of xq per 16);
+//   x[i] is quantized in blocks of 32 (activation_blocks.h: xq, dx, and the sums of xq per run);
 //   per run of values sharing a weight scale (32, or 16 for q2_k, q3_k, q6_k), in k order,
 //     n = sum over the run of q[j,k] * xq[i,k] - offset * sum(xq)     exact, in int32
 //     t = a * float(n) (+ m * float(sum(xq)) for the kinds with a minimum)   (w = a (q - offset) + m)
@@ -128,8 +128,18 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, Runs ru
     constexpr int kOffset = integer_offset(KIND);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[MR][1][2];
+    // Each row's scales and run sums, found once: computing their places per run cost ~10% of a
+    // many-rows product (Q4_K and Q6_K, AVX2 EPYC, one thread) and ~5% at 8 rows.
+    const float* dx_of[MR];
+    const int32_t* sums_of[MR];
+    const float* float_sums_of[MR];
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) acc[r][0][0] = acc[r][0][1] = _mm256_setzero_ps();
+    for (int i = 0; i < MR; ++i) {
+        acc[i][0][0] = acc[i][0][1] = _mm256_setzero_ps();
+        dx_of[i] = xa.d_of(i0 + i);
+        sums_of[i] = xa.sums + xa.sums_at<kRun>(i0 + i);
+        float_sums_of[i] = xa.float_sums + xa.sums_at<kRun>(i0 + i);
+    }
     for (int64_t b = 0; b < m.k / f.values; ++b) {
         runs.start(b);
         for (int r = 0; r < f.values / kRun; ++r) {
@@ -174,18 +184,16 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, Runs ru
             const Scales& s = runs.scales();
 #pragma GCC unroll 8
             for (int i = 0; i < MR; ++i) {
-                const int32_t* sums = xa.sums_of(i0 + i) + k / kSumRun;
-                const int32_t xsum = kRun == 32 ? sums[0] + sums[1] : sums[0];
-                const __m256 dx = _mm256_set1_ps(xa.d_of(i0 + i)[k / kActivationBlock]);
+                const __m256 dx = _mm256_broadcast_ss(dx_of[i] + k / kActivationBlock);
                 for (int h = 0; h < 2; ++h) {
                     __m256i n = sum[i][h];
-                    if constexpr (kOffset != 0) n = _mm256_sub_epi32(n, _mm256_set1_epi32(kOffset * xsum));
+                    if constexpr (kOffset != 0) n = _mm256_sub_epi32(n, _mm256_set1_epi32(kOffset * sums_of[i][k / kRun]));
                     const __m256 a = h == 0 ? s.d_lo : s.d_hi;
                     __m256 t;
                     if constexpr (adds_minimum(KIND)) {
                         const __m256 minimum = h == 0 ? s.m_lo : s.m_hi;
                         t = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(n),
-                                            _mm256_mul_ps(minimum, _mm256_set1_ps(static_cast<float>(xsum))));
+                                            _mm256_mul_ps(minimum, _mm256_broadcast_ss(float_sums_of[i] + k / kRun)));
                     } else {
                         t = _mm256_mul_ps(a, _mm256_cvtepi32_ps(n));
                     }
@@ -229,12 +237,14 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> d;
     thread_local std::vector<int32_t> sums;
+    thread_local std::vector<float> float_sums;
     if (static_cast<int64_t>(q.size()) < M * m.k) {
         q.resize(M * m.k);
         d.resize(M * m.k / kActivationBlock);
-        sums.resize(M * m.k / kSumRun);
+        sums.resize(M * ActivationBlocks::sums_per_row(m.k));
+        float_sums.resize(M * ActivationBlocks::sums_per_row(m.k));
     }
-    const ActivationBlocks xa{q.data(), d.data(), sums.data(), m.k};
+    const ActivationBlocks xa{q.data(), d.data(), sums.data(), float_sums.data(), m.k};
     // One panel's unpacked runs, in vectors (the many-rows path's scratch).
     const int64_t panel_scratch = m.k / UnpackedRuns<KIND>::kRun * UnpackedRuns<KIND>::kRunBytes /
                                   static_cast<int64_t>(sizeof(__m256i));
