@@ -105,23 +105,8 @@ inline void load_row(const _Float16* w, __m256& lo, __m256& hi) {
     hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8)));
 }
 
-// The shared stores (native_build/avx2_store_row.h) write one panel row of results.
+// The shared epilogue (native_build/avx2_store_row.h) stores one panel row of results at a time.
 static_assert(kPanel == native_build::kRowColumns, "a panel row of results is stored by one store_row");
-using native_build::store_row;
-// 16 results stored as fp16, the first `cols` of them (the shared header stores fp32 and bf16).
-inline void store_row(_Float16* out, __m256 lo, __m256 hi, int64_t cols) {
-    const __m128i l = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m128i h = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    if (cols == kPanel) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), l);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), h);
-        return;
-    }
-    alignas(16) uint16_t row[kPanel];
-    _mm_store_si128(reinterpret_cast<__m128i*>(row), l);
-    _mm_store_si128(reinterpret_cast<__m128i*>(row + 8), h);
-    std::memcpy(out, row, cols * sizeof(uint16_t));
-}
 
 // Rows r0..r0+MR-1 x panels p0..p0+NP-1: 2 * MR * NP chains, each the rule's one fma per k.
 template <int MR, int NP, typename W>
@@ -155,24 +140,8 @@ inline void block(const Operands<W>& o, int64_t r0, int64_t p0) {
             }
         }
     }
-#pragma GCC unroll 8
-    for (int p = 0; p < NP; ++p) {
-        const int64_t col = (p0 + p) * kPanel, cols = o.N - col < kPanel ? o.N - col : kPanel;
-        __m256 b_lo = _mm256_setzero_ps(), b_hi = _mm256_setzero_ps();
-        if (o.bias != nullptr) {
-            b_lo = _mm256_loadu_ps(o.bias + col);
-            b_hi = _mm256_loadu_ps(o.bias + col + 8);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) {
-            __m256 lo = acc[r][p][0], hi = acc[r][p][1];
-            if (o.bias != nullptr) {
-                lo = _mm256_add_ps(lo, b_lo);
-                hi = _mm256_add_ps(hi, b_hi);
-            }
-            store_row(o.out + (r0 + r) * o.N + col, lo, hi, cols);
-        }
-    }
+    native_build::store_rows(acc, o.out + r0 * o.N + p0 * kPanel, o.N,
+                             o.bias == nullptr ? nullptr : o.bias + p0 * kPanel, o.N - p0 * kPanel);
 }
 
 #else  // the portable path: the same chains with std::fma, one column at a time

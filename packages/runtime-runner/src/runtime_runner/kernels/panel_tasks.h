@@ -29,32 +29,13 @@ constexpr int64_t kMaxRowBlock = 96;
 
 #if QL_AVX2
 
-// The shared stores (native_build/avx2_store_row.h) write one panel row of results.
+// The shared epilogue (native_build/avx2_store_row.h) stores one panel row of results at a time.
 static_assert(kPanel == native_build::kRowColumns, "a panel row of results is stored by one store_row");
-using native_build::store_row;
 
 // The epilogue of every kernel: acc + bias (fp32), rounded once, for MR rows x NP panels.
 template <int MR, int NP, typename T>
 inline void finish(const __m256 (&acc)[MR][NP][2], const Target<T>& to) {
-#pragma GCC unroll 8
-    for (int p = 0; p < NP; ++p) {
-        const int64_t cols = to.cols - p * kPanel < kPanel ? to.cols - p * kPanel : kPanel;
-        if (cols <= 0) break;
-        __m256 b_lo = _mm256_setzero_ps(), b_hi = _mm256_setzero_ps();
-        if (to.bias != nullptr) {
-            b_lo = _mm256_loadu_ps(to.bias + p * kPanel);
-            b_hi = _mm256_loadu_ps(to.bias + p * kPanel + 8);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) {
-            __m256 lo = acc[r][p][0], hi = acc[r][p][1];
-            if (to.bias != nullptr) {
-                lo = _mm256_add_ps(lo, b_lo);
-                hi = _mm256_add_ps(hi, b_hi);
-            }
-            store_row(to.out + r * to.ldo + p * kPanel, lo, hi, cols);
-        }
-    }
+    native_build::store_rows(acc, to.out, to.ldo, to.bias, to.cols);
 }
 
 #endif

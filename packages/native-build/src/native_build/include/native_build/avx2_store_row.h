@@ -1,4 +1,5 @@
-// Sixteen fp32 results held as two AVX2 vectors stored as fp32 or bf16, for the linear kernels' epilogues (include
+// Sixteen fp32 results held as two AVX2 vectors stored as fp32, bf16 or fp16 (with F16C), and the linear kernels'
+// epilogue over a block of rows and panels (store_rows), shared by their kernels (include
 // <native_build/avx2_store_row.h>). Defined only where the target has AVX2; elsewhere the header is empty, and the
 // kernels' portable paths store element by element.
 #pragma once
@@ -50,6 +51,48 @@ static inline void store_row(bf16* out, __m256 lo, __m256 hi, int64_t cols) {
     alignas(32) uint16_t row[kRowColumns];
     _mm256_store_si256(reinterpret_cast<__m256i*>(row), packed);
     std::memcpy(out, row, cols * sizeof(uint16_t));
+}
+
+#if defined(__F16C__)
+static inline void store_row(_Float16* out, __m256 lo, __m256 hi, int64_t cols) {
+    const __m128i l = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (cols == kRowColumns) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), l);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), h);
+        return;
+    }
+    alignas(16) uint16_t row[kRowColumns];
+    _mm_store_si128(reinterpret_cast<__m128i*>(row), l);
+    _mm_store_si128(reinterpret_cast<__m128i*>(row + 8), h);
+    std::memcpy(out, row, cols * sizeof(uint16_t));
+}
+#endif
+
+// A kernel's epilogue: acc + bias (fp32; the bias loaded once per panel), rounded once, for MR rows x NP panels of
+// 16 columns. Row r of panel p goes to out + r * ldo + 16 p, its first min(16, cols - 16 p) columns; a panel past
+// `cols` is not stored. `bias` (at panel 0's first column) may be null.
+template <int MR, int NP, typename T>
+static inline void store_rows(const __m256 (&acc)[MR][NP][2], T* out, int64_t ldo, const float* bias, int64_t cols) {
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) {
+        const int64_t left = cols - p * kRowColumns < kRowColumns ? cols - p * kRowColumns : kRowColumns;
+        if (left <= 0) break;
+        __m256 b_lo = _mm256_setzero_ps(), b_hi = _mm256_setzero_ps();
+        if (bias != nullptr) {
+            b_lo = _mm256_loadu_ps(bias + p * kRowColumns);
+            b_hi = _mm256_loadu_ps(bias + p * kRowColumns + 8);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            __m256 lo = acc[r][p][0], hi = acc[r][p][1];
+            if (bias != nullptr) {
+                lo = _mm256_add_ps(lo, b_lo);
+                hi = _mm256_add_ps(hi, b_hi);
+            }
+            store_row(out + r * ldo + p * kRowColumns, lo, hi, left);
+        }
+    }
 }
 
 }  // namespace native_build
