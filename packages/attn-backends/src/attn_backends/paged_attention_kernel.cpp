@@ -437,7 +437,7 @@ void attend_tiles(const bf16_t* q, const bf16_t* k_pool, const bf16_t* v_pool, c
 #pragma omp parallel num_threads(threads)
   {
     const native_build::TileConfig config = scoring_tiles();
-    _tile_loadconfig(&config);
+    native_build::load_tile_config(config);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       const Item& w = work[item / s.kv_heads];

@@ -7,13 +7,21 @@ no torch, no other package of this repository.
 """
 
 from native_build.amx import amx_tiles_available
+from native_build.cpu_flags import cpu_flags
+from native_build.cpu_tiers import TIERS, CpuTier, detected_tier, tier_flags, tier_runs_here
 from native_build.library import NativeBuildError, build_library, cache_dir_of, default_compiler, load_library
 
 __all__ = [
+    "TIERS",
+    "CpuTier",
     "NativeBuildError",
     "amx_tiles_available",
     "build_library",
     "cache_dir_of",
+    "cpu_flags",
     "default_compiler",
+    "detected_tier",
     "load_library",
+    "tier_flags",
+    "tier_runs_here",
 ]

@@ -214,7 +214,7 @@ void configure_tiles(int a, int b) {
         c.rows[t] = static_cast<uint8_t>(rows[t]);
         c.colsb[t] = rows[t] > 0 ? 64 : 0;
     }
-    _tile_loadconfig(&c);
+    native_build::load_tile_config(c);
 }
 
 // narrow<bf16> of 16 lanes at once, bit for bit: round to nearest even, a NaN kept a quiet NaN.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,5 +23,15 @@ struct alignas(64) TileConfig {
     uint16_t colsb[16] = {};
     uint8_t rows[16] = {};
 };
+
+#if defined(__AMX_TILE__)
+// ldtilecfg of `c`. GCC 12 does not count the instruction as reading all 64 bytes: a config built
+// field by field just before it had its rows and colsb stores dropped as dead (ldtilecfg then
+// faults), so a compiler barrier that reads the whole struct comes first.
+inline void load_tile_config(const TileConfig& c) {
+    asm volatile("" : : "m"(c) : "memory");
+    _tile_loadconfig(&c);
+}
+#endif
 
 }  // namespace native_build
