@@ -27,12 +27,15 @@ through the projection stack's native entry (what the native step calls; qkv onl
 
 `--activations float32 int8` gives each GGUF kind a row per way of reading x: float32 (the rule
 above) and int8 (the integer rule, exec.kernel.quantized_activations = int8; its bits column says
-"integer rule", as it is not the fp32 linear). `--model bench-1b` takes the shapes of the 1B-shaped
-model (tools/make_bench_model.py: hidden 2048, MLP 8192), where every row is whole super-blocks;
+"integer rule", as it is not the fp32 linear); `--tiers` runs the int8 rows once per instruction tier
+(native_build.cpu_tiers: avx2 maddubs, avx512 vpdpbusd, amx tiles for many rows), as `int8@tier`.
+`--model bench-1b` takes the shapes of the 1B-shaped model (tools/make_bench_model.py: hidden 2048,
+MLP 8192), where every row is whole super-blocks;
 `--dtypes` with no value leaves the first table out.
 
     uv run python tools/bench_linear.py [--rows 1 8 32 512] [--dtypes bfloat16 float32] [--kinds q8_0 ...]
-                                        [--activations float32 int8] [--model default|bench-1b]
+                                        [--activations float32 int8] [--tiers avx2 avx512 amx]
+                                        [--model default|bench-1b]
                                         [--repeats 5] [--threads N]
 """
 
@@ -50,6 +53,7 @@ from typing import cast
 import torch
 import torch.nn.functional as F
 
+from native_build import TIERS, CpuTier
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.packed_linear import PackedLinear
 from runtime_runner.kernels.quantized_linear import QuantizedActivations, QuantizedLinear
@@ -158,9 +162,11 @@ class Measured:
     owner: object = None
 
 
-def _linear(kind: QuantKind, weight: torch.Tensor, activations: QuantizedActivations = "float32") -> Measured:
+def _linear(
+    kind: QuantKind, weight: torch.Tensor, activations: QuantizedActivations = "float32", tier: CpuTier | None = None
+) -> Measured:
     matrix = quantized(kind, weight)
-    linear = QuantizedLinear.of(matrix, None, torch.bfloat16, activations)
+    linear = QuantizedLinear.of(matrix, None, torch.bfloat16, activations, tier)
     weight_bytes = linear.packed.numel() + (0 if linear.scales is None else linear.scales.numel() * 4)
     return Measured(linear, matrix.dequantize(), weight_bytes)
 
@@ -191,12 +197,16 @@ def _unfit(kind: str, name: str, in_features: int) -> str | None:
     return None if in_features % values == 0 else f"rows of {in_features} are not whole {values}-value blocks"
 
 
-def _variants(kinds: Sequence[str], activations: Sequence[QuantizedActivations]) -> list[str]:
-    """The second table's rows at a shape: each kind once per way of reading x (int8: GGUF kinds only)."""
+def _variants(
+    kinds: Sequence[str], activations: Sequence[QuantizedActivations], tiers: Sequence[CpuTier | None] = (None,)
+) -> list[str]:
+    """The second table's rows at a shape: each kind once per way of reading x (int8: GGUF kinds
+    only, once per tier asked, named `int8@tier`)."""
     return [
-        kind if way == "float32" else f"{kind} {way}"
+        kind if way == "float32" else f"{kind} {way}" + ("" if tier is None else f"@{tier}")
         for kind in kinds
         for way in activations
+        for tier in (tiers if way == "int8" else (None,))
         if way == "float32" or kind in GGML_TYPE_OF
     ]
 
@@ -209,6 +219,7 @@ def bench_quantized(
     seed: int,
     shapes: Mapping[str, tuple[int, int]] = SHAPES,
     activations: Sequence[QuantizedActivations] = ("float32",),
+    tiers: Sequence[CpuTier | None] = (None,),
 ) -> list[str]:
     """Markdown rows, one per kind (and way of reading x): QuantizedLinear against the bf16
     invariant kernel, bf16 rows."""
@@ -217,14 +228,17 @@ def bench_quantized(
     weight = torch.randn(out_features, in_features, generator=gen) / math.sqrt(in_features)
     x = torch.randn(rows, in_features, generator=gen).bfloat16()
     invariant = InvariantLinear.of(weight.bfloat16())
-    variants = _variants(kinds, activations)
+    variants = _variants(kinds, activations, tiers)
     unfit = {variant: _unfit(variant.split()[0], name, in_features) for variant in variants}
 
     def measure(variant: str) -> Measured:
         kind, *way = variant.split()
         if kind == MIX:
             return _mix(weight)
-        return _linear(cast(QuantKind, kind), weight, cast(QuantizedActivations, way[0] if way else "float32"))
+        reading, _, tier = (way[0] if way else "float32").partition("@")
+        return _linear(
+            cast(QuantKind, kind), weight, cast(QuantizedActivations, reading), cast(CpuTier, tier) if tier else None
+        )
 
     measured = {variant: measure(variant) for variant in variants if unfit[variant] is None}
     paths: dict[str, Callable[[], object]] = {"invariant": lambda: invariant(x)}
@@ -236,7 +250,7 @@ def bench_quantized(
         if m is None:
             lines.append(f"| {name} | {out_features}x{in_features} | {rows} | {kind} | n/a: {unfit[kind]} | | | | | |")
             continue
-        if kind.endswith(" int8"):
+        if " int8" in kind:
             same = "integer rule"  # not the fp32 linear by design, so no dense product to compare against
         else:
             dense = InvariantLinear.of(m.dequantized)(x.float()).bfloat16()
@@ -271,6 +285,13 @@ def main() -> None:
         default=list(KINDS),
         choices=KINDS,
         help="quantized kinds of the second table (none: no second table)",
+    )
+    parser.add_argument(
+        "--tiers",
+        nargs="+",
+        default=None,
+        choices=list(TIERS),
+        help="instruction tiers the int8 rows run on, a row each (default: this CPU's highest)",
     )
     parser.add_argument("--repeats", type=int, default=5, help="alternating timings per path; the best is reported")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -308,7 +329,9 @@ def main() -> None:
     with torch.inference_mode():
         for rows in args.rows:
             for name in args.layers:
-                lines = bench_quantized(name, args.kinds, rows, args.repeats, args.seed, shapes, args.activations)
+                lines = bench_quantized(
+                    name, args.kinds, rows, args.repeats, args.seed, shapes, args.activations, args.tiers or (None,)
+                )
                 print("\n".join(lines), flush=True)
 
 

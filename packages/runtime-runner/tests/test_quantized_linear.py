@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config_bags.bags.exec import QuantizedActivations as LeafActivations
-from native_build import load_library
+from native_build import TIERS, CpuTier, detected_tier, load_library, tier_runs_here
 from runtime_runner.kernels import quantized_linear as ql
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
@@ -163,6 +163,51 @@ def test_int8_activations_compute_the_integer_rule(kind: str, dtype: torch.dtype
     assert not torch.equal(got, QuantizedLinear.of(weight, bias, dtype)(x).double())
 
 
+def _tier_param(tier: CpuTier) -> typing.Any:
+    """`tier` as a test parameter, skipped where this CPU cannot run it, with the reason in its id."""
+    if tier_runs_here(tier):
+        return pytest.param(tier, id=tier)
+    return pytest.param(
+        tier,
+        id=f"{tier}-absent-on-this-cpu",
+        marks=pytest.mark.skip(reason=f"this CPU's highest tier is {detected_tier()}, below {tier}"),
+    )
+
+
+@pytest.mark.parametrize("tier", [_tier_param(t) for t in TIERS if t != "avx2"])
+@pytest.mark.parametrize("kind", GGUF_KINDS)
+def test_every_tier_computes_the_avx2_tiers_bits(tier: CpuTier, kind: str) -> None:
+    """The integer rule's kernels of a higher tier (avx512: 512-bit vpdpbusd; amx: the many-rows
+    products on AMX-INT8 tiles) give the AVX2 tier's bits: the same exact int32 sums per run, then
+    the same fp32 epilogue. At M = 1..9, 13 and 16 (the few-rows kernels, blocks of up to 8 rows on
+    avx512), 17, 31, 37, 50 and 100 (the many-rows path: whole tiles of 16 and their remainders),
+    an odd N (a partial last panel), fp32 and bf16 outputs, with a bias, on two threads. The AVX2
+    tier itself is held to the float64 reference by the test above. Reverse-verified by hand on an
+    AMX Xeon: taking q6_k's offset as 31 in the 512-bit epilogue fails every q6_k case of both
+    tiers; loading the tiles' weights one run late fails every amx case at M >= 17; multiplying
+    the signed kinds' x without w's sign fails q8_0 and iq4_nl on both tiers."""
+    k = width(kind, 512)
+    for dtype in DTYPES:
+        weight, x, bias = _operands(kind, 41, 100, 70, k, dtype, True)
+        base = QuantizedLinear.of(weight, bias, dtype, "int8", "avx2")
+        higher = QuantizedLinear.of(weight, bias, dtype, "int8", tier)
+        assert (base.tier, higher.tier) == ("avx2", tier)
+        for m in (*range(1, 10), 13, 16, 17, 31, 37, 50, 100):
+            _assert_same_bits(
+                _with_threads(2, higher, x[:m]), _with_threads(2, base, x[:m]), f"{tier} {kind} {dtype} M={m}"
+            )
+
+
+def test_a_tier_above_the_cpus_is_refused() -> None:
+    """Building for a tier this CPU cannot run is a ValueError naming both tiers, never a crash
+    at the first illegal instruction."""
+    above = [t for t in TIERS if not tier_runs_here(t)]
+    if not above:
+        pytest.skip(f"this CPU runs every tier ({detected_tier()})")
+    with pytest.raises(ValueError, match=f"cannot run the {above[0]} tier on this CPU"):
+        ql.library(above[0])
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_is_bitwise_the_invariant_fp32_linear_of_the_dequantized_matrix(kind: str, dtype: torch.dtype) -> None:
@@ -300,7 +345,7 @@ def test_the_portable_path_computes_the_same_values_and_chains() -> None:
     portable = ql.bind(
         load_library(
             ql.SOURCE,
-            (*ql.FLAGS, "-mno-avx2", "-mno-fma"),
+            (*ql.flags_of(None), "-mno-avx2", "-mno-fma"),
             package="runtime-runner",
             what="the quantized linear's portable path",
         )

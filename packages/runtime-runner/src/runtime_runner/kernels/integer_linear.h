@@ -23,6 +23,9 @@
 #include <vector>
 
 #include "activation_blocks.h"
+#include "integer_linear_vnni.h"
+#include "integer_tiles.h"
+#include "panel_runs.h"
 #include "panel_tasks.h"
 #include "quantized_blocks.h"
 #include "weight_quads.h"
@@ -34,88 +37,6 @@ namespace quantized {
 // Rows at most for which the kernel reads the blocks themselves (BlockRuns); more rows unpack
 // each panel once per task (UnpackedRuns).
 constexpr int64_t kBlockRunsRows = 16;
-
-// Bytes of one run of a panel's block (the 16 rows' share of it; int8: the whole 32 k).
-template <int64_t KIND> constexpr int64_t kRunBytes = kPanelBlock<KIND> * format_of(KIND).run / format_of(KIND).values;
-
-// The integer kernel reads a panel's bytes in order, once per call, faster than a core's own
-// prefetchers bring them: perf put most of a decode step's samples on the first use of each
-// weight load. Asking for the bytes kPrefetchAhead further on as each run starts keeps them
-// coming: the 1B-shaped Q4_K_M model decodes one stream at ~34 tok/s instead of ~24 (AVX2 EPYC,
-// 2 cores; 2-16 KiB ahead measured alike; past the matrix's end it is harmless). The float32
-// rule's kernels, bound by their arithmetic, measured slower with it, so they go without.
-constexpr int64_t kPrefetchAhead = 16 * 1024;
-inline void prefetch_ahead(const uint8_t* from, int64_t bytes) {
-    for (int64_t at = 0; at < bytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(from + kPrefetchAhead + at), _MM_HINT_T0);
-}
-
-// Where the integer kernel reads a panel's runs (their scales, and their weights as quads):
-// straight from the quantized blocks, de-quantizing the scales as it goes (few rows) ...
-template <int64_t KIND> struct BlockRuns {
-    const uint8_t* block;
-    Decoder<KIND> dec;
-    // A run's first chunk in quads begins where its first value-ordered unit would (both layouts
-    // spend 2 b bytes per value of 16 rows, and a run holds whole chunks), so the Decoder's plane
-    // pointers serve, but for q3_k's one-bit plane: its runs of 16 values start halfway through a
-    // chunk of 32 on odd runs, at field 4.
-    const uint8_t* high = nullptr;  // the chunk that holds the run's first value in the high plane
-    int high_first = 0;             // that value's field in it
-    explicit BlockRuns(const uint8_t* panel) : block(panel) {}
-    void start(int64_t b) {  // block b, in order from 0
-        if (b > 0) block += kPanelBlock<KIND>;
-        dec.start(block, nullptr);
-    }
-    void run(int r) {
-        dec.run(block, r);
-        prefetch_ahead(block + r * kRunBytes<KIND>, kRunBytes<KIND>);
-        high = dec.high;
-        if constexpr (KIND == kQ3K) {
-            high_first = 4 * (r % 2);
-            high -= 32 * (r % 2);
-        }
-    }
-    const Scales& scales() const { return dec.s; }
-    void quads_at(int j, __m256i& rows0, __m256i& rows8) const {
-        quads<KIND>(dec.low, high, high_first, j, rows0, rows8);
-    }
-};
-
-// ... or from a scratch the panel was unpacked into once, for every row of a task (many rows):
-// per run in k order, its Scales, then its quads (rows 0..7, rows 8..15) in value order.
-template <int64_t KIND> struct UnpackedRuns {
-    static constexpr int64_t kRun = format_of(KIND).run;
-    static constexpr int64_t kRunBytes = sizeof(Scales) + kRun / 4 * 2 * sizeof(__m256i);
-    const uint8_t* base;
-    const uint8_t* at = nullptr;
-    int64_t runs_before = 0;  // runs of the blocks before the current one
-    explicit UnpackedRuns(const uint8_t* scratch) : base(scratch) {}
-    void start(int64_t b) { runs_before = b * (format_of(KIND).values / kRun); }
-    void run(int r) { at = base + (runs_before + r) * kRunBytes; }
-    const Scales& scales() const { return *reinterpret_cast<const Scales*>(at); }
-    void quads_at(int j, __m256i& rows0, __m256i& rows8) const {
-        const uint8_t* q = at + sizeof(Scales) + j / 4 * 2 * sizeof(__m256i);
-        rows0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
-        rows8 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + sizeof(__m256i)));
-    }
-};
-
-// Panel p unpacked into `scratch` (UnpackedRuns' layout; 32-byte aligned).
-template <int64_t KIND>
-void unpack_panel(const Matrix& m, int64_t p, uint8_t* scratch) {
-    constexpr Format f = format_of(KIND);
-    BlockRuns<KIND> runs(m.data + p * panel_bytes(m));
-    for (int64_t b = 0; b < m.k / f.values; ++b) {
-        runs.start(b);
-        for (int r = 0; r < f.values / f.run; ++r, scratch += UnpackedRuns<KIND>::kRunBytes) {
-            runs.run(r);
-            std::memcpy(scratch, &runs.scales(), sizeof(Scales));
-            auto* q = reinterpret_cast<__m256i*>(scratch + sizeof(Scales));
-#pragma GCC unroll 8
-            for (int j = 0; j < f.run; j += 4) runs.quads_at(j, q[j / 2], q[j / 2 + 1]);
-        }
-    }
-}
 
 // MR rows of x (int8 blocks, from row i0) x one panel's runs, by THE INTEGER RULE: per run, exact
 // int32 sums of the weights' integers times xq (maddubs pairs summed in int16 while they cannot
@@ -209,18 +130,38 @@ void fused_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, Runs ru
 // panel's runs from `runs` (BlockRuns or UnpackedRuns).
 template <int64_t KIND, typename Runs, typename T>
 void rows_int8(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t i1, int64_t p, Runs runs, T* out) {
-    const int64_t count = i1 - i0, blocks = (count + 3) / 4, first = (count + blocks - 1) / blocks;
-    for (int64_t i = i0; i < i1; i += first) {
-        const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
-                           m.n - p * kPanel};
-        switch (i1 - i < first ? i1 - i : first) {
+    in_row_blocks(m, i0, i1, p, 4, out, [&](int64_t i, int rows, const Target<T>& to) {
+        switch (rows) {
             case 4: fused_int8<KIND, 4>(m, xa, i, runs, to); break;
             case 3: fused_int8<KIND, 3>(m, xa, i, runs, to); break;
             case 2: fused_int8<KIND, 2>(m, xa, i, runs, to); break;
             default: fused_int8<KIND, 1>(m, xa, i, runs, to); break;
         }
-    }
+    });
 }
+
+// Rows [i0, i1) over panel p by the integer rule on the build's highest tier (the same bits on each):
+// the avx512 tier's kernel where the build has it, else the AVX2 one.
+template <int64_t KIND, typename Runs, typename T>
+void rows_on_tier(const Matrix& m, const ActivationBlocks& xa, int64_t i0, int64_t i1, int64_t p, Runs runs, T* out) {
+#if QL_VNNI
+    rows_vnni<KIND>(m, xa, i0, i1, p, runs, out);
+#else
+    rows_int8<KIND>(m, xa, i0, i1, p, runs, out);
+#endif
+}
+
+// Whether this call's many-rows products run on AMX tiles: an amx build, in a process Linux grants them.
+inline bool int8_tiles_here() {
+#if QL_AMX
+    return native_build::amx_permitted();
+#else
+    return false;
+#endif
+}
+
+// Rows per step of a many-rows row block: whole tiles where tiles run them.
+inline int64_t row_block_step() { return int8_tiles_here() ? 16 : 4; }
 
 // Panels per task of the integer path with many rows: their unpacked runs (`panel_bytes` each)
 // fill about half of L2, read from there once per 4 rows of the task's row block.
@@ -253,7 +194,8 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
     int64_t row_blocks = 1, row_block = M, group = 1;
     if (M > kBlockRunsRows) {
         row_blocks = (M + kMaxRowBlock - 1) / kMaxRowBlock;
-        row_block = ((M + row_blocks - 1) / row_blocks + 3) / 4 * 4;
+        const int64_t step = row_block_step();
+        row_block = ((M + row_blocks - 1) / row_blocks + step - 1) / step * step;
         row_blocks = (M + row_block - 1) / row_block;
         const int64_t fits = int8_group_panels(panel_scratch * static_cast<int64_t>(sizeof(__m256i)));
         int64_t groups = (m.panels + fits - 1) / fits;
@@ -273,6 +215,10 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
         if (M > kBlockRunsRows && static_cast<int64_t>(unpacked.size()) < group * panel_scratch)
             unpacked.resize(group * panel_scratch);
         int64_t held = -1;  // the group unpacked in `unpacked` by this thread's last task
+        const bool tiles = M > kBlockRunsRows && int8_tiles_here();
+#if QL_AMX
+        if (tiles) configure_int8_tiles<KIND>();
+#endif
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tasks; ++t) {
             const int64_t g = t / row_blocks, rb = t % row_blocks;
@@ -280,7 +226,7 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
             const int64_t i1 = (rb + 1) * row_block < M ? (rb + 1) * row_block : M;
             if (M <= kBlockRunsRows) {
                 for (int64_t p = p0; p < p1; ++p)
-                    rows_int8<KIND>(m, xa, 0, M, p, BlockRuns<KIND>(m.data + p * panel_bytes(m)), out);
+                    rows_on_tier<KIND>(m, xa, 0, M, p, BlockRuns<KIND>(m.data + p * panel_bytes(m)), out);
                 continue;
             }
             auto* scratch = reinterpret_cast<uint8_t*>(unpacked.data());
@@ -289,10 +235,20 @@ void linear_int8_of(const Matrix& m, const T* x, int64_t ldx, int64_t M, T* out,
                     unpack_panel<KIND>(m, p, scratch + (p - p0) * panel_scratch * sizeof(__m256i));
                 held = g;
             }
-            for (int64_t p = p0; p < p1; ++p)
-                rows_int8<KIND>(m, xa, rb * row_block, i1, p,
-                                UnpackedRuns<KIND>(scratch + (p - p0) * panel_scratch * sizeof(__m256i)), out);
+            for (int64_t p = p0; p < p1; ++p) {
+                const uint8_t* panel = scratch + (p - p0) * panel_scratch * sizeof(__m256i);
+#if QL_AMX
+                if (tiles) {
+                    rows_tiles<KIND>(m, xa, rb * row_block, i1, p, panel, out);
+                    continue;
+                }
+#endif
+                rows_on_tier<KIND>(m, xa, rb * row_block, i1, p, UnpackedRuns<KIND>(panel), out);
+            }
         }
+#if QL_AMX
+        if (tiles) _tile_release();
+#endif
     }
 }
 

@@ -43,6 +43,20 @@
 #else
 #define QL_AVX2 0
 #endif
+// The instruction tiers above AVX2 (native_build.cpu_tiers), as the build's flags allow them: the
+// integer rule's products in 512-bit vpdpbusd (avx512), and its many-rows products on AMX-INT8
+// tiles (amx). A build for a lower tier on a higher CPU leaves them out.
+#if QL_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__)
+#define QL_VNNI 1
+#else
+#define QL_VNNI 0
+#endif
+#if QL_VNNI && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#define QL_AMX 1
+#else
+#define QL_AMX 0
+#endif
 
 namespace quantized {
 

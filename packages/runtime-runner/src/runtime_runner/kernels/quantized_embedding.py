@@ -66,7 +66,7 @@ class QuantizedEmbedding:
             )
         out = torch.empty(wide.numel(), self.embedding_dim, dtype=self.table.activation_dtype)
         if wide.numel():
-            getattr(library(), f"quantized_rows_{self.table.suffix}")(
+            getattr(library(self.table.tier), f"quantized_rows_{self.table.suffix}")(
                 self.table.native.matrix, wide.data_ptr(), wide.numel(), out.data_ptr()
             )
         return out

@@ -168,8 +168,7 @@ void rows_from(const Matrix& m, const float* x, int64_t ldx, const float* w, int
         const int64_t rows = i1 - i < kMaxRows ? i1 - i : kMaxRows;
         for (int64_t p = p0; p < p1; ++p) {
             const float* wp = w + (p - p0) * m.k * kPanel;
-            const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
-                               m.n - p * kPanel};
+            const Target<T> to = target_of(m, i, p, out);
             switch (rows) {
                 case 6: block<6>(xi, ldx, m.k, wp, to); break;
                 case 5: block<5>(xi, ldx, m.k, wp, to); break;
@@ -206,8 +205,7 @@ void rows_fused(const Matrix& m, const float* x, int64_t ldx, int64_t M, int64_t
         const bool pair = M == 1 && p + 1 < p1;
         for (int64_t i = 0; i < M; i += first) {
             const float* xi = x + i * ldx;
-            const Target<T> to{out + i * m.n + p * kPanel, m.n, m.bias == nullptr ? nullptr : m.bias + p * kPanel,
-                               m.n - p * kPanel};
+            const Target<T> to = target_of(m, i, p, out);
             if (pair) {
                 fused<KIND, 1, 2>(m, xi, ldx, p, to);
                 continue;
@@ -334,6 +332,15 @@ void rows(const Matrix& m, const int64_t* ids, int64_t count, T* out) {
 }  // namespace
 
 extern "C" int quantized_linear_has_avx2() { return QL_AVX2; }
+
+// The instruction tier this build's integer rule runs (native_build.cpu_tiers' order): 0 without
+// AVX2, 1 avx2, 2 avx512 (vpdpbusd), 3 amx (its many-rows products on tiles, where Linux grants them).
+extern "C" int quantized_linear_tier() {
+#if QL_AVX2
+    if (quantized::int8_tiles_here()) return 3;
+#endif
+    return QL_VNNI ? 2 : QL_AVX2;
+}
 
 #define QUANTIZED_LINEAR(SUFFIX, T)                                                                                 \
     extern "C" void quantized_linear_##SUFFIX(const void* matrix, const void* x, int64_t ldx, int64_t rows,        \

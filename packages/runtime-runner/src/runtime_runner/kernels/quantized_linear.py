@@ -36,14 +36,14 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from native_build import load_library
+from native_build import TIERS, CpuTier, detected_tier, load_library, tier_flags, tier_runs_here
 from runtime_runner.kernels.native_projection import NativeProjectionEntry, address_of
 from runtime_runner.kernels.quantized_tensor import BLOCKS, QuantizedTensor, QuantKind
 
 WHAT = "the runner's quantized linear"
 SOURCE = Path(__file__).with_name("quantized_linear.cpp")
 # No contraction: the kernel's only fused multiply-adds are the explicit ones of the chain.
-FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+FLAGS = ("-O3", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
 PANEL = 16  # weight rows (output columns) per panel
 ACTIVATION_DTYPES: MappingProxyType[torch.dtype, str] = MappingProxyType(
     {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -172,13 +172,34 @@ def bind(library: ctypes.CDLL) -> ctypes.CDLL:
         rows.restype = None
     library.quantized_linear_has_avx2.argtypes = []
     library.quantized_linear_has_avx2.restype = ctypes.c_int
+    library.quantized_linear_tier.argtypes = []
+    library.quantized_linear_tier.restype = ctypes.c_int
     return library
 
 
+def flags_of(tier: CpuTier | None) -> tuple[str, ...]:
+    """The build's compiler flags for `tier` (None: a CPU below avx2, built as -march=native gives it)."""
+    return (*(("-march=native",) if tier is None else tier_flags(tier)), *FLAGS)
+
+
 @functools.cache
-def library() -> ctypes.CDLL:
-    """The kernel, loaded once per process (built first on a machine that never had it)."""
-    return bind(load_library(SOURCE, FLAGS, package="runtime-runner", what=WHAT))
+def library(tier: CpuTier | None = None) -> ctypes.CDLL:
+    """The kernel built for `tier` (native_build.cpu_tiers; None: the highest this CPU runs),
+    loaded once per process and tier (built first on a machine that never had it). ValueError for
+    a tier this CPU cannot run, or a build that does not run the tier it was built for."""
+    if tier is None:
+        tier = detected_tier()
+    elif not tier_runs_here(tier):
+        raise ValueError(
+            f"the quantized kernels cannot run the {tier} tier on this CPU, whose highest is {detected_tier()}"
+        )
+    built = bind(load_library(SOURCE, flags_of(tier), package="runtime-runner", what=f"{WHAT} ({tier or 'portable'})"))
+    runs = built.quantized_linear_tier()
+    if tier is not None and runs != TIERS.index(tier) + 1:
+        raise ValueError(
+            f"{WHAT} was built for the {tier} tier but runs tier {runs} (0 portable, 1 avx2, 2 avx512, 3 amx)"
+        )
+    return built
 
 
 def _bytes_of(parts: torch.Tensor, bits: int) -> torch.Tensor:
@@ -251,6 +272,7 @@ class QuantizedLinear:
     shape: tuple[int, int]  # (out_features, in_features)
     activation_dtype: torch.dtype
     activations: QuantizedActivations
+    tier: CpuTier | None  # the instruction tier its kernel was built for (None: below avx2)
     packed: torch.Tensor  # pack_panels' bytes: the only copy of the weight this object holds
     scales: torch.Tensor | None  # int8: fp32 [16 * panels]
     bias32: torch.Tensor | None  # fp32 [16 * panels]
@@ -263,12 +285,14 @@ class QuantizedLinear:
         bias: torch.Tensor | None,
         activation_dtype: torch.dtype,
         activations: QuantizedActivations = "float32",
+        tier: CpuTier | None = None,
     ) -> QuantizedLinear:
         """`weight` packed for the kernel, with an optional `bias` [N] (a CPU float32, bfloat16 or
         float16 vector), for activations of `activation_dtype` (float32 or bfloat16), read as
         `activations`: float32 (the kernel's rule: bitwise the de-quantized matrix's fp32 linear) or
         int8 (its integer rule: x quantized per 32 values, exact integer dot products; a GGUF kind
-        on an AVX2 CPU). ValueError for anything else."""
+        on an AVX2 CPU), by the kernel built for `tier` (native_build.cpu_tiers; None: the highest
+        this CPU runs; every tier gives the same bits). ValueError for anything else."""
         if not isinstance(weight, QuantizedTensor):
             raise ValueError(
                 f"QuantizedLinear takes a QuantizedTensor (a GGUF kind or int8); got {type(weight).__name__}"
@@ -279,7 +303,8 @@ class QuantizedLinear:
             raise ValueError(f"QuantizedLinear runs on a CPU; the weight is on {weight.data.device}")
         if activations not in _ACTIVATIONS_CODE:
             raise ValueError(f"QuantizedLinear reads activations as float32 or int8; got {activations!r}")
-        if activations == "int8" and (weight.kind == "int8" or not library().quantized_linear_has_avx2()):
+        tier = detected_tier() if tier is None else tier
+        if activations == "int8" and (weight.kind == "int8" or not library(tier).quantized_linear_has_avx2()):
             raise ValueError(
                 "int8 activations run on a GGUF kind's blocks on an AVX2 CPU; this is "
                 + ("a per-channel int8 weight" if weight.kind == "int8" else "a CPU without AVX2")
@@ -297,7 +322,7 @@ class QuantizedLinear:
             None if bias32 is None else bias32.data_ptr(),
             _ACTIVATIONS_CODE[activations],
         )
-        return cls(weight.kind, (n, k), activation_dtype, activations, packed, scales, bias32, matrix)
+        return cls(weight.kind, (n, k), activation_dtype, activations, tier, packed, scales, bias32, matrix)
 
     @property
     def out_features(self) -> int:
@@ -317,7 +342,7 @@ class QuantizedLinear:
     @property
     def native(self) -> NativeProjectionEntry:
         """The C entry for this activation dtype and this layer's descriptor (native_projection)."""
-        entry = address_of(getattr(library(), f"quantized_linear_{self.suffix}"))
+        entry = address_of(getattr(library(self.tier), f"quantized_linear_{self.suffix}"))
         return NativeProjectionEntry(
             entry, ctypes.addressof(self.matrix), self.in_features, self.out_features, self.activation_dtype.itemsize
         )
@@ -335,7 +360,7 @@ class QuantizedLinear:
             raise ValueError(f"QuantizedLinear takes rows with unit stride along in_features; got strides {x.stride()}")
         out = torch.empty(x.shape[0], self.out_features, dtype=x.dtype)
         if x.shape[0] > 0:
-            getattr(library(), f"quantized_linear_{self.suffix}")(
+            getattr(library(self.tier), f"quantized_linear_{self.suffix}")(
                 ctypes.addressof(self.matrix),
                 x.data_ptr(),
                 x.stride(0),
