@@ -110,11 +110,12 @@ Build = Callable[..., ModelRunner]
 
 @pytest.fixture
 def runner_of(standalone_runner: Build) -> Build:
-    """`standalone_runner` over a small pool, each build publishing afresh."""
+    """`standalone_runner` over a small pool, each build publishing afresh; its quantized matrices
+    read float32 activations (BITWISE) unless the test passes its own exec bag."""
 
     def build(model: Path, **bags: Any) -> ModelRunner:
         unpublish()
-        return standalone_runner(model, memory=POOL, **bags)
+        return standalone_runner(model, memory=POOL, **{"exec": BITWISE, **bags})
 
     return build
 
@@ -143,6 +144,9 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, P
 
 
 Outcome = tuple[torch.Tensor, list[list[int]]]
+# The rule a GGUF file is held to bitwise against its de-quantized reference: float32 activations
+# (a GGUF file reads int8 ones by default; test_int8_activations_... holds those to a tolerance).
+BITWISE = ExecBag(kernel=KernelBag(quantized_activations="float32"))
 
 
 def _prefill_and_greedy(runner: ModelRunner) -> Outcome:
@@ -159,7 +163,10 @@ def served(written: dict[str, tuple[Path, Path]]) -> dict[str, tuple[Outcome, Ou
         pair = []
         for model in (gguf_file, reference):
             unpublish()
-            publish(Bags(model=ModelBag(model_path=str(model), dtype="float32"), memory=POOL), role="standalone")
+            publish(
+                Bags(model=ModelBag(model_path=str(model), dtype="float32"), memory=POOL, exec=BITWISE),
+                role="standalone",
+            )
             pair.append(_prefill_and_greedy(ModelRunner(build_attention_pair)))
         outcomes[case] = (pair[0], pair[1])
     unpublish()
@@ -182,7 +189,7 @@ def test_without_batch_invariance_the_gguf_still_runs_its_quantized_kernel(
     """Reverse-verified: with linear_of packing a de-quantized copy (a PackedLinear) when batch
     invariance is off, the kind check failed (the logits still agreed: only the memory differed)."""
     gguf_file, reference = written[case]
-    loose = ExecBag(kernel=KernelBag(enable_deterministic_inference=False))
+    loose = ExecBag(kernel=KernelBag(enable_deterministic_inference=False, quantized_activations="float32"))
     runner = runner_of(gguf_file, exec=loose)
     assert not runner.batch_invariant and isinstance(runner.model.projections[0].qkv, QuantizedLinear)
     served = _prefill_and_greedy(runner)
@@ -391,16 +398,17 @@ def test_a_directory_of_one_gguf_is_served_and_of_two_is_refused(
 def test_int8_activations_stay_near_the_dequantized_model_and_batch_invariant(
     case: str, written: dict[str, tuple[Path, Path]], served: dict[str, tuple[Outcome, Outcome]], runner_of: Build
 ) -> None:
-    """exec.kernel.quantized_activations = int8 reaches every quantized matrix (the integer rule
-    of quantized_linear.cpp); the prompts' last logits stay within 5% of the de-quantized model's
-    logit range of its own (x rounded to int8 per 32 values, about 0.4% per value, through two
-    random layers; greedy agreement on clear-margin prompts is measured on real models by
-    tools/check_llama_quantize.py --activations int8), and every prompt's logits and greedy
-    tokens are bitwise the same prefilled and decoded together as alone. Reverse-verified: with
-    linear_of dropping the leaf (float32 activations) the kind check failed. The bound is about
-    4x the largest error seen on these cases (1.1% and 1.3% of the range)."""
+    """A GGUF file's matrices read int8 activations with the leaf unset, as a launch resolves it
+    (exec.kernel.quantized_activations; the integer rule of integer_linear.h); the prompts' last
+    logits stay within 5% of the de-quantized model's logit range of its own (x rounded to int8 per
+    32 values, about 0.4% per value, through two random layers; greedy agreement on clear-margin
+    prompts is measured on real models by tools/check_llama_quantize.py --activations int8), and
+    every prompt's logits and greedy tokens are bitwise the same prefilled and decoded together as
+    alone. Reverse-verified: with linear_of dropping the leaf (float32 activations) the kind check
+    failed. The bound is about 4x the largest error seen on these cases (1.1% and 1.3% of the
+    range)."""
     gguf_file, _ = written[case]
-    runner = runner_of(gguf_file, exec=ExecBag(kernel=KernelBag(quantized_activations="int8")))
+    runner = runner_of(gguf_file, exec=ExecBag())
     assert isinstance(runner.model, DecoderForCausalLM)
     projections = runner.model.projections[0]
     assert isinstance(projections.o, QuantizedLinear) and projections.o.activations == "int8"

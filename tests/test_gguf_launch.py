@@ -24,6 +24,7 @@ import torch
 from gguf import GGMLQuantizationType
 
 import config_bags
+import native_build
 from config_bags import LeafValueError
 from runtime_runner.loading.default_model import CACHE_ENV, bundled_gguf
 from runtime_runner.loading.gguf.tokenizer_cache import gguf_tokenizer_dir
@@ -162,6 +163,22 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
         ["holds int8 per-channel weights (quantization = 'int8')"],
     ),
     (
+        "a tier for dense weights",
+        "dense",
+        ["--cpu-isa", "avx2"],
+        [
+            "cpu_isa = 'avx2' chooses the instruction tier of the integer kernels, and no matrix runs them "
+            "(quantized_activations = 'float32')",
+            "rule quantized_weights_run_here",
+        ],
+    ),
+    (
+        "a tier for float32 activations",
+        "gguf",
+        ["--cpu-isa", "avx2", "--quantized-activations", "float32"],
+        ["no matrix runs them (quantized_activations = 'float32'); accepted: cpu_isa unset"],
+    ),
+    (
         "a type not served",
         "mxfp4",
         [],
@@ -204,7 +221,8 @@ def test_quantized_weights_where_they_cannot_run_exit_2_with_one_line(
     """Reverse-verified: with QUANTIZED_WEIGHTS_RUN_HERE answering nothing, the five cases it
     states resolved and printed their config (and the two int8-activation cases, added later, with
     int8_activations_refusal_of answering nothing); with the draft handler reading a GGUF draft as a
-    directory, its line said only that the path holds no config.json."""
+    directory, its line said only that the path holds no config.json; with cpu_isa_refusal_of answering
+    nothing, both cpu_isa cases resolved."""
     argv = [str(models["gguf"]) if arg == "GGUF" else arg for arg in argv]
     assert main(["--model-path", str(models[model]), *argv, "--dump-config"]) == 2
     captured = capsys.readouterr()
@@ -212,6 +230,54 @@ def test_quantized_weights_where_they_cannot_run_exit_2_with_one_line(
     assert captured.out == "" and len(lines) == 1 and lines[0].startswith("serve: error: "), captured.err
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def test_a_gguf_reads_int8_activations_on_this_cpus_tier_by_default(model_cache: Path) -> None:
+    """A GGUF file runs the integer kernels with no flag (quantized_kernels declares int8 and the
+    highest tier this CPU runs); the operator's float32 and a lower tier are kept, and a dense
+    checkpoint gets float32 and no tier. Reverse-verified: with the handler removed, a GGUF launch
+    resolved quantized_activations unset and cpu_isa unset (the runner then read float32)."""
+    args = resolve(ServerArgs(model_path=str(bundled_gguf()))).server_args
+    assert (args.quantized_activations, args.cpu_isa) == ("int8", native_build.detected_tier())
+    assert args.provenance_of("quantized_activations") == "resolved:quantized_kernels"
+    assert args.provenance_of("cpu_isa") == "resolved:quantized_kernels"
+    kept = resolve(ServerArgs(model_path=str(bundled_gguf()), quantized_activations="float32")).server_args
+    assert (kept.quantized_activations, kept.cpu_isa, kept.provenance_of("quantized_activations")) == (
+        "float32",
+        None,
+        "cli",
+    )
+    lower = resolve(ServerArgs(model_path=str(bundled_gguf()), cpu_isa="avx2")).server_args
+    assert (lower.quantized_activations, lower.cpu_isa) == ("int8", "avx2")
+
+
+def test_explain_says_why_a_gguf_reads_int8(model_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--model-path", str(bundled_gguf()), "--explain", "quantized_activations"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("quantized_activations = 'int8'\n") and "resolved:quantized_kernels" in text, text
+    assert "llama.cpp's arithmetic" in text, text
+
+
+def _tier_above(tier: native_build.CpuTier) -> Any:
+    if native_build.tier_runs_here(tier):
+        return pytest.param(
+            tier,
+            id=f"{tier}-runs-on-this-cpu",
+            marks=pytest.mark.skip(reason=f"this CPU runs {tier} (its highest: {native_build.detected_tier()})"),
+        )
+    return pytest.param(tier, id=tier)
+
+
+@pytest.mark.parametrize("tier", [_tier_above(t) for t in native_build.TIERS])
+def test_a_tier_above_this_cpus_exits_2_with_one_line(
+    tier: native_build.CpuTier, model_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tier this CPU lacks is refused before anything is built (where every tier runs, as on an
+    AMX Xeon, each case is skipped with the reason in its id; cpu_isa_refusal_of's other two
+    refusals, tested above, were reverse-verified there)."""
+    assert main(["--model-path", str(bundled_gguf()), "--cpu-isa", tier, "--dump-config"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert f"cpu_isa = {tier!r} is above this CPU's highest instruction tier" in line and "\n" not in line, line
 
 
 def test_dump_config_and_explain_show_the_leaf(dense: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,6 +90,7 @@ from config_bags.derived import (
     max_speculative_num_draft_tokens,
     max_speculative_num_draft_tokens_of,
     max_total_tokens_of,
+    quantized_activations_of,
     snapshot_grid_refusal,
 )
 from config_bags.errors import (
@@ -249,6 +250,7 @@ __all__ = [
     "DETERMINISTIC_DEVICE_TYPES",
     "deterministic_inference",
     "deterministic_inference_of",
+    "quantized_activations_of",
     "linear_attn_backends",
     "linear_attn_backends_of",
     "device_linear_attn_backend_of",

@@ -25,6 +25,7 @@ from config_bags.bags.attention_names import (
     AttentionHalf,
     LinearAttnBackendName,
 )
+from config_bags.bags.exec import QuantizedActivations
 from config_bags.bags_accessors import get_exec, get_parallel, get_schedule, get_spec
 from config_bags.errors import LeafValueError
 
@@ -85,6 +86,16 @@ def deterministic_inference_of(exec: ExecBag, device_type: str) -> bool:
         and not exec.graph.enable_torch_compile
         and all(name == "auto" or name in BATCH_INVARIANT_KERNELS for name in halves)
     )
+
+
+def quantized_activations_of(exec: ExecBag, reads_gguf: bool, integer_kernels: bool) -> QuantizedActivations:
+    """How quantized matrices read their rows: the leaf when set; unset, int8 where a GGUF file's
+    matrices are served (`reads_gguf`) on a CPU that has the integer kernels (`integer_kernels`:
+    AVX2), float32 elsewhere (a dense or per-channel int8 checkpoint has no GGUF matrix to read)."""
+    chosen = exec.kernel.quantized_activations
+    if chosen is not None:
+        return chosen
+    return "int8" if reads_gguf and integer_kernels else "float32"
 
 
 def deterministic_inference(device_type: str) -> bool:

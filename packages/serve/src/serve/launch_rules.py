@@ -194,7 +194,7 @@ def _unserved_quantized_weights(bags: Bags) -> str | None:
 
 QUANTIZED_WEIGHTS_RUN_HERE = Rule(
     "quantized_weights_run_here",
-    ("quantization", "model_path", "dtype", "enable_torch_compile", "quantized_activations", "device"),
+    ("quantization", "model_path", "dtype", "enable_torch_compile", "quantized_activations", "cpu_isa", "device"),
     _unserved_quantized_weights,
 )
 

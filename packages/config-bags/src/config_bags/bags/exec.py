@@ -15,6 +15,7 @@ from config_bags.leaf import leaf
 MoeRunnerBackend = Literal["auto", "torch_native", "triton"]
 MambaSsmDtype = Literal["float32", "bfloat16", "float16"]
 QuantizedActivations = Literal["float32", "int8"]
+CpuIsa = Literal["avx2", "avx512", "amx"]
 
 
 class KernelBag(Bag, frozen=True, kw_only=True):
@@ -53,14 +54,24 @@ class KernelBag(Bag, frozen=True, kw_only=True):
         LinearAttnBackendName | None, leaf("Linear-attention decode kernel as the operator named it.", hot=False)
     ] = None
     quantized_activations: Annotated[
-        QuantizedActivations,
+        QuantizedActivations | None,
         leaf(
-            "How a GGUF checkpoint's quantized matrices read their input rows: float32 (bitwise the de-quantized "
-            "model's fp32 linear) or int8 (rows quantized per 32 values, integer dot products as llama.cpp computes; "
-            "faster, batch-invariant, not bitwise the de-quantized model).",
+            "How a GGUF checkpoint's quantized matrices read their input rows: int8 (rows quantized per 32 values, "
+            "integer dot products as llama.cpp computes; fast, batch-invariant, not bitwise the de-quantized model) "
+            "or float32 (bitwise the de-quantized model's fp32 linear; slower). Unset: int8 for a GGUF checkpoint "
+            "on a CPU with AVX2, float32 otherwise.",
             hot=False,
         ),
-    ] = "float32"
+    ] = None
+    cpu_isa: Annotated[
+        CpuIsa | None,
+        leaf(
+            "The x86-64 instruction tier the quantized kernels are built for: avx2 (maddubs), avx512 (512-bit "
+            "VNNI dot products) or amx (also AMX-INT8 tiles for prompts and large batches); every tier computes "
+            "the same bits. Unset: the highest this CPU runs; a tier above it is refused.",
+            hot=False,
+        ),
+    ] = None
 
 
 class GraphBag(Bag, frozen=True, kw_only=True):

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import torch
 
-from config_bags import ExecBag, ModelBag
+from config_bags import ExecBag, ModelBag, quantized_activations_of
+from config_bags.bags.exec import QuantizedActivations
+from native_build import TIERS, CpuTier, detected_tier, tier_runs_here
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_source import gguf_file_of
 from runtime_runner.loading.gguf.file import GgufFile
@@ -37,6 +39,9 @@ def quantized_weights_refusal_of(
         refusal = int8_activations_refusal_of(model, gguf)
         if refusal is not None:
             return refusal
+    refusal = cpu_isa_refusal_of(exec, gguf)
+    if refusal is not None:
+        return refusal
     if model.quantization is None and gguf is None:
         return None
     if model.quantization is not None and gguf is not None:
@@ -79,12 +84,59 @@ def int8_activations_refusal_of(model: ModelBag, gguf: Path | None) -> str | Non
             f"quantized_activations = 'int8' reads a GGUF checkpoint's quantized matrices, and model_path = "
             f"{model.model_path} holds {weights}; accepted: quantized_activations = 'float32', or a GGUF model_path"
         )
-    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+    if not integer_kernels_here():
         return (
             "quantized_activations = 'int8' runs integer kernels written for AVX2, which this CPU lacks "
             f"({torch.backends.cpu.get_cpu_capability()}); accepted: quantized_activations = 'float32'"
         )
     return None
+
+
+def integer_kernels_here() -> bool:
+    """Whether this CPU runs the integer rule's kernels (AVX2 at least)."""
+    return detected_tier() is not None
+
+
+def activations_of(exec: ExecBag, gguf: Path | None) -> QuantizedActivations:
+    """How the served quantized matrices read their rows (config_bags.quantized_activations_of)
+    for weights from `gguf` (None: not a GGUF file)."""
+    return quantized_activations_of(exec, gguf is not None, integer_kernels_here())
+
+
+def cpu_tier_of(exec: ExecBag, gguf: Path | None) -> CpuTier | None:
+    """The instruction tier the integer kernels run on (exec.kernel.cpu_isa, unset: this CPU's
+    highest), or None where no matrix reads int8 activations."""
+    if activations_of(exec, gguf) != "int8":
+        return None
+    return exec.kernel.cpu_isa if exec.kernel.cpu_isa is not None else detected_tier()
+
+
+def cpu_isa_refusal_of(exec: ExecBag, gguf: Path | None) -> str | None:
+    """Why exec.kernel.cpu_isa cannot apply: it chooses the integer kernels' tier, so it needs
+    matrices that read int8 activations, and a tier this CPU runs; None when it can (or is unset)."""
+    tier = exec.kernel.cpu_isa
+    if tier is None:
+        return None
+    if activations_of(exec, gguf) != "int8":
+        return (
+            f"cpu_isa = {tier!r} chooses the instruction tier of the integer kernels, and no matrix runs them "
+            f"(quantized_activations = {activations_of(exec, gguf)!r}); accepted: cpu_isa unset, or a GGUF "
+            "model_path read with quantized_activations = 'int8'"
+        )
+    if not tier_runs_here(tier):
+        runs = [t for t in TIERS if tier_runs_here(t)]
+        return (
+            f"cpu_isa = {tier!r} is above this CPU's highest instruction tier ({detected_tier()}); accepted: "
+            f"{', '.join(runs)}, or unset"
+        )
+    return None
+
+
+def served_cpu_tier(model: ModelBag, exec: ExecBag) -> CpuTier | None:
+    """The instruction tier the served model's integer kernels run on (cpu_tier_of), None where
+    none runs (dense weights, or float32 activations)."""
+    gguf = None if model.model_path is None else gguf_file_of(Path(model.model_path))
+    return cpu_tier_of(exec, gguf)
 
 
 def quantization_description(model: ModelBag) -> str | None:

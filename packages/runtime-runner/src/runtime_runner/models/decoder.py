@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, Self
 import torch
 
 from config_bags.bags.model import Quantization
+from native_build import CpuTier
 from runtime_runner.kernels.quantized_linear import QuantizedActivations
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_layout import TensorSpec, WeightLayout, layout_tensors
@@ -69,18 +70,19 @@ class DecoderForCausalLM:
         head_projection: Projection | None = None,
         tensor_parallel: TensorParallel | None = None,
         quantized_activations: QuantizedActivations = "float32",
+        cpu_tier: CpuTier | None = None,
     ) -> None:
         """Pack every projection once; `head_projection`, when given, is an LM head already packed
         over `weights.lm_head` (a draft's target's), used instead of packing another. With
         `tensor_parallel`, `cfg` and `weights` are one rank's (runtime_runner.parallel.tensor_parallel):
         o and down sum their partial products across the ranks, the embedding and LM head
-        cover the whole vocabulary. `quantized_activations` is how quantized matrices read their rows
-        (QuantizedLinear.of)."""
+        cover the whole vocabulary. `quantized_activations` is how quantized matrices read their rows,
+        on the kernels built for `cpu_tier` (QuantizedLinear.of; None: this CPU's highest tier)."""
         self.cfg = cfg
         self.rope = rope
         self.batch_invariant = batch_invariant
         # Packed once here, for every forward (a dense matrix on CPU: a second copy, in the kernel's layout).
-        linear = linear_of(batch_invariant, weights.final_norm.dtype, quantized_activations)
+        linear = linear_of(batch_invariant, weights.final_norm.dtype, quantized_activations, cpu_tier)
         row_linear = linear if tensor_parallel is None else tensor_parallel.row_parallel(linear)
         q_out, kv_out = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
         qkv_rows, gate_up_rows = (q_out, kv_out, kv_out), (cfg.intermediate_size, cfg.intermediate_size)
@@ -189,13 +191,15 @@ class TargetDecoder(DecoderForCausalLM):
         quantization: Quantization | None = None,
         tensor_parallel: TensorParallel | None = None,
         quantized_activations: QuantizedActivations = "float32",
+        cpu_tier: CpuTier | None = None,
     ) -> Self:
         """Load the checkpoint's weights (a Hugging Face directory, or a GGUF file whose quantized
         matrices stay so) as this class's loader decisions say, pack them and build the rotary
         tables; `batch_invariant` picks projections whose rows never depend on the batch (a CPU
         only); `quantization` (model.quantization) quantizes a dense checkpoint's matrices at load;
         with `tensor_parallel`, the decoder keeps this rank's slices and shape; a GGUF file's quantized
-        matrices read their rows as `quantized_activations` (exec.kernel.quantized_activations)."""
+        matrices read their rows as `quantized_activations` (exec.kernel.quantized_activations) on the
+        kernels built for `cpu_tier` (exec.kernel.cpu_isa)."""
         decisions = decisions_of(cls, cfg)
         reader = weight_reader_at(model_dir)
         if quantization == "int8":
@@ -212,6 +216,7 @@ class TargetDecoder(DecoderForCausalLM):
             fused=decisions.fused_projections,
             tensor_parallel=tensor_parallel,
             quantized_activations=quantized_activations,
+            cpu_tier=cpu_tier,
         )
 
 

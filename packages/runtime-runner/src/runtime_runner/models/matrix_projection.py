@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from native_build import CpuTier
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear
 from runtime_runner.kernels.native_projection import NativeProjection, NativeProjectionEntry
 from runtime_runner.kernels.packed_linear import PackedLinear
@@ -31,16 +32,20 @@ Embedding = Callable[[torch.Tensor], torch.Tensor]
 
 
 def linear_of(
-    batch_invariant: bool, activation_dtype: torch.dtype, quantized_activations: QuantizedActivations = "float32"
+    batch_invariant: bool,
+    activation_dtype: torch.dtype,
+    quantized_activations: QuantizedActivations = "float32",
+    cpu_tier: CpuTier | None = None,
 ) -> LinearOf:
     """How a decoder packs each matrix: a QuantizedTensor as a QuantizedLinear over
-    `activation_dtype` rows read as `quantized_activations` (exec.kernel.quantized_activations);
-    a dense one as an InvariantLinear (`batch_invariant`) or a PackedLinear."""
+    `activation_dtype` rows read as `quantized_activations` (exec.kernel.quantized_activations) on
+    the kernels of `cpu_tier` (exec.kernel.cpu_isa; None: this CPU's highest); a dense one as an
+    InvariantLinear (`batch_invariant`) or a PackedLinear."""
     dense = InvariantLinear.of if batch_invariant else PackedLinear.of
 
     def of(weight: Matrix, bias: torch.Tensor | None) -> Projection:
         if isinstance(weight, QuantizedTensor):
-            return QuantizedLinear.of(weight, bias, activation_dtype, quantized_activations)
+            return QuantizedLinear.of(weight, bias, activation_dtype, quantized_activations, cpu_tier)
         return dense(weight, bias)
 
     return of

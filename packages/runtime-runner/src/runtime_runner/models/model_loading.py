@@ -16,7 +16,12 @@ from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_source import arch_config_at, draft_arch_config, gguf_file_of
 from runtime_runner.loading.default_model import ensure_default_model
-from runtime_runner.loading.quantization_support import quantized_weights_refusal_of, serves_quantized
+from runtime_runner.loading.quantization_support import (
+    activations_of,
+    cpu_tier_of,
+    quantized_weights_refusal_of,
+    serves_quantized,
+)
 from runtime_runner.models.architectures import draft_class_for, model_class_for
 from runtime_runner.models.decoder import DecoderForCausalLM, TargetDecoder
 from runtime_runner.models.gguf_fit import refuse_misfit_gguf
@@ -131,7 +136,8 @@ def load_target(
             batch_invariant=batch_invariant,
             quantization=model.quantization,
             tensor_parallel=tensor_parallel,
-            quantized_activations=exec.kernel.quantized_activations,
+            quantized_activations=activations_of(exec, gguf),
+            cpu_tier=cpu_tier_of(exec, gguf),
         )
     return entry.load(model_dir, cfg, dtype, device, batch_invariant=batch_invariant)
 

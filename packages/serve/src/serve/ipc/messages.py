@@ -90,6 +90,8 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     runners: dict[str, RunnerStamp]
     speculative_algorithm: str | None = None
     quantization: str | None = None
+    # The instruction tier its integer kernels run on (native_build.cpu_tiers; None: none runs).
+    cpu_tier: str | None = None
     # A hybrid model's recurrent state, apart from the KV cache: the state pool (one slot per running
     # request) and the snapshot pool of its prefix cache, in MiB; and the snapshot pool's slots.
     recurrent_state_mb: float = 0.0

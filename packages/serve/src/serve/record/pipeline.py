@@ -26,6 +26,7 @@ HANDLERS: tuple[Handler, ...] = (
     this_build.speculation_as_built,
     this_build.draft_attention_runs_here,
     model.default_model,
+    model.quantized_kernels,
     model.quantized_weights_run_here,
     model.gguf_fits_its_decoder,
     model.tokenizer_path,

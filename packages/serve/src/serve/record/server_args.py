@@ -105,7 +105,8 @@ class ServerArgs:
     linear_attn_backend: Literal["torch_native", "cpu_fused", "triton", "flashinfer"] | None
     linear_attn_prefill_backend: Literal["torch_native", "cpu_fused", "triton", "flashinfer"] | None
     linear_attn_decode_backend: Literal["torch_native", "cpu_fused", "triton", "flashinfer"] | None
-    quantized_activations: Literal["float32", "int8"]
+    quantized_activations: Literal["float32", "int8"] | None
+    cpu_isa: Literal["avx2", "avx512", "amx"] | None
     # exec.graph
     disable_cuda_graph: bool
     cuda_graph_max_bs: int

@@ -14,7 +14,7 @@ import zmq
 
 import config_bags
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
-from runtime_runner.loading.quantization_support import quantization_description
+from runtime_runner.loading.quantization_support import quantization_description, served_cpu_tier
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import GrammarEngine, ModelExecutor, Scheduler, Speculator
 from serve.child_process import Handover, die_with_parent, publish_received
@@ -112,6 +112,7 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
         runners=runners.stamps(),
         speculative_algorithm=config_bags.get_spec().speculative_algorithm,
         quantization=quantization_description(config_bags.get_model()),
+        cpu_tier=served_cpu_tier(config_bags.get_model(), config_bags.get_exec()),
         recurrent_state_mb=target.recurrent_state_bytes / 2**20,
         state_snapshot_slots=target.snapshot_slots,
     )

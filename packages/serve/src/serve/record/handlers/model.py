@@ -11,6 +11,7 @@ from runtime_runner import device_of, ensure_default_model
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_file_of
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
+from runtime_runner.loading.quantization_support import activations_of, cpu_tier_of
 from runtime_runner.models.gguf_fit import refuse_misfit_gguf
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.parallel_rules import tensor_parallel_fits_model
@@ -37,6 +38,19 @@ def _gguf_file(res: Resolution) -> Path | None:
         return None if model_path is None else gguf_file_of(Path(model_path))
     except CheckpointError as err:
         raise ResolutionError(f"model_path {model_path}: {err}") from None
+
+
+def quantized_kernels(res: Resolution) -> None:
+    """A GGUF file's matrices read their rows as int8 on a CPU with the integer kernels (AVX2):
+    llama.cpp's arithmetic, batch-invariant, at the integer kernels' speed; float32 (bitwise the
+    de-quantized model, slower) only when asked, and for weights that are not a GGUF file's. The
+    integer kernels are built for the highest instruction tier this CPU runs (avx2, avx512 with
+    VNNI, amx with AMX-INT8 tiles), unless a lower one is asked."""
+    gguf, exec = _gguf_file(res), res.bags().exec
+    res.declare("quantized_kernels", quantized_activations=activations_of(exec, gguf))
+    tier = cpu_tier_of(res.bags().exec, gguf)
+    if tier is not None:
+        res.declare("quantized_kernels", cpu_isa=tier)
 
 
 def quantized_weights_run_here(res: Resolution) -> None:
