@@ -159,7 +159,8 @@ class ChatMessage(RequestObject):
     the role the templates of the served models know. Refused: content parts other than text (a
     text-only model); tool calls on a message that is not the assistant's, a tool result without
     the id of the call it answers (or an id on another role), reasoning on a message that is not
-    the assistant's, and a tool result without content."""
+    the assistant's (sent as `reasoning_content` or `reasoning`, the names clients use; both only
+    when the same), and a tool result without content."""
 
     unserved = MESSAGE_FIELDS
 
@@ -168,6 +169,7 @@ class ChatMessage(RequestObject):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None  # the other name clients send an assistant's reasoning by
 
     @classmethod
     def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -181,9 +183,14 @@ class ChatMessage(RequestObject):
     def _fields_of_its_role(self) -> Self:
         if self.tool_calls and self.role != "assistant":
             raise refused_field("tool_calls", f"only an assistant message carries tool calls; this one is {self.role}")
-        if self.reasoning_content is not None and self.role != "assistant":
+        for name, given in (("reasoning_content", self.reasoning_content), ("reasoning", self.reasoning)):
+            if given is not None and self.role != "assistant":
+                raise refused_field(name, f"only an assistant message carries reasoning; this one is {self.role}")
+        if None not in (self.reasoning_content, self.reasoning) and self.reasoning_content != self.reasoning:
             raise refused_field(
-                "reasoning_content", f"only an assistant message carries reasoning; this one is {self.role}"
+                "reasoning",
+                "differs from reasoning_content (two names of the one reasoning the template renders); send one of "
+                "them, or both the same",
             )
         if self.role == "tool" and self.tool_call_id is None:
             raise refused_field("tool_call_id", "a tool message answers a call: send the id of the call it answers")
@@ -209,8 +216,9 @@ class ChatMessage(RequestObject):
             message["tool_calls"] = [call.template_call() for call in self.tool_calls]
         if self.tool_call_id is not None:
             message["tool_call_id"] = self.tool_call_id
-        if self.reasoning_content is not None:
-            message["reasoning_content"] = self.reasoning_content
+        reasoning = self.reasoning_content if self.reasoning_content is not None else self.reasoning
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
         return message
 
 
