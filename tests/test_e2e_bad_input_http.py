@@ -298,8 +298,14 @@ CASES: dict[str, Case] = {
     "web search": Case(
         "POST", "/v1/chat/completions", chat(web_search_options={}), "search the web", param="web_search_options"
     ),
-    "reasoning_effort set": Case(
-        "POST", "/v1/chat/completions", chat(reasoning_effort="high"), "not supported here", param="reasoning_effort"
+    "reasoning_effort without a reasoning parser": Case(
+        "POST", "/v1/chat/completions", chat(reasoning_effort="high"), "reasoning parser", param="reasoning_effort"
+    ),
+    "thinking_budget without a reasoning parser": Case(
+        "POST", "/v1/chat/completions", chat(thinking_budget=64), "reasoning parser", param="thinking_budget"
+    ),
+    "reasoning_effort of a completion": Case(
+        "POST", "/v1/completions", completion(reasoning_effort="low"), "not supported here", param="reasoning_effort"
     ),
     "store true": Case("POST", "/v1/chat/completions", chat(store=True), "not supported here", param="store"),
     "service_tier priority": Case(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from serve.assistant.reasoning import EFFORT_BUDGETS
 from serve.http.errors import refused_field, shown
 from serve.http.request_object import RequestObject
 from serve.http.structured_output_fields import ResponseFormat, StructuredOutputs
@@ -46,6 +47,7 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
 LogitBias = Annotated[float, Field(ge=-100.0, le=100.0, allow_inf_nan=False)]
+ReasoningEffort = Literal["low", "medium", "high"]  # the keys of EFFORT_BUDGETS
 
 
 class StreamOptions(RequestObject):
@@ -234,6 +236,26 @@ class ChatCompletionRequest(OpenAIRequest):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool = True
+    reasoning_effort: ReasoningEffort | None = None
+    thinking_budget: Count | None = None  # tokens of reasoning before the server closes the think block
+
+    @model_validator(mode="after")
+    def _one_thinking_budget(self) -> Self:
+        if self.reasoning_effort is not None and self.thinking_budget is not None:
+            raise refused_field(
+                "thinking_budget",
+                f"reasoning_effort {self.reasoning_effort!r} is a thinking budget too "
+                f"({EFFORT_BUDGETS[self.reasoning_effort]} tokens); send one of them",
+            )
+        return self
+
+    def thinking_tokens(self) -> tuple[int, str] | None:
+        """(the thinking budget in tokens, the field that asked for it), None when none did."""
+        if self.thinking_budget is not None:
+            return self.thinking_budget, "thinking_budget"
+        if self.reasoning_effort is not None:
+            return EFFORT_BUDGETS[self.reasoning_effort], "reasoning_effort"
+        return None
 
     @model_validator(mode="after")
     def _top_logprobs_needs_logprobs(self) -> Self:

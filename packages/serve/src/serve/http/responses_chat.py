@@ -41,6 +41,7 @@ _RENAMES = (
     (re.compile(r"\bresponse_format\.json_schema\.schema\b"), "text.format.schema"),
     (re.compile(r"\bresponse_format(\.json_schema)?\b"), "text.format"),
     (re.compile(r"\bmax_completion_tokens\b"), "max_output_tokens"),
+    (re.compile(r"\breasoning_effort\b"), "reasoning.effort"),
 )
 _MESSAGE_PATH = re.compile(r"\bmessages\.(\d+)(\.tool_call_id\b)?")
 
@@ -124,6 +125,8 @@ def chat_request_of(
         "temperature": body.temperature,
         "top_p": body.top_p,
         "parallel_tool_calls": body.parallel_tool_calls,
+        "reasoning_effort": body.reasoning.effort if body.reasoning is not None else None,
+        "thinking_budget": body.thinking_budget,
     }
     if body.tools:
         chat["tools"] = [{"type": "function", "function": tool.definition()} for tool in body.tools]

@@ -38,7 +38,7 @@ class ResponseHead:
             "metadata": None,
             "parallel_tool_calls": body.parallel_tool_calls,
             "previous_response_id": body.previous_response_id,
-            "reasoning": {"effort": None, "summary": None},
+            "reasoning": {"effort": body.reasoning.effort if body.reasoning else None, "summary": None},
             "store": body.store,
             "temperature": body.temperature,
             "text": {"format": {"type": "text"} if form is None else form.model_dump(by_alias=True, exclude_none=True)},

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from serve.http.errors import refused_field, shown
-from serve.http.protocol import Count
+from serve.http.protocol import Count, ReasoningEffort
 from serve.http.request_object import RequestObject
 from serve.http.tool_fields import FunctionDefinition, arguments_object
 from serve.http.unserved_fields import (
@@ -210,9 +210,11 @@ class TextConfig(RequestObject):
 
 
 class ReasoningConfig(RequestObject):
-    """`reasoning`: served only with the values that change nothing (the table's)."""
+    """`reasoning`: its effort, a thinking budget (`serve.http.thinking_budget`)."""
 
     unserved = RESPONSES_REASONING_FIELDS
+
+    effort: ReasoningEffort | None = None
 
 
 class ResponsesRequest(RequestObject):
@@ -231,6 +233,7 @@ class ResponsesRequest(RequestObject):
     temperature: Annotated[float, Field(ge=0.0, le=2.0, allow_inf_nan=False)] = 1.0
     top_p: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 1.0
     reasoning: ReasoningConfig | None = None
+    thinking_budget: Count | None = None  # tokens of reasoning before the server closes the think block
     stream: bool = False
     store: bool = True
     previous_response_id: str | None = None

@@ -14,6 +14,7 @@ from serve.http.responses_object import ResponseHead, status_of
 from serve.http.responses_output import OutputItems, StreamEvent
 from serve.http.sse import sse_event
 from serve.http.streams import ChoiceResult, fault_error, merged
+from serve.http.thinking_budget import ThinkingBudget
 from serve.ipc.messages import GenerateRequest
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.request_state import ServerFaultError
@@ -23,9 +24,15 @@ Finished = Callable[[list[dict[str, Any]], ChoiceResult], dict[str, Any]]
 
 
 async def response_stream(
-    manager: TokenizerManager, request: GenerateRequest, reading: TurnReading, head: ResponseHead, finished: Finished
+    manager: TokenizerManager,
+    request: GenerateRequest,
+    reading: TurnReading,
+    head: ResponseHead,
+    finished: Finished,
+    budget: ThinkingBudget | None,
 ) -> AsyncIterator[bytes]:
-    """The events of the response `head` names, running `request` read as `reading` says."""
+    """The events of the response `head` names, running `request` (thinking within `budget`, if
+    given) read as `reading` says."""
     sequence = 0
 
     def framed(event: StreamEvent) -> bytes:
@@ -39,7 +46,7 @@ async def response_stream(
     yield framed(("response.in_progress", {"response": running}))
     items, turn, result = OutputItems(), reading.new_turn(), ChoiceResult()
     try:
-        async with aclosing(merged(manager, [request])) as outputs:
+        async with aclosing(merged(manager, [request], budget)) as outputs:
             async for _, out in outputs:
                 result.add(out)
                 events = turn.feed(out.text)

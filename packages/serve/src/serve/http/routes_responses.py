@@ -27,6 +27,7 @@ from serve.http.responses_store import ResponseStore, StoredResponse
 from serve.http.responses_stream import response_stream
 from serve.http.routes_chat import rendered_prompt
 from serve.http.streams import ChoiceResult, collect, unless_disconnected
+from serve.http.thinking_budget import thinking_budget_of
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.worker import TokenizerWorker
 
@@ -54,6 +55,7 @@ async def create_response(body: ResponsesRequest, http_request: Request) -> Any:
     try:
         plan = await turn_plan(chat, worker)
         constraint = one_constraint(plan, await output_constraint(chat))
+        budget = await thinking_budget_of(chat.thinking_tokens(), constraint, worker)
         prompt = await rendered_prompt(worker, chat.messages, chat.tools or ())
         requests = generate_requests(
             chat,
@@ -77,9 +79,9 @@ async def create_response(body: ResponsesRequest, http_request: Request) -> Any:
         return response
 
     if body.stream:
-        stream = response_stream(manager, requests[0], plan.reading, head, finished)
+        stream = response_stream(manager, requests[0], plan.reading, head, finished, budget)
         return StreamingResponse(stream, media_type="text/event-stream")
-    (result,) = await unless_disconnected(http_request, collect(manager, requests))
+    (result,) = await unless_disconnected(http_request, collect(manager, requests, budget))
     items, turn = OutputItems(), plan.reading.new_turn()
     items.read([*turn.feed(result.text), *turn.finish()])
     items.finish(status_of(result.finish))

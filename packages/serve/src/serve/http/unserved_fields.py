@@ -11,7 +11,8 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
   null or equal to n, `echo` false, `suffix` "", the legacy `functions` [] and `function_call`
   "none" (chat completions take `tools` and `tool_choice`, `serve.http.tool_fields`; a
   completion's `tools` only [] and `tool_choice` "none"), `modalities` ["text"], `audio`,
-  `prediction`, `web_search_options`, `reasoning_effort` and `verbosity` null, `service_tier`
+  `prediction`, `web_search_options` and `verbosity` null (a completion's `reasoning_effort` too:
+  chat completions and responses serve it as a thinking budget, `serve.http.thinking_budget`), `service_tier`
   "auto" or "default" (there is one tier: every request is served at it), `store` false (this
   server keeps no completion); the vLLM and SGLang sampling extensions (beam search, minimum
   lengths, prompt logprobs, token restrictions, a per-request grammar engine or whitespace
@@ -36,7 +37,7 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
   role the served models' templates know.
 - The Responses API (`serve.http.responses_request`) runs as a chat completion, so its fields
   follow chat's: `background` false, `include` [], `truncation` "disabled", `top_logprobs` 0,
-  `reasoning` and `text.verbosity` ("medium") at their defaults; `prompt_cache_key`, `user`,
+  `reasoning.summary` and `text.verbosity` ("medium") at their defaults; `prompt_cache_key`, `user`,
   `safety_identifier` and `metadata` are metadata, and so are an input item's `id` and `status`
   (what the server returned, sent back). A past answer's `annotations` only empty, a reasoning
   item's `summary` only empty and never `encrypted_content` (the template renders neither).
@@ -146,7 +147,6 @@ _OPENAI_FIELDS = _table(
     modalities=Refused("answer in modalities other than text", (None, ["text"])),
     prediction=Refused("speed decoding up with a predicted output"),
     web_search_options=Refused("search the web"),
-    reasoning_effort=Refused("bound the model's reasoning"),
     verbosity=Refused("set the answer's verbosity"),
     store=Refused("store the completion for later retrieval", (None, False)),
     service_tier=Refused("serve at a chosen processing tier", (None, "auto", "default")),
@@ -157,6 +157,7 @@ _OPENAI_FIELDS = _table(
 
 COMPLETION_FIELDS = _table(
     _OPENAI_FIELDS,
+    reasoning_effort=Refused("bound the model's reasoning (chat completions do)"),
     tools=Refused("let the model call tools in a completion (chat completions do)", (None, [])),
     tool_choice=Refused("choose tool calls in a completion (chat completions do)", (None, "none")),
     parallel_tool_calls=Refused("allow several tool calls in one turn", (None, True, False)),
@@ -249,7 +250,6 @@ RESPONSES_FIELDS = _table(
 RESPONSES_TEXT_FIELDS = _table(verbosity=Refused("set the answer's verbosity", (None, "medium")))
 
 RESPONSES_REASONING_FIELDS = _table(
-    effort=Refused("bound the model's reasoning"),
     summary=Refused("summarize the model's reasoning"),
     generate_summary=Refused("summarize the model's reasoning"),
 )
