@@ -1,8 +1,8 @@
 """End to end, the Responses API (`POST /v1/responses`, GET and DELETE by id) on the real default
 model through the official `openai` client: a string input and an item list with instructions
 (each the same greedy answer as the chat completion of the same conversation), a stream the
-client's stream helper assembles into the completed response with usage, `text.format`
-json_schema (checked by `jsonschema`), a forced function call answered with its
+client's stream helper assembles into the completed response with usage (a forced call's too),
+`text.format` json_schema (checked by `jsonschema`), a forced function call answered with its
 `function_call_output` (sent as items, and as a continuation), a `previous_response_id`
 continuation whose prompt is the stored conversation (the prefix cache re-reads all but its last
 token), and GET and DELETE. The bad-input battery of the endpoint is in
@@ -169,6 +169,37 @@ def test_a_forced_call_and_its_result_round_trip(client: openai.OpenAI) -> None:
     )
     assert continued.output_text == as_items.output_text
     assert continued.previous_response_id == named.id
+
+
+def test_a_streamed_call_parses_to_the_whole_call(client: openai.OpenAI) -> None:
+    """Streamed, a forced call is an added function_call item, its arguments in deltas, their done
+    event and the item's: the client's stream helper assembles the whole response's call."""
+    body: dict[str, Any] = {
+        **GREEDY,
+        "input": "What is the weather in Paris?",
+        "tools": TOOLS,
+        "tool_choice": "required",
+        "max_output_tokens": 64,
+    }
+    whole = client.responses.create(**body)
+    assert whole.status == "completed"
+    with client.responses.stream(**body) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    (call,) = final.output
+    assert call.type == "function_call" and whole.output[0].type == "function_call"
+    assert (call.name, call.arguments) == (whole.output[0].name, whole.output[0].arguments)
+    kinds = [e.type for e in events]
+    deltas = kinds.count("response.function_call_arguments.delta")
+    assert deltas >= 1 and kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        *["response.function_call_arguments.delta"] * deltas,
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
 
 
 def test_previous_response_id_continues_the_stored_conversation(client: openai.OpenAI) -> None:
