@@ -125,7 +125,12 @@ def user_parts(part: dict[str, Any]) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}
 
 
+def responses(**fields: Any) -> dict[str, Any]:
+    return {"model": MODEL, "input": "Hello", "max_output_tokens": 4, **fields}
+
+
 USER = {"role": "user", "content": "Hello"}
+RESPONSES_TOOL = {"type": "function", "name": "add", "parameters": {"type": "object", "properties": {}}}
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
 CALLS = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
@@ -293,8 +298,14 @@ CASES: dict[str, Case] = {
     "web search": Case(
         "POST", "/v1/chat/completions", chat(web_search_options={}), "search the web", param="web_search_options"
     ),
-    "reasoning_effort set": Case(
-        "POST", "/v1/chat/completions", chat(reasoning_effort="high"), "not supported here", param="reasoning_effort"
+    "reasoning_effort without a reasoning parser": Case(
+        "POST", "/v1/chat/completions", chat(reasoning_effort="high"), "reasoning parser", param="reasoning_effort"
+    ),
+    "thinking_budget without a reasoning parser": Case(
+        "POST", "/v1/chat/completions", chat(thinking_budget=64), "reasoning parser", param="thinking_budget"
+    ),
+    "reasoning_effort of a completion": Case(
+        "POST", "/v1/completions", completion(reasoning_effort="low"), "not supported here", param="reasoning_effort"
     ),
     "store true": Case("POST", "/v1/chat/completions", chat(store=True), "not supported here", param="store"),
     "service_tier priority": Case(
@@ -408,15 +419,121 @@ CASES: dict[str, Case] = {
     ),
     "override nothing": Case("PATCH", "/v1/runtime_config", {}, "no leaves"),
     "override malformed JSON": Case("PATCH", "/v1/runtime_config", b'{"max_n": ', "malformed JSON"),
-    # no such endpoint or method
-    "unknown path": Case("GET", "/v1/engines", None, "Not Found", status=404),
+    # the Responses API
+    "responses: unknown input item type": Case(
+        "POST",
+        "/v1/responses",
+        responses(input=[{"type": "web_search_call", "id": "ws_1"}]),
+        "web_search_call",
+        param="input.0.type",
+    ),
+    "responses: input item without a type": Case(
+        "POST", "/v1/responses", responses(input=[{"content": "Hello"}]), "names its type", param="input.0.type"
+    ),
+    "responses: web search tool": Case(
+        "POST",
+        "/v1/responses",
+        responses(tools=[{"type": "web_search_preview"}]),
+        "built-in tool 'web_search_preview'",
+        param="tools.0.type",
+    ),
+    "responses: file search tool": Case(
+        "POST",
+        "/v1/responses",
+        responses(tools=[RESPONSES_TOOL, {"type": "file_search", "vector_store_ids": ["v"]}]),
+        "built-in tool 'file_search'",
+        param="tools.1.type",
+    ),
+    "responses: computer use tool": Case(
+        "POST",
+        "/v1/responses",
+        responses(
+            tools=[{"type": "computer_use_preview", "display_width": 8, "display_height": 8, "environment": "linux"}]
+        ),
+        "built-in tool 'computer_use_preview'",
+        param="tools.0.type",
+    ),
+    "responses: built-in tool_choice": Case(
+        "POST",
+        "/v1/responses",
+        responses(tool_choice={"type": "web_search"}),
+        "built-in tool 'web_search'",
+        param="tool_choice.type",
+    ),
+    "responses: tool_choice naming no tool": Case(
+        "POST",
+        "/v1/responses",
+        responses(tools=[RESPONSES_TOOL], tool_choice={"type": "function", "name": "sub"}),
+        "'sub'",
+        param="tool_choice.name",
+    ),
+    "responses: unknown previous_response_id": Case(
+        "POST",
+        "/v1/responses",
+        responses(previous_response_id="resp_missing"),
+        "resp_missing",
+        status=404,
+        param="previous_response_id",
+    ),
+    "responses: GET an unknown id": Case("GET", "/v1/responses/resp_missing", None, "resp_missing", status=404),
+    "responses: DELETE an unknown id": Case("DELETE", "/v1/responses/resp_gone", None, "resp_gone", status=404),
+    "responses: image part": Case(
+        "POST",
+        "/v1/responses",
+        responses(
+            input=[{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]
+        ),
+        "input_image",
+        param="input.0.content.0.type",
+    ),
+    "responses: misspelt field": Case("POST", "/v1/responses", responses(max_output_token=4), "max_output_tokens"),
+    "responses: unknown item field": Case(
+        "POST", "/v1/responses", responses(input=[{**USER, "name": "ann"}]), "name", param="input.0.name"
+    ),
+    "responses: result answering no call": Case(
+        "POST",
+        "/v1/responses",
+        responses(input=[{"type": "function_call_output", "call_id": "c9", "output": "1"}]),
+        "c9",
+        param="input.0.call_id",
+    ),
+    "responses: arguments not an object": Case(
+        "POST",
+        "/v1/responses",
+        responses(input=[{"type": "function_call", "call_id": "c1", "name": "add", "arguments": "[1]"}]),
+        "JSON object",
+        param="input.0.arguments",
+    ),
+    "responses: encrypted reasoning": Case(
+        "POST",
+        "/v1/responses",
+        responses(input=[{"type": "reasoning", "summary": [], "encrypted_content": "x"}]),
+        "encrypted",
+        param="input.0.encrypted_content",
+    ),
+    "responses: json_schema format without a schema": Case(
+        "POST",
+        "/v1/responses",
+        responses(text={"format": {"type": "json_schema", "name": "x"}}),
+        "schema",
+        param="text.format",
+    ),
+    "responses: output over the context": Case(
+        "POST", "/v1/responses", responses(max_output_tokens=CONTEXT), "max_output_tokens"
+    ),
+    "responses: empty input": Case("POST", "/v1/responses", responses(input=[]), "empty", param="input"),
+    "responses: background": Case("POST", "/v1/responses", responses(background=True), "background"),
+    # no such endpoint or method: OpenAI's shape, naming the method and path
+    "unknown path": Case("GET", "/v1/engines", None, "GET /v1/engines", status=404),
+    "unknown POST path": Case("POST", "/v1/assistants", {}, "POST /v1/assistants", status=404),
     "wrong method": Case("GET", "/v1/completions", None, "Method Not Allowed", status=405),
+    "wrong method on responses": Case("PUT", "/v1/responses", {}, "PUT /v1/responses", status=405),
 }
 
 
 def sent(http: httpx.Client, case: Case) -> httpx.Response:
-    if case.method == "GET":
-        return http.get(case.path)
+    if case.method in ("GET", "DELETE"):
+        return http.request(case.method, case.path)
     content = case.body if isinstance(case.body, bytes) else json.dumps(case.body).encode()
     return http.request(case.method, case.path, content=content, headers=case.headers)
 
@@ -435,7 +552,9 @@ def test_bad_input_is_a_4xx_naming_what_was_wrong(http: httpx.Client, before: Sn
     length instead of 413; with `RequestObject` ignoring undeclared fields (`extra="ignore"`, as
     the sampling fields did before), "misspelt temperature", "tools in a completion" and
     "message name" were served (200), and the content-part cases were refused by pydantic's union
-    without naming the part's type."""
+    without naming the part's type; with the Responses built-in tools not told apart from other
+    tool types, the four built-in tool cases did not say "built-in tool", and with the input item
+    types unchecked, "unknown input item type" was refused by pydantic's union without naming it."""
     case = CASES[name]
     response = sent(http, case)
     assert response.status_code == case.status, response.text

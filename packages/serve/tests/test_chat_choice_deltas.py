@@ -44,6 +44,7 @@ def assembled(pieces: list[str]) -> dict[str, Any]:
     calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
     assert all(re.fullmatch("call_[0-9a-f]{24}", c.id) for c in message.tool_calls or [])
     reasoning = getattr(message, "reasoning_content", None)
+    assert getattr(message, "reasoning", None) == reasoning  # the same text under its other name
     return {"content": message.content, "reasoning": reasoning, "calls": calls, "finish": final.finish_reason}
 
 
@@ -51,6 +52,7 @@ def whole() -> dict[str, Any]:
     choice = whole_choice(0, READING, ChoiceResult(text=TEXT, finish="stop"), logprobs=False)
     message = choice["message"]
     calls = [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
+    assert message["reasoning"] == message["reasoning_content"]
     return {
         "content": message["content"],
         "reasoning": message["reasoning_content"],
@@ -62,7 +64,8 @@ def whole() -> dict[str, Any]:
 @pytest.mark.parametrize("size", [1, 3, 7, len(TEXT)])
 def test_the_client_assembles_the_whole_answer_from_the_stream(size: int) -> None:
     """Reverse-verified: with the call's id sent again on each arguments delta, the client
-    concatenated the ids; with `finish_reason` passing "stop" through, the finish was "stop"."""
+    concatenated the ids; with `finish_reason` passing "stop" through, the finish was "stop"; with
+    reasoning written as reasoning_content alone, the message had no `reasoning`."""
     expected = whole()
     assert expected == {
         "content": "Checking.",

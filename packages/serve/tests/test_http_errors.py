@@ -105,6 +105,11 @@ def test_protocol_accepts_openai_and_native_spellings(client: TestClient) -> Non
 
 
 def test_api_error_and_crash_shapes(client: TestClient) -> None:
+    """A route that is not here is a 404, and a method a route does not serve a 405, in OpenAI's
+    shape naming the method and path (pydantic-ai reports a bare "Not Found" as a missing model).
+
+    Reverse-verified: with the HTTP handler answering `err.detail` alone, the message was "Not
+    Found" and the path assertion failed."""
     assert _error(client.get("/refuse"), 400) == {
         "message": "no such thing",
         "type": "invalid_request_error",
@@ -113,7 +118,10 @@ def test_api_error_and_crash_shapes(client: TestClient) -> None:
     }
     crash = _error(client.get("/crash"), 500)
     assert crash["type"] == "internal_server_error" and "boom" in crash["message"]
-    assert _error(client.get("/missing"), 404)["type"] == "invalid_request_error"
+    missing = _error(client.post("/v1/missing"), 404)
+    assert missing["type"] == "invalid_request_error" and "POST /v1/missing" in missing["message"]
+    wrong = _error(client.get("/v1/completions"), 405)
+    assert "GET /v1/completions" in wrong["message"] and "accepted: POST" in wrong["message"]
     died = _error(client.get("/tokenizer-died"), 503)
     assert died["code"] == "server_unavailable" and "tokenizer worker" in died["message"]
 

@@ -91,6 +91,19 @@ def test_a_tool_conversation_is_served_and_given_to_the_template(client: TestCli
     assert answer["messages"][2] == {"role": "tool", "content": "4", "tool_call_id": "call_1"}
 
 
+def test_reasoning_is_read_by_either_name(client: TestClient) -> None:
+    """An assistant's reasoning sent as `reasoning` (or as both names, the same) reaches the
+    template as reasoning_content.
+
+    Reverse-verified: with `template_message` reading reasoning_content alone, the reasoning sent
+    as `reasoning` did not reach the template."""
+    for fields in ({"reasoning": "I know."}, {"reasoning": "I know.", "reasoning_content": "I know."}):
+        thought = {"role": "assistant", "content": "4", **fields}
+        response = chat(client, messages=[USER, thought])
+        assert response.status_code == 200, response.text
+        assert response.json()["messages"][1] == {"role": "assistant", "content": "4", "reasoning_content": "I know."}
+
+
 def test_tool_choice_defaults_as_openais(client: TestClient) -> None:
     assert chat(client).json()["chosen"] == "none"
     assert chat(client, tools=[ADD]).json()["chosen"] == "auto"
@@ -157,6 +170,16 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"messages": [{**USER, "reasoning_content": "x"}]},
         "messages.0.reasoning_content",
         "assistant",
+    ),
+    "reasoning by its other name on a user message": (
+        {"messages": [{**USER, "reasoning": "x"}]},
+        "messages.0.reasoning",
+        "assistant",
+    ),
+    "two different reasonings": (
+        {"messages": [USER, {"role": "assistant", "content": "4", "reasoning_content": "a", "reasoning": "b"}]},
+        "messages.1.reasoning",
+        "differs from reasoning_content",
     ),
     "arguments that are not JSON": (
         {"messages": [USER, {**CALLING, "tool_calls": [{**CALL, "function": {"name": "add", "arguments": "{a: 2"}}]}]},

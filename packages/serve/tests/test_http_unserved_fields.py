@@ -16,11 +16,20 @@ from fastapi.testclient import TestClient
 
 from serve.http.errors import install_error_handlers
 from serve.http.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeBody, GenerateBody, TokenizeBody
+from serve.http.responses_request import ResponsesRequest
 from serve.http.unserved_fields import (
     CHAT_FIELDS,
     COMPLETION_FIELDS,
     GENERATE_FIELDS,
     MESSAGE_FIELDS,
+    RESPONSES_CALL_FIELDS,
+    RESPONSES_FIELDS,
+    RESPONSES_MESSAGE_FIELDS,
+    RESPONSES_OUTPUT_FIELDS,
+    RESPONSES_REASONING_FIELDS,
+    RESPONSES_REASONING_ITEM_FIELDS,
+    RESPONSES_TEXT_FIELDS,
+    RESPONSES_TEXT_PART_FIELDS,
     SAMPLING_FIELDS,
     STREAM_OPTION_FIELDS,
     TOKENIZE_FIELDS,
@@ -49,6 +58,10 @@ def _app() -> FastAPI:
 
     @app.post("/tokenize")
     async def tokenize(body: TokenizeBody) -> dict[str, Any]:
+        return body.model_dump()
+
+    @app.post("/v1/responses")
+    async def responses(body: ResponsesRequest) -> dict[str, Any]:
         return body.model_dump()
 
     @app.post("/detokenize")
@@ -100,6 +113,42 @@ def stream_options(**fields: Any) -> tuple[str, dict[str, Any]]:
     return "/v1/completions", {"prompt": "Hi", "stream": True, "stream_options": fields}
 
 
+def responses(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": "Hi", **fields}
+
+
+def responses_text(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": "Hi", "text": {"format": {"type": "text"}, **fields}}
+
+
+def responses_reasoning(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": "Hi", "reasoning": fields}
+
+
+CALL_ITEM = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
+
+
+def message_item(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": [USER, {"type": "message", "role": "assistant", "content": "Hello", **fields}]}
+
+
+def call_item(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": [USER, {**CALL_ITEM, **fields}]}
+
+
+def output_item(**fields: Any) -> tuple[str, dict[str, Any]]:
+    result = {"type": "function_call_output", "call_id": "call_1", "output": "1", **fields}
+    return "/v1/responses", {"input": [USER, CALL_ITEM, result]}
+
+
+def reasoning_item(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": [USER, {"type": "reasoning", "content": [], **fields}]}
+
+
+def text_part(**fields: Any) -> tuple[str, dict[str, Any]]:
+    return "/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi", **fields}]}]}
+
+
 # Each table, the request that carries one of its fields, and the path the refusal names.
 TABLES = {
     "completions": (COMPLETION_FIELDS, completion, ""),
@@ -110,6 +159,14 @@ TABLES = {
     "generate": (GENERATE_FIELDS, generate, ""),
     "tokenize": (TOKENIZE_FIELDS, tokenize, ""),
     "stream_options": (STREAM_OPTION_FIELDS, stream_options, "stream_options."),
+    "responses": (RESPONSES_FIELDS, responses, ""),
+    "responses text": (RESPONSES_TEXT_FIELDS, responses_text, "text."),
+    "responses reasoning": (RESPONSES_REASONING_FIELDS, responses_reasoning, "reasoning."),
+    "responses message item": (RESPONSES_MESSAGE_FIELDS, message_item, "input.1."),
+    "responses function_call item": (RESPONSES_CALL_FIELDS, call_item, "input.1."),
+    "responses function_call_output item": (RESPONSES_OUTPUT_FIELDS, output_item, "input.2."),
+    "responses reasoning item": (RESPONSES_REASONING_ITEM_FIELDS, reasoning_item, "input.1."),
+    "responses text part": (RESPONSES_TEXT_PART_FIELDS, text_part, "input.0.content.0."),
 }
 SET = {"set to": "something that acts"}  # no field's no-op value
 
@@ -194,7 +251,7 @@ ASKED = {
     "modalities": chat(modalities=["text", "audio"]),
     "prediction": chat(prediction={"type": "content", "content": "x"}),
     "web_search_options": chat(web_search_options={}),
-    "reasoning_effort": chat(reasoning_effort="low"),
+    "reasoning_effort": completion(reasoning_effort="low"),
     "store": chat(store=True),
     "service_tier": chat(service_tier="priority"),
     "min_tokens": completion(min_tokens=5),

@@ -27,6 +27,14 @@ class ServingBag(Bag, frozen=True, kw_only=True):
         PositiveInt,
         leaf("Largest request body the API reads, in MiB; a larger one is answered 413 before it is read.", hot=True),
     ] = 4
+    max_stored_responses: Annotated[
+        PositiveInt,
+        leaf(
+            "Most finished /v1/responses kept in memory for previous_response_id and GET (least recently used "
+            "dropped first).",
+            hot=True,
+        ),
+    ] = 1024
     grammar_backend: Annotated[
         GrammarBackend,
         leaf(

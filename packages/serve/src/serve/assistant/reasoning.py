@@ -20,6 +20,18 @@ from serve.assistant.events import Content, Event, Reasoning
 from serve.assistant.markers import partial_marker
 
 OPEN, CLOSE = "<think>", "</think>"
+# What the server writes to close a think block whose thinking budget is spent: the end marker,
+# then the blank line the models write before their answer.
+FORCED_CLOSE = CLOSE + "\n\n"
+# The thinking budget, in tokens, of each reasoning effort (`reasoning_effort`, `reasoning.effort`).
+EFFORT_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384}
+
+
+def still_thinking(parser: ReasoningParser, text: str) -> bool:
+    """Whether a turn whose output so far is `text` is inside its think block: opened (by the
+    prompt, for deepseek-r1; by the model's first characters, for qwen3) and not yet closed."""
+    opened = parser == "deepseek-r1" or text.lstrip().startswith(OPEN)
+    return opened and CLOSE not in text
 
 
 class _State(enum.Enum):

@@ -10,10 +10,12 @@ from fastapi import FastAPI
 from serve.http.auth import install_auth
 from serve.http.body_limit import BodySizeLimit
 from serve.http.errors import install_error_handlers
+from serve.http.responses_store import ResponseStore
 from serve.http.routes_admin import router as admin_router
 from serve.http.routes_chat import router as chat_router
 from serve.http.routes_completions import router as completions_router
 from serve.http.routes_native import router as native_router
+from serve.http.routes_responses import router as responses_router
 from serve.resolved_view import ResolvedConfig
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.worker import TokenizerWorker
@@ -27,9 +29,10 @@ def create_app(manager: TokenizerManager, worker: TokenizerWorker, resolved: Res
     app.state.resolved = resolved
     app.state.pid = os.getpid()
     app.state.tokenizer_worker = worker
+    app.state.responses = ResponseStore()
     install_error_handlers(app)
     install_auth(app)
     app.add_middleware(BodySizeLimit)  # added last: outermost, so no body is read before its check
-    for router in (completions_router, chat_router, native_router, admin_router):
+    for router in (completions_router, chat_router, responses_router, native_router, admin_router):
         app.include_router(router)
     return app

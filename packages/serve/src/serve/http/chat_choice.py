@@ -1,7 +1,8 @@
 """A chat choice in OpenAI's shapes: a turn's events as a stream's deltas, and a whole turn as the
 response's message.
 
-Deltas follow OpenAI's stream: text as `content` (and `reasoning_content`), each call opening in
+Deltas follow OpenAI's stream: text as `content` (and reasoning as both `reasoning_content` and
+`reasoning`, the names clients have read it by), each call opening in
 a delta of its own (`index`, `id`, `type`, the function's `name`, `arguments` ""), then its
 arguments in fragments under the same index, so a client that accumulates deltas (the `openai`
 client's stream helpers) assembles the calls. A turn that made calls finishes with
@@ -18,6 +19,8 @@ from serve.assistant.turn import AssistantTurn, TurnReading, read_whole
 from serve.http.logprobs_format import chat_logprobs
 from serve.http.streams import ChoiceResult
 from serve.ipc.messages import TextOutput
+
+REASONING_KEYS = ("reasoning_content", "reasoning")  # the names of a turn's reasoning, both written
 
 
 def deltas_of(events: Iterable[Event]) -> list[dict[str, Any]]:
@@ -36,11 +39,13 @@ def deltas_of(events: Iterable[Event]) -> list[dict[str, Any]]:
             else:
                 deltas.append({"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]})
         else:
-            key = "content" if isinstance(event, Content) else "reasoning_content"
-            if last is not None and "tool_calls" not in last:
+            # Reasoning under both names clients read it by (vLLM's reasoning_content, and reasoning).
+            keys = ("content",) if isinstance(event, Content) else REASONING_KEYS
+            if last is None or "tool_calls" in last:
+                last = {}
+                deltas.append(last)
+            for key in keys:
                 last[key] = last.get(key, "") + event.text
-            else:
-                deltas.append({key: event.text})
     return deltas
 
 
@@ -96,7 +101,7 @@ def whole_choice(index: int, reading: TurnReading, result: ChoiceResult, logprob
     if (answer.calls or answer.reasoning) and not answer.content:
         message["content"] = None
     if reading.reasoning is not None:
-        message["reasoning_content"] = answer.reasoning or None
+        message.update(dict.fromkeys(REASONING_KEYS, answer.reasoning or None))
     return {
         "index": index,
         "message": message,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -70,10 +71,16 @@ def refused_field(field: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(_REFUSED_FIELD, "{message}", {"field": field, "message": message})
 
 
-def _validation_message(err: RequestValidationError, content_type: str | None) -> tuple[str, str | None]:
+def invalid_request(errors: Sequence[Any]) -> APIError:
+    """The 400 of a model's validation errors (pydantic's `errors()`), as a request body's."""
+    message, param = _validation_message(errors, None)
+    return APIError(400, message, param=param)
+
+
+def _validation_message(errors: Sequence[Any], content_type: str | None) -> tuple[str, str | None]:
     parts: list[str] = []
     param: str | None = None
-    for detail in err.errors():
+    for detail in errors:
         loc = [str(p) for p in detail.get("loc", ()) if p != "body"]
         if detail.get("type") == _REFUSED_FIELD:
             where = ".".join([*loc, detail["ctx"]["field"]])
@@ -96,6 +103,22 @@ def _validation_message(err: RequestValidationError, content_type: str | None) -
     return "; ".join(parts) or "invalid request", param
 
 
+def _http_error_body(request: Request, err: HTTPException) -> dict[str, Any]:
+    """An HTTP error in OpenAI's shape; a 404 or 405 from routing names the method and the path,
+    so a client that reads only the message (pydantic-ai reports a bare 404 as a missing model)
+    sees which route is not here."""
+    path = request.url.path
+    if err.status_code == 404 and err.detail == "Not Found":
+        message = f"Not Found: no route {request.method} {path} on this server"
+        return error_body(message, "invalid_request_error", code="not_found")
+    if err.status_code == 405 and err.detail == "Method Not Allowed":
+        allowed = (err.headers or {}).get("Allow") or (err.headers or {}).get("allow")
+        accepted = f"; accepted: {allowed}" if allowed else ""
+        message = f"Method Not Allowed: {request.method} {path} is not served{accepted}"
+        return error_body(message, "invalid_request_error", code="method_not_allowed")
+    return error_body(str(err.detail), "invalid_request_error")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error in OpenAI's shape: validation 400, HTTP errors with their status, a dead
     tokenizer worker 503, others 500."""
@@ -106,7 +129,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(err, request.headers.get("content-type"))
+        message, param = _validation_message(err.errors(), request.headers.get("content-type"))
         return JSONResponse(error_body(message, "invalid_request_error", param), status_code=400)
 
     @app.exception_handler(TokenizerWorkerDiedError)
@@ -114,8 +137,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return APIError(503, str(err), type_="server_error", code="server_unavailable").response()
 
     @app.exception_handler(HTTPException)
-    async def _http(_request: Request, err: HTTPException) -> JSONResponse:
-        return JSONResponse(error_body(str(err.detail), "invalid_request_error"), status_code=err.status_code)
+    async def _http(request: Request, err: HTTPException) -> JSONResponse:
+        return JSONResponse(_http_error_body(request, err), status_code=err.status_code, headers=err.headers)
 
     @app.exception_handler(Exception)
     async def _internal(_request: Request, err: Exception) -> JSONResponse:

@@ -8,6 +8,7 @@ from typing import Any
 
 from serve.http.sse import DONE, sse
 from serve.http.streams import ChoiceResult, fault_error, merged
+from serve.http.thinking_budget import ThinkingBudget
 from serve.http.usage import usage
 from serve.ipc.messages import GenerateRequest, TextOutput
 from serve.tokenizer.manager import TokenizerManager
@@ -27,14 +28,16 @@ async def openai_stream(
     choice_chunks: ChoiceChunks,
     envelope: Envelope,
     include_usage: bool,
+    budget: ThinkingBudget | None = None,
 ) -> AsyncIterator[bytes]:
     """Chunks `envelope([choice])` for each choice in `first`, then for each choice object of each
-    output; a usage chunk when asked; `[DONE]`. A server fault ends the stream with an error event."""
+    output (each request thinking within `budget`, if given); a usage chunk when asked; `[DONE]`.
+    A server fault ends the stream with an error event."""
     results = [ChoiceResult() for _ in requests]
     try:
         for choice in first:
             yield sse(envelope([choice]))
-        async with aclosing(merged(manager, requests)) as outputs:
+        async with aclosing(merged(manager, requests, budget)) as outputs:
             async for index, out in outputs:
                 results[index].add(out)
                 for choice in choice_chunks(index, out):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from serve.assistant.reasoning import EFFORT_BUDGETS
 from serve.http.errors import refused_field, shown
 from serve.http.request_object import RequestObject
 from serve.http.structured_output_fields import ResponseFormat, StructuredOutputs
@@ -46,6 +47,7 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
 LogitBias = Annotated[float, Field(ge=-100.0, le=100.0, allow_inf_nan=False)]
+ReasoningEffort = Literal["low", "medium", "high"]  # the keys of EFFORT_BUDGETS
 
 
 class StreamOptions(RequestObject):
@@ -159,7 +161,8 @@ class ChatMessage(RequestObject):
     the role the templates of the served models know. Refused: content parts other than text (a
     text-only model); tool calls on a message that is not the assistant's, a tool result without
     the id of the call it answers (or an id on another role), reasoning on a message that is not
-    the assistant's, and a tool result without content."""
+    the assistant's (sent as `reasoning_content` or `reasoning`, the names clients use; both only
+    when the same), and a tool result without content."""
 
     unserved = MESSAGE_FIELDS
 
@@ -168,6 +171,7 @@ class ChatMessage(RequestObject):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None  # the other name clients send an assistant's reasoning by
 
     @classmethod
     def served(cls, data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -181,9 +185,14 @@ class ChatMessage(RequestObject):
     def _fields_of_its_role(self) -> Self:
         if self.tool_calls and self.role != "assistant":
             raise refused_field("tool_calls", f"only an assistant message carries tool calls; this one is {self.role}")
-        if self.reasoning_content is not None and self.role != "assistant":
+        for name, given in (("reasoning_content", self.reasoning_content), ("reasoning", self.reasoning)):
+            if given is not None and self.role != "assistant":
+                raise refused_field(name, f"only an assistant message carries reasoning; this one is {self.role}")
+        if None not in (self.reasoning_content, self.reasoning) and self.reasoning_content != self.reasoning:
             raise refused_field(
-                "reasoning_content", f"only an assistant message carries reasoning; this one is {self.role}"
+                "reasoning",
+                "differs from reasoning_content (two names of the one reasoning the template renders); send one of "
+                "them, or both the same",
             )
         if self.role == "tool" and self.tool_call_id is None:
             raise refused_field("tool_call_id", "a tool message answers a call: send the id of the call it answers")
@@ -209,8 +218,9 @@ class ChatMessage(RequestObject):
             message["tool_calls"] = [call.template_call() for call in self.tool_calls]
         if self.tool_call_id is not None:
             message["tool_call_id"] = self.tool_call_id
-        if self.reasoning_content is not None:
-            message["reasoning_content"] = self.reasoning_content
+        reasoning = self.reasoning_content if self.reasoning_content is not None else self.reasoning
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
         return message
 
 
@@ -226,6 +236,26 @@ class ChatCompletionRequest(OpenAIRequest):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool = True
+    reasoning_effort: ReasoningEffort | None = None
+    thinking_budget: Count | None = None  # tokens of reasoning before the server closes the think block
+
+    @model_validator(mode="after")
+    def _one_thinking_budget(self) -> Self:
+        if self.reasoning_effort is not None and self.thinking_budget is not None:
+            raise refused_field(
+                "thinking_budget",
+                f"reasoning_effort {self.reasoning_effort!r} is a thinking budget too "
+                f"({EFFORT_BUDGETS[self.reasoning_effort]} tokens); send one of them",
+            )
+        return self
+
+    def thinking_tokens(self) -> tuple[int, str] | None:
+        """(the thinking budget in tokens, the field that asked for it), None when none did."""
+        if self.thinking_budget is not None:
+            return self.thinking_budget, "thinking_budget"
+        if self.reasoning_effort is not None:
+            return EFFORT_BUDGETS[self.reasoning_effort], "reasoning_effort"
+        return None
 
     @model_validator(mode="after")
     def _top_logprobs_needs_logprobs(self) -> Self:

@@ -18,6 +18,7 @@ from serve.http.openai_stream import openai_stream
 from serve.http.output_constraints import output_constraint
 from serve.http.protocol import ChatCompletionRequest, ChatMessage
 from serve.http.streams import collect, unless_disconnected
+from serve.http.thinking_budget import thinking_budget_of
 from serve.http.tool_fields import Tool
 from serve.http.usage import usage
 from serve.tokenizer.chat_template import NoChatTemplateError
@@ -45,11 +46,13 @@ async def rendered_prompt(
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, http_request: Request) -> Any:
     """OpenAI chat completions, streamed (SSE) or whole; each choice's text read into content,
-    reasoning and tool calls as the request's turn plan says (`serve.http.chat_turn`)."""
+    reasoning and tool calls as the request's turn plan says (`serve.http.chat_turn`), its
+    thinking within the request's budget (`serve.http.thinking_budget`)."""
     manager: TokenizerManager = http_request.app.state.manager
     worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     plan = await turn_plan(body, worker)
     constraint = one_constraint(plan, await output_constraint(body))
+    budget = await thinking_budget_of(body.thinking_tokens(), constraint, worker)
     prompt = await rendered_prompt(worker, body.messages, body.tools or ())
     requests = generate_requests(
         body,
@@ -81,10 +84,11 @@ async def chat_completions(body: ChatCompletionRequest, http_request: Request) -
             choice_chunks=lambda index, out: choices[index].chunks(out),
             envelope=envelope,
             include_usage=include_usage,
+            budget=budget,
         )
         return StreamingResponse(stream, media_type="text/event-stream")
 
-    results = await unless_disconnected(http_request, collect(manager, requests))
+    results = await unless_disconnected(http_request, collect(manager, requests, budget))
     response = envelope([whole_choice(i, plan.reading, r, body.logprobs) for i, r in enumerate(results)])
     response["object"] = "chat.completion"
     response["usage"] = usage([len(prompt)], results)

@@ -12,6 +12,7 @@ from typing import TypeVar
 from starlette.requests import Request as HttpRequest
 
 from serve.http.errors import APIError
+from serve.http.thinking_budget import ThinkingBudget, budgeted
 from serve.ipc.messages import GenerateRequest, LogprobEntry, TextOutput
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.request_state import RequestFailedError, ServerFaultError
@@ -57,14 +58,16 @@ def fault_error(err: ServerFaultError) -> APIError:
 
 
 async def merged(
-    manager: TokenizerManager, requests: Sequence[GenerateRequest]
+    manager: TokenizerManager, requests: Sequence[GenerateRequest], budget: ThinkingBudget | None = None
 ) -> AsyncGenerator[tuple[int, TextOutput], None]:
-    """(request index, output) of all `requests` as outputs arrive, until every one finished."""
+    """(request index, output) of all `requests` as outputs arrive, until every one finished; each
+    thinks within `budget` when one is given."""
     queue: asyncio.Queue[tuple[int, TextOutput] | BaseException] = asyncio.Queue()
 
     async def pump(index: int, request: GenerateRequest) -> None:
+        generated = manager.generate(request) if budget is None else budgeted(manager, request, budget)
         try:
-            async with aclosing(manager.generate(request)) as outputs:
+            async with aclosing(generated) as outputs:
                 async for out in outputs:
                     queue.put_nowait((index, out))
         except Exception as err:
@@ -86,10 +89,12 @@ async def merged(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def collect(manager: TokenizerManager, requests: Sequence[GenerateRequest]) -> list[ChoiceResult]:
-    """Each request's whole output, in request order."""
+async def collect(
+    manager: TokenizerManager, requests: Sequence[GenerateRequest], budget: ThinkingBudget | None = None
+) -> list[ChoiceResult]:
+    """Each request's whole output, in request order (each thinking within `budget`, if given)."""
     results = [ChoiceResult() for _ in requests]
-    async with aclosing(merged(manager, requests)) as outputs:
+    async with aclosing(merged(manager, requests, budget)) as outputs:
         async for index, out in outputs:
             results[index].add(out)
     return results

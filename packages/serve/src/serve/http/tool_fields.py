@@ -98,6 +98,18 @@ class NamedToolChoice(RequestObject):
 ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
 
 
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """A past call's arguments, parsed: refused (`refused_field` "arguments") unless the JSON text
+    of an object, as the templates render them."""
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as err:
+        raise refused_field("arguments", f"not JSON ({err}); send the call's arguments as a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise refused_field("arguments", f"a call's arguments are a JSON object; got {shown(arguments)}")
+    return parsed
+
+
 class CalledFunction(RequestObject):
     """The function a past call called, and its arguments as the JSON text the model wrote (with
     the parse of them the openai client's helpers send back, which must agree)."""
@@ -108,12 +120,7 @@ class CalledFunction(RequestObject):
 
     @model_validator(mode="after")
     def _arguments_are_an_object(self) -> Self:
-        try:
-            parsed = json.loads(self.arguments)
-        except json.JSONDecodeError as err:
-            raise refused_field("arguments", f"not JSON ({err}); send the call's arguments as a JSON object") from None
-        if not isinstance(parsed, dict):
-            raise refused_field("arguments", f"a call's arguments are a JSON object; got {shown(self.arguments)}")
+        parsed = arguments_object(self.arguments)
         if self.parsed_arguments is not None and self.parsed_arguments != parsed:
             raise refused_field(
                 "parsed_arguments",

@@ -11,7 +11,8 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
   null or equal to n, `echo` false, `suffix` "", the legacy `functions` [] and `function_call`
   "none" (chat completions take `tools` and `tool_choice`, `serve.http.tool_fields`; a
   completion's `tools` only [] and `tool_choice` "none"), `modalities` ["text"], `audio`,
-  `prediction`, `web_search_options`, `reasoning_effort` and `verbosity` null, `service_tier`
+  `prediction`, `web_search_options` and `verbosity` null (a completion's `reasoning_effort` too:
+  chat completions and responses serve it as a thinking budget, `serve.http.thinking_budget`), `service_tier`
   "auto" or "default" (there is one tier: every request is served at it), `store` false (this
   server keeps no completion); the vLLM and SGLang sampling extensions (beam search, minimum
   lengths, prompt logprobs, token restrictions, a per-request grammar engine or whitespace
@@ -34,6 +35,12 @@ decisions, per field, as a user of OpenAI, vLLM or SGLang would expect them:
   other than text are refused by `serve.http.protocol.ChatMessage` (a text-only model). A
   `developer` message (OpenAI's newer name for a system message) is rendered as `system`, the
   role the served models' templates know.
+- The Responses API (`serve.http.responses_request`) runs as a chat completion, so its fields
+  follow chat's: `background` false, `include` [], `truncation` "disabled", `top_logprobs` 0,
+  `reasoning.summary` and `text.verbosity` ("medium") at their defaults; `prompt_cache_key`, `user`,
+  `safety_identifier` and `metadata` are metadata, and so are an input item's `id` and `status`
+  (what the server returned, sent back). A past answer's `annotations` only empty, a reasoning
+  item's `summary` only empty and never `encrypted_content` (the template renders neither).
 - Declared fields that would be ignored in combination are refused there, in the models of
   `serve.http.protocol`: `stream_options.include_usage` without `stream`, `top_logprobs` without
   `logprobs`, and `add_special_tokens: true` with /tokenize's messages. /generate's
@@ -140,7 +147,6 @@ _OPENAI_FIELDS = _table(
     modalities=Refused("answer in modalities other than text", (None, ["text"])),
     prediction=Refused("speed decoding up with a predicted output"),
     web_search_options=Refused("search the web"),
-    reasoning_effort=Refused("bound the model's reasoning"),
     verbosity=Refused("set the answer's verbosity"),
     store=Refused("store the completion for later retrieval", (None, False)),
     service_tier=Refused("serve at a chosen processing tier", (None, "auto", "default")),
@@ -151,6 +157,7 @@ _OPENAI_FIELDS = _table(
 
 COMPLETION_FIELDS = _table(
     _OPENAI_FIELDS,
+    reasoning_effort=Refused("bound the model's reasoning (chat completions do)"),
     tools=Refused("let the model call tools in a completion (chat completions do)", (None, [])),
     tool_choice=Refused("choose tool calls in a completion (chat completions do)", (None, "none")),
     parallel_tool_calls=Refused("allow several tool calls in one turn", (None, True, False)),
@@ -220,6 +227,51 @@ STRUCTURED_OUTPUTS_FIELDS = _table(
     ),
     whitespace_pattern=Refused("constrain the whitespace between JSON items"),
     structural_tag=Refused("constrain the output by structural tags"),
+)
+
+# POST /v1/responses (`serve.http.responses_request`): its sampling runs as a chat completion's.
+RESPONSES_FIELDS = _table(
+    background=Refused("run the response in the background", (None, False)),
+    conversation=Refused("keep the response in a conversation object (send previous_response_id)"),
+    include=Refused("add extra outputs (logprobs, encrypted reasoning, search results)", (None, [])),
+    max_tool_calls=Refused("bound the number of built-in tool calls"),
+    prompt=Refused("render a stored prompt template"),
+    prompt_cache_key=Metadata("a hint for routing to a prompt cache; this server's prefix cache needs none"),
+    prompt_cache_retention=Refused("keep a prompt cache for a chosen time", (None, "in_memory")),
+    service_tier=Refused("serve at a chosen processing tier", (None, "auto", "default")),
+    stream_options=Refused("pad stream events with obfuscation", (None, {}, {"include_obfuscation": False})),
+    top_logprobs=Refused("return the output's logprobs", (None, 0)),
+    truncation=Refused("drop the conversation's start when it outgrows the context", (None, "disabled")),
+    user=Metadata("an end-user id for the caller's monitoring"),
+    safety_identifier=Metadata("an end-user id for the caller's monitoring"),
+    metadata=Metadata("the caller's labels"),
+)
+
+RESPONSES_TEXT_FIELDS = _table(verbosity=Refused("set the answer's verbosity", (None, "medium")))
+
+RESPONSES_REASONING_FIELDS = _table(
+    summary=Refused("summarize the model's reasoning"),
+    generate_summary=Refused("summarize the model's reasoning"),
+)
+
+# An item of a Responses input: what the server itself returned is sent back with its id and
+# status, which name and label the item and change nothing in the prompt.
+_ITEM_LABELS = _table(
+    id=Metadata("the item's id"),
+    status=Metadata("the item's status when it was returned"),
+)
+
+RESPONSES_MESSAGE_FIELDS = _table(_ITEM_LABELS, phase=Refused("label the message a commentary or a final answer"))
+RESPONSES_CALL_FIELDS = _table(_ITEM_LABELS, namespace=Refused("call a function of a namespace"))
+RESPONSES_OUTPUT_FIELDS = _ITEM_LABELS
+RESPONSES_REASONING_ITEM_FIELDS = _table(
+    _ITEM_LABELS,
+    summary=Refused(f"render a reasoning summary {_ROLE_AND_CONTENT}", (None, [])),
+    encrypted_content=Refused("read encrypted reasoning"),
+)
+RESPONSES_TEXT_PART_FIELDS = _table(
+    annotations=Refused(f"render an answer's annotations {_ROLE_AND_CONTENT}", (None, [])),
+    logprobs=Metadata("the logprobs the text was returned with; the template renders the text"),
 )
 
 NO_FIELDS: Mapping[str, Decision] = MappingProxyType({})

@@ -137,6 +137,7 @@ class ServerArgs:
     max_n: int
     stream_interval: int
     max_request_body_mb: int
+    max_stored_responses: int
     grammar_backend: Literal["xgrammar", "none"]
     tool_call_parser: Literal["hermes", "qwen25", "llama3"] | None
     reasoning_parser: Literal["qwen3", "deepseek-r1"] | None
