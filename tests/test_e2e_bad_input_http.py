@@ -132,6 +132,7 @@ def responses(**fields: Any) -> dict[str, Any]:
 USER = {"role": "user", "content": "Hello"}
 RESPONSES_TOOL = {"type": "function", "name": "add", "parameters": {"type": "object", "properties": {}}}
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+BROKEN_TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": 5}}}
 CALLS = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
 AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
@@ -269,8 +270,8 @@ CASES: dict[str, Case] = {
         "POST", "/v1/completions", completion(temprature=0.2), "did you mean temperature", param="temprature"
     ),
     "tools in a completion": Case("POST", "/v1/completions", completion(tools=[TOOL]), "call tools", param="tools"),
-    "tools with no tool-call parser": Case(
-        "POST", "/v1/chat/completions", chat(tools=[TOOL]), "--tool-call-parser", param="tool_choice"
+    "a tool schema the grammar engine cannot compile": Case(
+        "POST", "/v1/chat/completions", chat(tools=[BROKEN_TOOL]), "function 'add'", param="tools.0.function.parameters"
     ),
     "tool_choice required without tools": Case(
         "POST", "/v1/chat/completions", chat(tool_choice="required"), "no tools are offered", param="tool_choice"

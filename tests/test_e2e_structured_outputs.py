@@ -168,7 +168,7 @@ def test_a_constraint_that_cannot_finish_in_budget_ends_by_length(client: OpenAI
     )
     choice = completion.choices[0]
     assert choice.finish_reason == "length"
-    assert (choice.message.content or "").startswith('{"')
+    assert (choice.message.content or "").startswith("{")  # then a key, or the whitespace before it
 
 
 def _generated_ids(server: ServerProcess, **sampling: Any) -> list[int]:

@@ -12,8 +12,7 @@ same prompt (tools rendered into it); the parser is inferred from each template;
 set while serving split what /generate gives; a tool-result turn renders the call and its result
 through the template; the tool fields that cannot be served, and a forced call beside a
 structured output, are 400s naming the field. A template
-that names no parser (the 400 asking for --tool-call-parser) is pinned with a real tokenizer
-worker in packages/serve/tests/test_chat_turn_plan.py.
+that names no parser gets the server's generic format: tests/test_e2e_generic_tool_calls.py.
 """
 
 from __future__ import annotations
@@ -30,21 +29,12 @@ import pytest
 
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve.testing.tool_schemas import WEATHER
 from serve.testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
 
 pytestmark = pytest.mark.timeout(600)
 
 MODEL = "tiny-llama"
-# Bounded values only: a random model given a free string or integer may fill its budget with it.
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]},
-        "days": {"type": "integer", "minimum": 1, "maximum": 7},
-    },
-    "required": ["city", "days"],
-    "additionalProperties": False,
-}
 ADD = {
     "type": "object",
     "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}, "b": {"type": "boolean"}},
@@ -246,7 +236,6 @@ BAD = {
         {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": 5}}}]},
         "tools.0.function.parameters",
     ),
-    "strict with auto": ({"tools": TOOLS, "tool_choice": "auto"}, "tools.0.function.strict"),
     "a function offered twice": ({"tools": [TOOLS[0], TOOLS[0]], "tool_choice": "required"}, "tools.1.function.name"),
     "a result answering no call": (
         {"messages": [USER, {"role": "tool", "tool_call_id": "call_9", "content": "4"}]},

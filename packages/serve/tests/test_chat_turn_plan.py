@@ -1,8 +1,9 @@
 """How a chat request's turns are read, decided with a real tokenizer worker over a tiny tokenizer
 whose template renders no tools, and the serving leaves as published (or overridden) at that
-moment: "auto" asks the operator for --tool-call-parser until tool_call_parser is set; forced
-calls carry their constraint, and are refused with the grammar backend off. The parser inferred
-from the `<tool_call>` and Llama 3 templates is read off real tokenizers."""
+moment: "auto" reads the server's generic `<tool_call>` format, held to the schemas by a
+structural tag, until tool_call_parser names another; forced calls carry their constraint, and
+are refused with the grammar backend off. The parser inferred from the `<tool_call>` and Llama 3
+templates is read off real tokenizers."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnRead
 from serve.http.chat_turn import TurnPlan, one_constraint, turn_plan
 from serve.http.errors import APIError
 from serve.http.protocol import ChatCompletionRequest
+from serve.http.tool_fields import NO_PARAMETERS
 from serve.testing.tiny_checkpoint import build_tokenizer
 from serve.testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
 from serve.tokenizer.chat_template import chat_template_text
@@ -70,13 +72,27 @@ def refusal(worker: TokenizerWorker, **fields: Any) -> APIError:
     return caught.value
 
 
-def test_auto_needs_a_parser_the_template_does_not_name(worker: TokenizerWorker) -> None:
-    """Reverse-verified: with `turn_plan` reading auto with the hermes family whenever none is
-    named, the request was served and its calls would have been read in a syntax nobody chose."""
-    message = refusal(worker, tools=TOOLS).message
-    assert "--tool-call-parser hermes | qwen25 | llama3" in message and "PATCH /v1/runtime_config" in message
+def test_auto_reads_the_generic_format_held_to_the_schemas(worker: TokenizerWorker) -> None:
+    """With no parser and a template without tool syntax, "auto" reads `<tool_call>` calls and
+    holds them to the schemas (one call at most with parallel_tool_calls false); a parser named
+    by the operator is read instead, Llama 3's unconstrained, and there a strict function is
+    refused. Reverse-verified: with `turn_plan` planning no constraint under "auto", the first
+    assertion failed (a strict call would have been read unconstrained)."""
+    strict = [{**TOOLS[0], "function": {**TOOLS[0]["function"], "strict": True}}, TOOLS[1]]
+    auto = plan(worker, tools=strict)
+    assert auto.reading == TurnReading(calls=FamilyCalls("hermes", ("add", "ping")))
+    assert auto.constraint is not None and auto.constraint.kind == "structural_tag" and not auto.forced
+    tag = json.loads(auto.constraint.text)["format"]
+    assert tag["triggers"] == ["<tool_call>"] and tag["stop_after_first"] is False
+    assert [t["content"]["json_schema"] for t in tag["tags"]] == [ADD, NO_PARAMETERS]
+    one = plan(worker, tools=TOOLS, parallel_tool_calls=False)
+    assert one.reading.first_call_only and one.constraint is not None
+    assert json.loads(one.constraint.text)["format"]["stop_after_first"] is True
     with overriding(tool_call_parser="llama3"):
         assert plan(worker, tools=TOOLS) == TurnPlan(TurnReading(calls=FamilyCalls("llama3", ("add", "ping"))))
+        with pytest.raises(APIError) as caught:
+            plan(worker, tools=strict)
+        assert caught.value.param == "tools.0.function.strict" and "'add'" in caught.value.message
     with overriding(tool_call_parser="qwen25", reasoning_parser="qwen3"):
         reading = plan(worker, tools=TOOLS, parallel_tool_calls=False).reading
         assert reading == TurnReading("qwen3", FamilyCalls("qwen25", ("add", "ping")), first_call_only=True)
@@ -114,13 +130,16 @@ def test_a_forced_call_and_a_structured_output_are_not_both_served(worker: Token
     assert caught.value.param == "tool_choice" and "structured output" in caught.value.message
     assert one_constraint(forced, None) == forced.constraint
     assert one_constraint(plan(worker, tools=TOOLS, tool_choice="none"), structured) == structured
+    auto = plan(worker, tools=TOOLS)  # the calls' grammar gives way to the format the client asked for
+    assert one_constraint(auto, structured) == structured and one_constraint(auto, None) == auto.constraint
 
 
 def test_a_forced_call_is_refused_a_schema_the_engine_would_not_hold(worker: TokenizerWorker) -> None:
     """A schema keyword the engine compiles but does not enforce (`uniqueItems`) is refused where
     the call is forced, naming the function's parameters; offered to a model free to call it, it
-    is only rendered, and served. Reverse-verified: without the check in `turn_plan`, the forced
-    request was planned with a constraint that lets repeated items through."""
+    is served with the calls' grammar (the keyword left to the model), unless strict.
+    Reverse-verified: without the check in `turn_plan`, the forced request was planned with a
+    constraint that lets repeated items through."""
     unique = {"type": "object", "properties": {"ids": {"type": "array", "uniqueItems": True}}}
     tools = [TOOLS[1], {"type": "function", "function": {"name": "tag", "parameters": unique}}]
     with pytest.raises(APIError) as caught:
@@ -128,13 +147,23 @@ def test_a_forced_call_is_refused_a_schema_the_engine_would_not_hold(worker: Tok
     assert caught.value.param == "tools.1.function.parameters" and "unique" in caught.value.message
     assert plan(worker, tools=tools, tool_choice={"type": "function", "function": {"name": "ping"}}).constraint
     with overriding(tool_call_parser="hermes"):
-        assert plan(worker, tools=tools).constraint is None
+        assert plan(worker, tools=tools).constraint is not None
+        strict = [tools[0], {**tools[1], "function": {**tools[1]["function"], "strict": True}}]
+        with pytest.raises(APIError) as caught:
+            plan(worker, tools=strict)
+        assert caught.value.param == "tools.1.function.parameters" and "unique" in caught.value.message
 
 
 def test_forced_calls_are_refused_with_the_grammar_backend_off(worker: TokenizerWorker) -> None:
+    """And under "auto" the calls are read unconstrained, a strict function refused."""
     with overriding(grammar_backend="none"):
         for choice in ("required", {"type": "function", "function": {"name": "ping"}}):
             assert "--grammar-backend none" in refusal(worker, tools=TOOLS, tool_choice=choice).message
+        assert plan(worker, tools=TOOLS).constraint is None
+        strict = [{**TOOLS[1], "function": {**TOOLS[1]["function"], "strict": True}}]
+        with pytest.raises(APIError) as caught:
+            plan(worker, tools=strict)
+        assert caught.value.param == "tools.0.function.strict" and "grammar backend is off" in caught.value.message
 
 
 @pytest.mark.parametrize(

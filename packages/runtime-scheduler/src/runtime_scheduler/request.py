@@ -12,9 +12,11 @@ import msgspec
 
 FinishReason = Literal["length", "stop", "abort"]
 
-# What an output constraint's text is: a JSON schema (JSON text), a regular expression, or an EBNF
-# grammar (GBNF, as llama.cpp and xgrammar write it).
-ConstraintKind = Literal["json_schema", "regex", "ebnf"]
+# What an output constraint's text is: a JSON schema (JSON text), a regular expression, an EBNF
+# grammar (GBNF, as llama.cpp and xgrammar write it), or a structural tag (xgrammar's JSON: free
+# text in which a trigger opens a part held to its own format, as a tool call's arguments).
+ConstraintKind = Literal["json_schema", "regex", "ebnf", "structural_tag"]
+CONSTRAINT_KINDS: tuple[ConstraintKind, ...] = ("json_schema", "regex", "ebnf", "structural_tag")
 
 LOGIT_BIAS_LIMIT = 100.0  # OpenAI's bound: a bias in [-100, 100]; -100 bans the token
 
@@ -27,7 +29,7 @@ class OutputConstraint(msgspec.Struct, frozen=True, kw_only=True):
     text: str
 
     def __post_init__(self) -> None:
-        _require(self.kind in ("json_schema", "regex", "ebnf"), "kind", self.kind, "json_schema, regex or ebnf")
+        _require(self.kind in CONSTRAINT_KINDS, "kind", self.kind, ", ".join(CONSTRAINT_KINDS))
         _require(isinstance(self.text, str) and self.text != "", "text", self.text, "a non-empty string")
 
 

@@ -6,9 +6,12 @@ starts as fast without it, and a checkpoint without a tokenizer fails only its c
 requests. Grammars compile on that one worker thread, so
 neither the event loop nor the scheduler's step waits for them; a compiled grammar is kept by its
 constraint (kind and text: the canonical form the API writes), least recently used first out, and
-each request gets a matcher of its own from it. JSON schemas compile without free whitespace
-(`any_whitespace=False`: ", " and ": " between items): a small model given free whitespace can
-fill its whole budget with newlines.
+each request gets a matcher of its own from it. JSON schemas compile with the whitespace a model
+writes (pretty JSON: a newline and an indent before each member) but at most
+`JSON_WHITESPACE_RUN` characters of it in a row: forced onto one-line JSON a model leaves its own
+path (the default model, kept from the `{\n    "name"` it writes, filled its budget inside one
+key), and with no bound a small model can fill its budget with newlines. A structural tag (tool
+calls under tool_choice "auto") holds its JSON parts to the same bound.
 
 With `synchronous`, a grammar compiles in the caller's thread before `matcher_for` returns: the
 ranks of a tensor-parallel replica each run a twin scheduler, and their admissions agree only if
@@ -30,6 +33,9 @@ import xgrammar as xgr
 from runtime_scheduler import GrammarCounts, OutputConstraint, TokenGrammar
 
 CACHED_GRAMMARS = 256  # compiled grammars kept; a typical JSON schema's is well under a megabyte
+# Whitespace characters allowed in a row between JSON tokens: a newline and an indent four levels
+# deep at four spaces (docs/benchmarks.md has what this kept of the default model's answers).
+JSON_WHITESPACE_RUN = 20
 _SOURCE_PREFIX = re.compile(r"^\s*\[[\d:.]+\]\s+\S+:\d+:\s*")
 
 
@@ -38,11 +44,15 @@ def grammar_of(constraint: OutputConstraint) -> xgr.Grammar:
     queues a request). Raises ValueError with the compiler's own message."""
     try:
         if constraint.kind == "json_schema":
-            return xgr.Grammar.from_json_schema(constraint.text, any_whitespace=False)
+            return xgr.Grammar.from_json_schema(
+                constraint.text, any_whitespace=True, max_whitespace_cnt=JSON_WHITESPACE_RUN
+            )
+        if constraint.kind == "structural_tag":
+            return xgr.Grammar.from_structural_tag(constraint.text)
         if constraint.kind == "regex":
             return xgr.Grammar.from_regex(constraint.text)
         return xgr.Grammar.from_ebnf(constraint.text)
-    except RuntimeError as err:
+    except RuntimeError as err:  # xgrammar's own errors (an invalid structural tag's too) are RuntimeErrors
         raise ValueError(compiler_message(err)) from None
 
 

@@ -5,8 +5,14 @@ request arrives, from its tools and tool_choice and the serving leaves read at t
 - No tools, or tool_choice "none": the turn is content (and reasoning, with a reasoning parser);
   the template is still given the tools, as OpenAI's models still see them.
 - "auto": the model may write calls, read in the family `serving.tool_call_parser` names, else the
-  one the chat template writes (`serve.tool_calls.families`); with neither, a 400 asks the
-  operator for --tool-call-parser, since the calls could not be read.
+  one the chat template writes (`serve.tool_calls.families`), else in the server's own format
+  (`serve.tool_calls.generic_format`, which writes the `<tool_call>` syntax into the prompt). In
+  the `<tool_call>` syntax the grammar engine holds every call to its function's schema from its
+  first token (`serve.tool_calls.hermes.calls_constraint`; at most one call with
+  parallel_tool_calls false), so `strict: true` is kept; where it cannot (the grammar backend is
+  off, or Llama 3's syntax, whose calls are read unconstrained) a strict function is a 400, and so
+  is a strict function whose schema uses a keyword the engine would not enforce. A structured
+  output sent beside "auto" constrains the output instead of the calls' grammar.
 - "required" or a named function: the grammar engine forces the call (`serve.tool_calls.forced`);
   refused with a 400 when the grammar backend is off, when a forced function's schema uses a
   keyword the engine would not enforce (`serve.grammar.constraint_check`), and beside a structured
@@ -19,23 +25,34 @@ import asyncio
 from dataclasses import dataclass
 
 from config_bags import get_serving
+from config_bags.bags.serving import ToolCallParser
 from runtime_scheduler import OutputConstraint
 from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
 from serve.grammar.constraint_check import constraint_refusal
+from serve.grammar.schema_support import unenforced_feature_of
 from serve.http.errors import bad_request
 from serve.http.protocol import ChatCompletionRequest
-from serve.http.tool_fields import NamedToolChoice
+from serve.http.tool_fields import NamedToolChoice, Tool
 from serve.tokenizer.worker import TokenizerWorker
-from serve.tool_calls.families import FAMILIES, family_of_template
+from serve.tool_calls import hermes
+from serve.tool_calls.families import family_of_template
 from serve.tool_calls.forced import named_constraint, required_constraint
 
 
 @dataclass(frozen=True)
 class TurnPlan:
-    """How every choice's turn is read, and what its output must match (None: free text)."""
+    """How every choice's turn is read, and what its output must match (None: free text);
+    `forced` when that is a forced call, which no structured output can join."""
 
     reading: TurnReading
     constraint: OutputConstraint | None = None
+    forced: bool = False
+
+
+async def model_family(worker: TokenizerWorker) -> ToolCallParser | None:
+    """The model's own call syntax: the one `serving.tool_call_parser` names, else the one its
+    chat template writes; None when it has none (the server's generic format stands in)."""
+    return get_serving().tool_call_parser or family_of_template(await worker.chat_template())
 
 
 async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> TurnPlan:
@@ -48,16 +65,9 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
         return TurnPlan(TurnReading(reasoning=serving.reasoning_parser))
     names = tuple(tool.function.name for tool in tools)
     if choice == "auto":
-        family = serving.tool_call_parser or family_of_template(await worker.chat_template())
-        if family is None:
-            raise bad_request(
-                "tool_choice: 'auto' lets the model write tool calls, and this server cannot read them: no "
-                "--tool-call-parser is set and the model's chat template writes no call syntax it knows; start the "
-                f"server with --tool-call-parser {' | '.join(FAMILIES)} (or PATCH /v1/runtime_config "
-                "tool_call_parser), or force the call with tool_choice 'required' or a named function",
-                param="tool_choice",
-            )
-        return TurnPlan(TurnReading(serving.reasoning_parser, FamilyCalls(family, names), one))
+        family = await model_family(worker) or "hermes"  # the generic format writes hermes's syntax
+        reading = TurnReading(serving.reasoning_parser, FamilyCalls(family, names), one)
+        return TurnPlan(reading, await _auto_calls_constraint(tools, family, one))
     shown = choice.function.name if isinstance(choice, NamedToolChoice) else choice
     if serving.grammar_backend == "none":
         raise bad_request(
@@ -77,7 +87,9 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
     if isinstance(choice, NamedToolChoice):
         tool = next(tool for tool in tools if tool.function.name == choice.function.name)
         return TurnPlan(
-            TurnReading(calls=NamedCall(tool.function.name)), named_constraint(tool.function.parameters_schema())
+            TurnReading(calls=NamedCall(tool.function.name)),
+            named_constraint(tool.function.parameters_schema()),
+            forced=True,
         )
     functions = [(tool.function.name, tool.function.parameters_schema()) for tool in tools]
     constraint = required_constraint(functions, one)
@@ -86,17 +98,51 @@ async def turn_plan(body: ChatCompletionRequest, worker: TokenizerWorker) -> Tur
         raise bad_request(
             f"tools: the functions' schemas do not compile together as one choice of calls: {refusal}", param="tools"
         )
-    return TurnPlan(TurnReading(calls=RequiredCalls(names), first_call_only=one), constraint)
+    return TurnPlan(TurnReading(calls=RequiredCalls(names), first_call_only=one), constraint, forced=True)
+
+
+async def _auto_calls_constraint(tools: list[Tool], family: ToolCallParser, one: bool) -> OutputConstraint | None:
+    """The grammar that holds the calls the model may write to their schemas (None where the
+    calls are read unconstrained); a 400 for a strict function whose arguments it cannot hold."""
+    constraint = None
+    if get_serving().grammar_backend != "none" and family != "llama3":
+        functions = [(tool.function.name, tool.function.parameters_schema()) for tool in tools]
+        constraint = hermes.calls_constraint(functions, one)
+        refusal = await asyncio.to_thread(constraint_refusal, constraint)
+        if refusal is not None:
+            raise bad_request(
+                f"tools: the functions' schemas do not compile together as the calls' grammar: {refusal}", param="tools"
+            )
+    for i, tool in enumerate(tools):
+        if not tool.function.strict:
+            continue
+        if constraint is None:
+            why = "the grammar backend is off" if family != "llama3" else "Llama 3's calls are read unconstrained"
+            raise bad_request(
+                f"tools.{i}.function.strict: strict arguments of function {tool.function.name!r} cannot be held to "
+                f"its schema under tool_choice 'auto' here ({why}); send strict false, or force the call with "
+                "tool_choice 'required' or naming the function",
+                param=f"tools.{i}.function.strict",
+            )
+        feature = unenforced_feature_of(tool.function.parameters_schema())
+        if feature is not None:
+            where = f"tools.{i}.function.parameters"
+            raise bad_request(
+                f"{where}: function {tool.function.name!r} is strict and its arguments cannot be held to this "
+                f"schema: {feature}; send strict false, or a schema without it",
+                param=where,
+            )
+    return constraint
 
 
 def one_constraint(plan: TurnPlan, structured: OutputConstraint | None) -> OutputConstraint | None:
-    """The output's constraint: a forced call's, or the request's structured output; a 400 when
-    the request asks for both."""
-    if plan.constraint is not None and structured is not None:
+    """The output's constraint: a forced call's, else the request's structured output, else the
+    grammar of the calls the model may write; a 400 when a forced call meets a structured output."""
+    if plan.forced and structured is not None:
         raise bad_request(
             "tool_choice: a forced tool call constrains the output to the call, and the request's structured output "
             "(response_format, json_schema, regex, ebnf, structured_outputs or guided_*) constrains it too; send one "
             "of them",
             param="tool_choice",
         )
-    return plan.constraint or structured
+    return structured or plan.constraint

@@ -12,7 +12,7 @@ from jinja2 import TemplateError
 
 from serve.http.admission import generate_requests, new_rid
 from serve.http.chat_choice import ChoiceStream, whole_choice
-from serve.http.chat_turn import one_constraint, turn_plan
+from serve.http.chat_turn import model_family, one_constraint, turn_plan
 from serve.http.errors import bad_request
 from serve.http.openai_stream import openai_stream
 from serve.http.output_constraints import output_constraint
@@ -25,6 +25,7 @@ from serve.tokenizer.chat_template import NoChatTemplateError
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.served_name import served_model_name
 from serve.tokenizer.worker import TokenizerWorker
+from serve.tool_calls.generic_format import generic_conversation
 
 router = APIRouter()
 
@@ -32,11 +33,16 @@ router = APIRouter()
 async def rendered_prompt(
     worker: TokenizerWorker, messages: Sequence[ChatMessage], tools: Sequence[Tool] = ()
 ) -> Sequence[int]:
-    """The conversation's prompt ids, rendered with the tools offered in the tokenizer worker; a
-    missing chat template, or one that refuses the conversation (many raise on roles out of
-    order), is the client's 400."""
+    """The conversation's prompt ids, rendered with the tools offered in the tokenizer worker (by
+    the chat template where it has a tool syntax, else in the server's generic format); a missing
+    chat template, or one that refuses the conversation (many raise on roles out of order), is the
+    client's 400."""
+    conversation = [m.template_message() for m in messages]
+    offered = [t.template_tool() for t in tools]
+    if await model_family(worker) is None:
+        conversation, offered = generic_conversation(conversation, offered), []
     try:
-        return await worker.chat_prompt([m.template_message() for m in messages], [t.template_tool() for t in tools])
+        return await worker.chat_prompt(conversation, offered)
     except NoChatTemplateError as err:
         raise bad_request(str(err), param="messages") from None
     except TemplateError as err:

@@ -4,9 +4,8 @@ conversation an assistant turn's calls and the tool results that answer them.
 
 Refused with a 400 naming the field: a function name outside OpenAI's `[A-Za-z0-9_-]{1,64}` or
 offered twice; a parameters schema that is not an object schema or that the grammar engine does
-not compile (its compiler's message is quoted: forced calls compile it, so a schema refused here
-would fail there); `strict: true` under tool_choice "auto" (only a forced call's arguments are
-constrained to the schema, so nothing else could keep that promise); a `tool_choice` naming a
+not compile (its compiler's message is quoted, with the function's name: every call's arguments
+are held to it, so a schema refused here would fail there); a `tool_choice` naming a
 function that is not offered, or asking for a call with no tools offered; arguments of a past
 call that are not a JSON object (the templates render them as one); a tool result whose
 `tool_call_id` answers no call of an earlier assistant turn (the templates render a result after
@@ -60,7 +59,9 @@ class FunctionDefinition(RequestObject):
         try:
             grammar_of(OutputConstraint(kind="json_schema", text=json.dumps(self.parameters)))
         except ValueError as err:
-            raise refused_field("parameters", f"not a JSON schema the grammar engine compiles: {err}") from None
+            raise refused_field(
+                "parameters", f"function {self.name!r}: not a JSON schema the grammar engine compiles: {err}"
+            ) from None
         return self
 
     def parameters_schema(self) -> dict[str, Any]:
@@ -156,9 +157,8 @@ def check_tools(tools: Sequence[Tool]) -> None:
 
 
 def check_tool_choice(tools: Sequence[Tool], choice: ToolChoice) -> None:
-    """Refuse a choice the tools do not allow: naming no offered function, forcing a call with
-    none offered, or leaving the model free ("auto") to call a `strict` function, whose
-    arguments only a forced call can keep to its schema."""
+    """Refuse a choice the tools do not allow: naming no offered function, or forcing a call with
+    none offered."""
     names = [tool.function.name for tool in tools]
     if isinstance(choice, NamedToolChoice):
         if choice.function.name not in names:
@@ -169,15 +169,6 @@ def check_tool_choice(tools: Sequence[Tool], choice: ToolChoice) -> None:
             )
     elif choice == "required" and not tools:
         raise refused_field("tool_choice", "'required' asks for a tool call, and no tools are offered; send tools")
-    elif choice == "auto":
-        for i, tool in enumerate(tools):
-            if tool.function.strict:
-                raise refused_field(
-                    f"tools.{i}.function.strict",
-                    "strict arguments are guaranteed only for a forced call (tool_choice 'required' or naming the "
-                    "function), whose output the grammar engine constrains to the schema; with tool_choice 'auto' "
-                    "send strict false, or force the call",
-                )
 
 
 class ConversationTurn(Protocol):

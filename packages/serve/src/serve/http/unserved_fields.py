@@ -221,7 +221,8 @@ JSON_SCHEMA_FORMAT_FIELDS: Mapping[str, Decision] = MappingProxyType({})
 
 STRUCTURED_OUTPUTS_FIELDS = _table(
     disable_fallback=Refused("fall back to another grammar engine", (None, True, False)),
-    disable_any_whitespace=Refused("allow free whitespace between JSON items", (None, True)),
+    # JSON here allows the whitespace a model writes, a bounded run of it (serve.grammar.xgrammar_engine).
+    disable_any_whitespace=Refused("keep JSON free of whitespace between its items", (None, False)),
     disable_additional_properties=Refused(
         "allow JSON properties a schema does not name when it says nothing of them", (None, True)
     ),

@@ -4,6 +4,7 @@ chat template, built in about a second; fast enough to start a real server per t
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,10 @@ _CORPUS = (
 )
 
 
-def build_tokenizer(folder: Path, vocab_size: int = 384) -> int:
+def build_tokenizer(folder: Path, vocab_size: int = 384, added_tokens: Sequence[str] = ()) -> int:
     """Train a byte-level BPE on a small corpus and save it (tokenizer.json and config) in `folder`;
-    the vocabulary size."""
+    the vocabulary size. `added_tokens` become single tokens after the trained ones (a test can
+    then steer the model to one of them with logit_bias)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     transformers: Any = importlib.import_module("transformers")  # its stubs do not type these calls
@@ -33,6 +35,7 @@ def build_tokenizer(folder: Path, vocab_size: int = 384) -> int:
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tokenizer.train_from_iterator([_CORPUS] * 20, trainer=trainer)
+    tokenizer.add_tokens(list(added_tokens))
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
     )
@@ -40,8 +43,11 @@ def build_tokenizer(folder: Path, vocab_size: int = 384) -> int:
     return int(tokenizer.get_vocab_size())
 
 
-def build_tiny_checkpoint(folder: Path, *, max_position_embeddings: int = 4096, seed: int = 0) -> Path:
-    """A 2-layer random Llama in float32 with the tokenizer above, saved in `folder`.
+def build_tiny_checkpoint(
+    folder: Path, *, max_position_embeddings: int = 4096, seed: int = 0, added_tokens: Sequence[str] = ()
+) -> Path:
+    """A 2-layer random Llama in float32 with the tokenizer above (and its `added_tokens`), saved
+    in `folder`.
 
     Weights are drawn wide (initializer_range 0.5) so that the top logits are far apart and
     greedy decoding does not hinge on rounding differences between batch shapes.
@@ -51,7 +57,7 @@ def build_tiny_checkpoint(folder: Path, *, max_position_embeddings: int = 4096, 
     transformers: Any = importlib.import_module("transformers")
 
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = build_tokenizer(folder)
+    vocab = build_tokenizer(folder, added_tokens=added_tokens)
     torch.manual_seed(seed)
     config = transformers.LlamaConfig(
         vocab_size=vocab,

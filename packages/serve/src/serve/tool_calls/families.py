@@ -1,7 +1,8 @@
 """Which family of call syntax a turn's text is read with: the one `serving.tool_call_parser`
 names, else the one the chat template writes when it writes exactly one (`<tool_call>`: hermes;
 `<|python_tag|>` or "Environment: ipython": llama3). A template that writes neither, or both,
-names none, and the operator names it with --tool-call-parser."""
+names none: the server's own format (`serve.tool_calls.generic_format`) stands in, unless the
+operator names a family with --tool-call-parser."""
 
 from __future__ import annotations
 
