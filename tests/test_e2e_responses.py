@@ -133,7 +133,10 @@ def test_text_format_json_schema(client: openai.OpenAI) -> None:
 def test_a_forced_call_and_its_result_round_trip(client: openai.OpenAI) -> None:
     """tool_choice naming the function (and "required") gives one `function_call` item whose
     arguments match the schema; its `function_call_output` sent back (as items, and as a
-    continuation by previous_response_id) is answered with a message.
+    continuation by previous_response_id) is answered with a message; a response whose last call was
+    cut short by max_output_tokens is stored, but continuing it is a 400 naming previous_response_id
+    (it was a 500: its call's arguments, not JSON, failed as it was stored; reverse-verified by
+    storing it as before).
 
     Reverse-verified: with the chat request built without its tool_choice (so chat's default
     "auto"), the named call was not made: the request was refused at tools.0.strict, which only a
@@ -147,12 +150,18 @@ def test_a_forced_call_and_its_result_round_trip(client: openai.OpenAI) -> None:
     (call,) = named.output
     assert call.type == "function_call" and call.name == "get_weather" and call.call_id.startswith("call_")
     jsonschema.validate(json.loads(call.arguments), WEATHER)
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 24 C."}
     required = client.responses.create(
-        input="What is the weather in Paris?", tools=TOOLS, tool_choice="required", **GREEDY
+        input="What is the weather in Paris?", tools=TOOLS, tool_choice="required", parallel_tool_calls=False, **GREEDY
     )
     assert [item.type for item in required.output] == ["function_call"]
+    # "required" alone asks for one call or more: the default model writes the call again, and the second is
+    # cut by max_output_tokens; a continuation of that response is a 400, not a server error.
+    cut = client.responses.create(input="What is the weather in Paris?", tools=TOOLS, tool_choice="required", **GREEDY)
+    assert cut.status == "incomplete" and cut.output[-1].type == "function_call"
+    with pytest.raises(openai.BadRequestError, match="ended inside a function call cut short"):
+        client.responses.create(input=[result], previous_response_id=cut.id, tools=TOOLS, **GREEDY)
 
-    result = {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 24 C."}
     as_items = client.responses.create(
         input=[
             {"role": "user", "content": "What is the weather in Paris?"},
@@ -179,6 +188,7 @@ def test_a_streamed_call_parses_to_the_whole_call(client: openai.OpenAI) -> None
         "input": "What is the weather in Paris?",
         "tools": TOOLS,
         "tool_choice": "required",
+        "parallel_tool_calls": False,
         "max_output_tokens": 64,
     }
     whole = client.responses.create(**body)

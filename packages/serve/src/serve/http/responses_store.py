@@ -11,17 +11,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from config_bags import get_serving
 from serve.http.errors import APIError, shown
 from serve.http.responses_request import InputItem
 
+_ITEMS = TypeAdapter(list[InputItem])
+
 
 @dataclass(frozen=True)
 class StoredResponse:
-    """A finished response as answered, and its conversation up to its output."""
+    """A finished response as answered, and its conversation up to its output (None where the
+    output cannot be sent again: a function call cut short, whose arguments are not JSON)."""
 
     response: Mapping[str, Any]
-    conversation: tuple[InputItem, ...]
+    conversation: tuple[InputItem, ...] | None
+
+    @classmethod
+    def of(
+        cls, response: Mapping[str, Any], conversation: tuple[InputItem, ...], output: list[dict[str, Any]]
+    ) -> StoredResponse:
+        """`response`, answered to `conversation` with the items `output`."""
+        try:
+            return cls(response, (*conversation, *_ITEMS.validate_python(output)))
+        except ValidationError:
+            return cls(response, None)
 
 
 class ResponseStore:
@@ -45,6 +60,20 @@ class ResponseStore:
             raise not_stored(rid, param)
         self._kept.move_to_end(rid)
         return stored
+
+    def conversation(self, rid: str) -> tuple[InputItem, ...]:
+        """The conversation a continuation of `rid` sends again before its own input: a 404 naming
+        previous_response_id when none is kept, a 400 when its output ended in a call cut short."""
+        conversation = self.get(rid, "previous_response_id").conversation
+        if conversation is None:
+            raise APIError(
+                400,
+                f"previous_response_id: the response {shown(rid)} ended inside a function call cut short (its "
+                "arguments are not JSON: max_output_tokens ran out), so it cannot be continued; continue from a "
+                "complete response, or send the conversation as input items",
+                param="previous_response_id",
+            )
+        return conversation
 
     def delete(self, rid: str) -> None:
         """Forget the response of id `rid`; a 404 naming it when none is kept."""

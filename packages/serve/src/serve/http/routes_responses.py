@@ -13,7 +13,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import TypeAdapter
 
 from serve.http.admission import generate_requests
 from serve.http.chat_turn import one_constraint, turn_plan
@@ -22,7 +21,7 @@ from serve.http.output_constraints import output_constraint
 from serve.http.responses_chat import chat_request_of
 from serve.http.responses_object import ResponseHead, response_usage, status_of
 from serve.http.responses_output import OutputItems
-from serve.http.responses_request import InputItem, ResponsesRequest
+from serve.http.responses_request import ResponsesRequest
 from serve.http.responses_store import ResponseStore, StoredResponse
 from serve.http.responses_stream import response_stream
 from serve.http.routes_chat import rendered_prompt
@@ -33,7 +32,6 @@ from serve.tokenizer.worker import TokenizerWorker
 
 router = APIRouter()
 # Output items read back as the input items a continuation sends (as a client would send them).
-_ITEMS = TypeAdapter(list[InputItem])
 
 
 def _store(http_request: Request) -> ResponseStore:
@@ -48,9 +46,7 @@ async def create_response(body: ResponsesRequest, http_request: Request) -> Any:
     manager: TokenizerManager = http_request.app.state.manager
     worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     store = _store(http_request)
-    history = (
-        store.get(body.previous_response_id, "previous_response_id").conversation if body.previous_response_id else ()
-    )
+    history = store.conversation(body.previous_response_id) if body.previous_response_id else ()
     chat, names = chat_request_of(body, history)
     try:
         plan = await turn_plan(chat, worker)
@@ -75,7 +71,7 @@ async def create_response(body: ResponsesRequest, http_request: Request) -> Any:
     def finished(output: list[dict[str, Any]], result: ChoiceResult) -> dict[str, Any]:
         response = head.response(status_of(result.finish), output, response_usage(len(prompt), result))
         if body.store:
-            store.keep(StoredResponse(response, (*conversation, *_ITEMS.validate_python(output))))
+            store.keep(StoredResponse.of(response, conversation, output))
         return response
 
     if body.stream:
