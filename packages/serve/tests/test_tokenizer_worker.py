@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from config_bags import Bags, ModelBag, publish, unpublish
+from serve.http.chat_run import rendered_prompt
 from serve.http.errors import APIError
 from serve.http.protocol import ChatMessage
-from serve.http.routes_chat import rendered_prompt
 from serve.testing.tiny_checkpoint import CHAT_TEMPLATE, build_tokenizer
 from serve.tokenizer.chat_template import chat_prompt_ids
 from serve.tokenizer.worker import TokenizerWorker, TokenizerWorkerDiedError

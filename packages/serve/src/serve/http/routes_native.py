@@ -11,10 +11,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from serve.http.admission import check_model, check_token_ids, generate_requests
+from serve.http.chat_run import rendered_prompt
 from serve.http.errors import bad_request
 from serve.http.output_constraints import output_constraint
 from serve.http.protocol import DetokenizeBody, GenerateBody, TokenizeBody
-from serve.http.routes_chat import rendered_prompt
 from serve.http.sse import DONE, sse
 from serve.http.streams import ChoiceResult, collect, fault_error, merged, unless_disconnected
 from serve.tokenizer.manager import TokenizerManager

@@ -14,19 +14,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from serve.http.admission import generate_requests
-from serve.http.chat_turn import one_constraint, turn_plan
+from serve.http.chat_run import prepared_chat
 from serve.http.errors import APIError
-from serve.http.output_constraints import output_constraint
 from serve.http.responses_chat import chat_request_of
 from serve.http.responses_object import ResponseHead, response_usage, status_of
 from serve.http.responses_output import OutputItems
 from serve.http.responses_request import ResponsesRequest
 from serve.http.responses_store import ResponseStore, StoredResponse
 from serve.http.responses_stream import response_stream
-from serve.http.routes_chat import rendered_prompt
 from serve.http.streams import ChoiceResult, collect, unless_disconnected
-from serve.http.thinking_budget import thinking_budget_of
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.worker import TokenizerWorker
 
@@ -49,20 +45,8 @@ async def create_response(body: ResponsesRequest, http_request: Request) -> Any:
     history = store.conversation(body.previous_response_id) if body.previous_response_id else ()
     chat, names = chat_request_of(body, history)
     try:
-        plan = await turn_plan(chat, worker)
-        constraint = one_constraint(plan, await output_constraint(chat))
-        budget = await thinking_budget_of(chat.thinking_tokens(), constraint, worker)
-        prompt = await rendered_prompt(worker, chat.messages, chat.tools or ())
-        requests = generate_requests(
-            chat,
-            [prompt],
-            manager,
-            default_max_tokens=None,
-            logprobs=False,
-            top_logprobs=0,
-            prompt_param="input",
-            constraint=constraint,
-        )
+        prepared = await prepared_chat(chat, worker, manager, logprobs=False, top_logprobs=0, prompt_param="input")
+        plan, budget, prompt, requests = prepared.plan, prepared.budget, prepared.prompt, prepared.requests
     except APIError as err:
         raise names.renamed(err) from None
     head = ResponseHead.of(body)
