@@ -184,8 +184,9 @@ def test_every_tier_computes_the_avx2_tiers_bits(tier: CpuTier, kind: str) -> No
     an odd N (a partial last panel), fp32 and bf16 outputs, with a bias, on two threads. The AVX2
     tier itself is held to the float64 reference by the test above. Reverse-verified by hand on an
     AMX Xeon: taking q6_k's offset as 31 in the 512-bit epilogue fails every q6_k case of both
-    tiers; loading the tiles' weights one run late fails every amx case at M >= 17; multiplying
-    the signed kinds' x without w's sign fails q8_0 and iq4_nl on both tiers."""
+    tiers; loading the tiles' weights one run late fails the amx case of every kind of 32-value
+    runs (the kinds that take tiles); multiplying the signed kinds' x without w's sign fails q8_0
+    and iq4_nl on both tiers."""
     k = width(kind, 512)
     for dtype in DTYPES:
         weight, x, bias = _operands(kind, 41, 100, 70, k, dtype, True)
