@@ -488,6 +488,10 @@ CASES: dict[str, Case] = {
         param="input.0.content.0.type",
     ),
     "responses: misspelt field": Case("POST", "/v1/responses", responses(max_output_token=4), "max_output_tokens"),
+    "responses: logit_bias key outside the vocabulary": Case(
+        "POST", "/v1/responses", responses(logit_bias={str(VOCAB): 5}), f"0 to {VOCAB - 1}", param="logit_bias"
+    ),
+    "responses: seed beyond int64": Case("POST", "/v1/responses", responses(seed=2**63), "seed", param="seed"),
     "responses: unknown item field": Case(
         "POST", "/v1/responses", responses(input=[{**USER, "name": "ann"}]), "name", param="input.0.name"
     ),

@@ -81,6 +81,23 @@ def test_a_string_and_an_item_list_answer_as_chat_does(client: openai.OpenAI) ->
     assert instructed.instructions == "You answer in one word."
 
 
+def test_seed_and_logit_bias_sample_as_chat_does(client: openai.OpenAI) -> None:
+    """Chat's `seed` and `logit_bias`, sent to Responses as extensions, draw the same sample as
+    the chat completion with the same fields, and another seed draws another.
+
+    Reverse-verified: with the seed left out of the chat request a Responses request runs as,
+    the seeded answers differed from chat's."""
+    answers = []
+    for seed in (7, 8):
+        extensions: dict[str, Any] = {"seed": seed, "logit_bias": {"0": -100}}
+        messages: list[Any] = [{"role": "user", "content": QUESTION}]
+        chat = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24, extra_body=extensions)
+        response = client.responses.create(model=MODEL, input=QUESTION, max_output_tokens=24, extra_body=extensions)
+        assert response.output_text == chat.choices[0].message.content
+        answers.append(response.output_text)
+    assert answers[0] != answers[1]
+
+
 def test_a_stream_parses_to_the_completed_response_with_usage(client: openai.OpenAI) -> None:
     """The client's stream helper accepts every event (it checks item ids and output indexes) and
     assembles the completed response, with usage, whose text is the whole response's; the events

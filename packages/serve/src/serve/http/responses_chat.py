@@ -124,6 +124,8 @@ def chat_request_of(
         "max_completion_tokens": body.max_output_tokens,
         "temperature": body.temperature,
         "top_p": body.top_p,
+        "seed": body.seed,
+        "logit_bias": body.logit_bias,
         "parallel_tool_calls": body.parallel_tool_calls,
         "reasoning_effort": body.reasoning.effort if body.reasoning is not None else None,
         "thinking_budget": body.thinking_budget,

@@ -1,6 +1,7 @@
 """The request of POST /v1/responses, in OpenAI's shapes: the input (a string, or a list of items:
 messages, function calls, their outputs, reasoning), instructions, function tools and
-tool_choice, the text format, sampling and length, streaming, and the store fields.
+tool_choice, the text format, sampling (with chat's seed and logit_bias as extensions) and length,
+streaming, and the store fields.
 
 Refused with a 400 naming the field: an input item of a type this server does not read (naming
 the type and the accepted ones), a content part that is not text (a text-only model), a tool that
@@ -19,7 +20,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from serve.http.errors import refused_field, shown
-from serve.http.protocol import Count, ReasoningEffort
+from serve.http.protocol import Count, Int64, LogitBias, ReasoningEffort
 from serve.http.request_object import RequestObject
 from serve.http.tool_fields import FunctionDefinition, arguments_object
 from serve.http.unserved_fields import (
@@ -232,6 +233,9 @@ class ResponsesRequest(RequestObject):
     max_output_tokens: Count | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0, allow_inf_nan=False)] = 1.0
     top_p: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 1.0
+    # Chat's sampling extensions (OpenAI's Responses has neither): the same output chat gives.
+    seed: Int64 | None = None
+    logit_bias: dict[str, LogitBias] | None = None
     reasoning: ReasoningConfig | None = None
     thinking_budget: Count | None = None  # tokens of reasoning before the server closes the think block
     stream: bool = False
