@@ -168,7 +168,7 @@ class _NoWayOn:
 def test_a_grammar_with_no_way_on_fails_its_request_alone(runner: ModelRunner) -> None:
     """The sampler fails a request whose grammar allows no next token, alone, with an error saying
     so; the request beside it samples the token it samples without it. Reverse-verified: without
-    the check in `allowed_tokens` the stuck row samples token 0 from all -inf logits."""
+    the check in `biased_and_masked` the stuck row samples token 0 from all -inf logits."""
     free = RunnerRequest("free", 0, 1, (0,), True, Sampling(), (5,), ())
     stuck = replace(free, rid="stuck", grammar=_NoWayOn())
     logits = torch.randn(2, runner.arch.vocab_size)

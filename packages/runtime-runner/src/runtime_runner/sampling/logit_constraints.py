@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from runtime_runner.batch import RequestView
+from runtime_runner.sampling.forbidden_tokens import mask_forbidden, masks_natively
 
 _BITS = 32  # tokens per word of a grammar's bitmask
 
@@ -34,25 +35,34 @@ def biased_and_masked(logits: torch.Tensor, requests: Sequence[RequestView]) -> 
             raise ValueError(f"logit_bias names token {max(ids)}, outside the vocabulary of {vocab} tokens")
         logits[i, list(ids)] += torch.tensor(values, dtype=logits.dtype, device=logits.device)
     if constrained:
-        allowed = allowed_tokens([requests[i] for i in constrained], vocab)
-        rows = torch.tensor(constrained, device=logits.device)
-        logits[rows] = logits[rows].masked_fill(~allowed.to(logits.device), float("-inf"))
+        bitmask = grammar_bitmask([requests[i] for i in constrained], vocab)
+        if masks_natively(logits):
+            any_allowed = mask_forbidden(logits, constrained, bitmask)
+        else:
+            allowed = _unpacked(bitmask, vocab).to(logits.device)
+            rows = torch.tensor(constrained, device=logits.device)
+            logits[rows] = logits[rows].masked_fill(~allowed, float("-inf"))
+            any_allowed = allowed.any(dim=1).tolist()
+        stuck = [requests[i].rid for i, ok in zip(constrained, any_allowed, strict=True) if not ok]
+        if stuck:
+            raise ValueError(
+                f"the output constraint of request {stuck[0]!r} allows no next token: its grammar cannot go on "
+                "from what was generated"
+            )
     return logits
 
 
-def allowed_tokens(requests: Sequence[RequestView], vocab: int) -> torch.Tensor:
-    """Bool [requests, vocab]: the tokens each request's grammar allows next. Raises ValueError
-    when one allows none (its grammar cannot go on)."""
+def grammar_bitmask(requests: Sequence[RequestView], vocab: int) -> torch.Tensor:
+    """Int32 [requests, ceil(vocab / 32)]: bit t % 32 of word t // 32 of row k set when request
+    k's grammar allows token t next."""
     bitmask = torch.full((len(requests), (vocab + _BITS - 1) // _BITS), -1, dtype=torch.int32)
     for row, request in enumerate(requests):
         assert request.grammar is not None
         request.grammar.fill_next_token_bitmask(bitmask, row)
+    return bitmask
+
+
+def _unpacked(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Bool [rows, vocab] of `bitmask`'s bits (the torch form, for logits off the CPU)."""
     shifts = torch.arange(_BITS, dtype=torch.int32)
-    allowed = ((bitmask.unsqueeze(-1) >> shifts) & 1).reshape(len(requests), -1)[:, :vocab].bool()
-    stuck = [r.rid for r, ok in zip(requests, allowed.any(dim=1).tolist(), strict=True) if not ok]
-    if stuck:
-        raise ValueError(
-            f"the output constraint of request {stuck[0]!r} allows no next token: its grammar cannot go on "
-            "from what was generated"
-        )
-    return allowed
+    return ((bitmask.unsqueeze(-1) >> shifts) & 1).reshape(bitmask.shape[0], -1)[:, :vocab].bool()
