@@ -27,7 +27,7 @@ from serve.testing.tiny_checkpoint import build_tokenizer
 from serve.testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
 from serve.tokenizer.chat_template import chat_template_text
 from serve.tokenizer.worker import TokenizerWorker
-from serve.tool_calls.families import family_of_template
+from serve.tool_calls.families import calls_constraint, family_of_template
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -75,9 +75,9 @@ def refusal(worker: TokenizerWorker, **fields: Any) -> APIError:
 def test_auto_reads_the_generic_format_held_to_the_schemas(worker: TokenizerWorker) -> None:
     """With no parser and a template without tool syntax, "auto" reads `<tool_call>` calls and
     holds them to the schemas (one call at most with parallel_tool_calls false); a parser named
-    by the operator is read instead, Llama 3's unconstrained, and there a strict function is
-    refused. Reverse-verified: with `turn_plan` planning no constraint under "auto", the first
-    assertion failed (a strict call would have been read unconstrained)."""
+    by the operator is read instead, Llama 3's held by its own grammar (strict functions served).
+    Reverse-verified: with `turn_plan` planning no constraint under "auto", the first assertion
+    failed (a strict call would have been read unconstrained)."""
     strict = [{**TOOLS[0], "function": {**TOOLS[0]["function"], "strict": True}}, TOOLS[1]]
     auto = plan(worker, tools=strict)
     assert auto.reading == TurnReading(calls=FamilyCalls("hermes", ("add", "ping")))
@@ -89,10 +89,9 @@ def test_auto_reads_the_generic_format_held_to_the_schemas(worker: TokenizerWork
     assert one.reading.first_call_only and one.constraint is not None
     assert json.loads(one.constraint.text)["format"]["stop_after_first"] is True
     with overriding(tool_call_parser="llama3"):
-        assert plan(worker, tools=TOOLS) == TurnPlan(TurnReading(calls=FamilyCalls("llama3", ("add", "ping"))))
-        with pytest.raises(APIError) as caught:
-            plan(worker, tools=strict)
-        assert caught.value.param == "tools.0.function.strict" and "'add'" in caught.value.message
+        llama3 = plan(worker, tools=strict)
+        assert llama3.reading == TurnReading(calls=FamilyCalls("llama3", ("add", "ping")))
+        assert llama3.constraint == calls_constraint("llama3", [("add", ADD), ("ping", NO_PARAMETERS)], False)
     with overriding(tool_call_parser="qwen25", reasoning_parser="qwen3"):
         reading = plan(worker, tools=TOOLS, parallel_tool_calls=False).reading
         assert reading == TurnReading("qwen3", FamilyCalls("qwen25", ("add", "ping")), first_call_only=True)

@@ -7,11 +7,11 @@ request arrives, from its tools and tool_choice and the serving leaves read at t
 - "auto": the model may write calls, read in the family `serving.tool_call_parser` names, else the
   one the chat template writes (`serve.tool_calls.families`), else in the server's own format
   (`serve.tool_calls.generic_format`, which writes the `<tool_call>` syntax into the prompt). In
-  the `<tool_call>` syntax the grammar engine holds every call to its function's schema from its
-  first token (`serve.tool_calls.hermes.calls_constraint`; at most one call with
+  either family's syntax the grammar engine holds every call to its function's schema from its
+  first token (`serve.tool_calls.families.calls_constraint`; at most one call with
   parallel_tool_calls false), so `strict: true` is kept; where it cannot (the grammar backend is
-  off, or Llama 3's syntax, whose calls are read unconstrained) a strict function is a 400, and so
-  is a strict function whose schema uses a keyword the engine would not enforce. A structured
+  off) a strict function is a 400, and so is a strict function whose schema uses a keyword the
+  engine would not enforce. A structured
   output sent beside "auto" constrains the output instead of the calls' grammar.
 - "required" or a named function: the grammar engine forces the call (`serve.tool_calls.forced`);
   refused with a 400 when the grammar backend is off, when a forced function's schema uses a
@@ -34,8 +34,7 @@ from serve.http.errors import bad_request
 from serve.http.protocol import ChatCompletionRequest
 from serve.http.tool_fields import NamedToolChoice, Tool
 from serve.tokenizer.worker import TokenizerWorker
-from serve.tool_calls import hermes
-from serve.tool_calls.families import family_of_template
+from serve.tool_calls.families import calls_constraint, family_of_template
 from serve.tool_calls.forced import named_constraint, required_constraint
 
 
@@ -105,9 +104,9 @@ async def _auto_calls_constraint(tools: list[Tool], family: ToolCallParser, one:
     """The grammar that holds the calls the model may write to their schemas (None where the
     calls are read unconstrained); a 400 for a strict function whose arguments it cannot hold."""
     constraint = None
-    if get_serving().grammar_backend != "none" and family != "llama3":
+    if get_serving().grammar_backend != "none":
         functions = [(tool.function.name, tool.function.parameters_schema()) for tool in tools]
-        constraint = hermes.calls_constraint(functions, one)
+        constraint = calls_constraint(family, functions, one)
         refusal = await asyncio.to_thread(constraint_refusal, constraint)
         if refusal is not None:
             raise bad_request(
@@ -117,11 +116,10 @@ async def _auto_calls_constraint(tools: list[Tool], family: ToolCallParser, one:
         if not tool.function.strict:
             continue
         if constraint is None:
-            why = "the grammar backend is off" if family != "llama3" else "Llama 3's calls are read unconstrained"
             raise bad_request(
                 f"tools.{i}.function.strict: strict arguments of function {tool.function.name!r} cannot be held to "
-                f"its schema under tool_choice 'auto' here ({why}); send strict false, or force the call with "
-                "tool_choice 'required' or naming the function",
+                "its schema under tool_choice 'auto' here (the grammar backend is off); send strict false, or force "
+                "the call with tool_choice 'required' or naming the function",
                 param=f"tools.{i}.function.strict",
             )
         feature = unenforced_feature_of(tool.function.parameters_schema())

@@ -6,11 +6,13 @@ operator names a family with --tool-call-parser."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import get_args
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, get_args
 
 from config_bags.bags.serving import ToolCallParser
+from runtime_scheduler import OutputConstraint
 from serve.assistant.events import TextReader
+from serve.tool_calls import hermes, llama3
 from serve.tool_calls.hermes import OPENER as HERMES_OPENER
 from serve.tool_calls.hermes import hermes_reader
 from serve.tool_calls.llama3 import PYTHON_TAG, llama3_reader
@@ -37,3 +39,13 @@ def call_reader(family: ToolCallParser, names: Collection[str]) -> TextReader:
     if family == "llama3":
         return llama3_reader(names)
     return hermes_reader(names)
+
+
+def calls_constraint(
+    family: ToolCallParser, functions: Sequence[tuple[str, Mapping[str, Any]]], one: bool
+) -> OutputConstraint:
+    """The grammar that holds the calls of `functions` (name, parameters schema) the model may
+    write under tool_choice "auto", in `family`'s syntax, to their schemas (at most one when `one`)."""
+    if family == "llama3":
+        return llama3.calls_constraint(functions, one)
+    return hermes.calls_constraint(functions, one)

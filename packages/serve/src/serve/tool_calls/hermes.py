@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from runtime_scheduler import OutputConstraint
-from serve.grammar.xgrammar_engine import JSON_WHITESPACE_RUN
+from serve.tool_calls.call_grammar import call_tag, structural_tag
 from serve.tool_calls.json_calls import CallSyntax, JsonCallReader
 
 OPENER = "<tool_call>"
@@ -52,17 +52,8 @@ _CALL_END = "}\n" + CLOSER
 def calls_constraint(functions: Sequence[tuple[str, Mapping[str, Any]]], one: bool) -> OutputConstraint:
     """Free text in which each `<tool_call>` is a call of one of `functions` (name, parameters
     schema) with arguments matching its schema; after the first call the turn ends when `one`."""
-    tags = [
-        {
-            "type": "tag",
-            "begin": call_head(name),
-            "content": {"type": "json_schema", "json_schema": parameters, "max_whitespace_cnt": JSON_WHITESPACE_RUN},
-            "end": _CALL_END,
-        }
-        for name, parameters in functions
-    ]
-    form = {"type": "triggered_tags", "triggers": [OPENER], "tags": tags, "stop_after_first": one}
-    return OutputConstraint(kind="structural_tag", text=json.dumps({"type": "structural_tag", "format": form}))
+    tags = [call_tag(call_head(name), parameters, _CALL_END) for name, parameters in functions]
+    return structural_tag({"type": "triggered_tags", "triggers": [OPENER], "tags": tags, "stop_after_first": one})
 
 
 def hermes_reader(names: Collection[str]) -> JsonCallReader:
