@@ -121,7 +121,7 @@ def test_cuda_graph_decode_bs_of() -> None:
 def test_max_total_tokens_and_context_length_of() -> None:
     assert config_bags.max_total_tokens_of(MemoryBag(kv_cache_memory_mb=1), 1024) == 1024
     assert config_bags.max_total_tokens_of(MemoryBag(max_total_tokens=77), 1024) == 77
-    with pytest.raises(ValueError, match="kv_bytes_per_token must be positive"):
+    with pytest.raises(ValueError, match="kv_bytes_per_token = 0 is not accepted; accepted: an int >= 1"):
         config_bags.max_total_tokens_of(MemoryBag(), 0)
     assert config_bags.context_length_of(ModelBag(), 2048) == 2048
     assert config_bags.context_length_of(ModelBag(context_length=512), 2048) == 512

@@ -1,6 +1,6 @@
 """The README's examples run, so the README cannot rot: each ```python block runs as a script
-in a fresh interpreter, in a folder of its own, under enforced role checking (so its roles are
-honest too). A block whose first line is `# <module>.py` is that module, written beside the
+in a fresh interpreter, in a folder of its own, under the default role checking (enforced, so
+its roles are honest too). A block whose first line is `# <module>.py` is that module, written beside the
 scripts for them to import, not run. Outside this workspace (tests/test_standalone_install.py)
 the examples run in a venv holding config-bags alone, so they need nothing else."""
 
@@ -48,7 +48,7 @@ def test_a_readme_example_runs(tmp_path: Path, index: int) -> None:
         (tmp_path / name).write_text(code)
     script = tmp_path / "example.py"
     script.write_text(SCRIPTS[index])
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"CONFIG_BAGS_ROLE_CHECK": "enforce"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONFIG_BAGS_ROLE_CHECK")}
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     if index == 1:

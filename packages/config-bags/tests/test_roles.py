@@ -4,10 +4,8 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import config_bags
-from config_bags.roles import ROLE_READS, RoleCheckMode
+from config_bags.roles import ROLE_READS
 
 PROBE = """
 import config_bags as c
@@ -54,14 +52,6 @@ def test_enforce_mode_refuses_reads_outside_the_role() -> None:
 def test_an_unknown_mode_is_refused_at_import() -> None:
     out = _probe("loud")
     assert "CONFIG_BAGS_ROLE_CHECK='loud' is not a role-check mode; accepted: off, record, enforce" in out
-
-
-def test_off_mode_puts_nothing_on_the_read_path() -> None:
-    """In off mode the accessor body is only the publish check; no role lookup is compiled in."""
-    if config_bags.ROLE_CHECK_MODE is not RoleCheckMode.OFF:
-        pytest.skip("this process runs with role checking on")
-    names = config_bags.get_schedule.__code__.co_names
-    assert "check_role_read" not in names and "PROCESS" not in names
 
 
 def test_bags_declares_this_servers_roles_table() -> None:

@@ -8,6 +8,7 @@ import pytest
 import config_bags
 from config_bags.bags.base import Bag
 from config_bags.leaf import leaf
+from config_bags.leaf_table import walk_leaves
 
 NAMED_BY_UPSTREAM = {
     "page_size",
@@ -116,7 +117,7 @@ def test_a_field_without_leaf_annotation_is_refused() -> None:
         size: int = 1
 
     with pytest.raises(TypeError, match=r"Broken.size is not declared with leaf\(\.\.\.\)"):
-        config_bags.schema._walk(Broken, ())
+        walk_leaves(Broken)
 
 
 def test_leaf_help_must_be_one_line() -> None:

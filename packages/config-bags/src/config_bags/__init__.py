@@ -96,15 +96,21 @@ from config_bags.derived import (
 from config_bags.errors import (
     ColdLeafError,
     ConfigError,
+    DefinitionError,
     LeafValueError,
     NotPublishedError,
     RoleViolationError,
+    SubscriberError,
     UnknownBagError,
     UnknownLeafError,
+    UnknownRoleError,
+    UsageError,
     WireError,
+    WrongRootError,
 )
 from config_bags.invariants import INVARIANTS, SNAPSHOT_GRID, context_length_within_model
 from config_bags.leaf import leaf
+from config_bags.leaf_table import LeafSpec
 from config_bags.override import (
     checked_value,
     leaf_value,
@@ -126,6 +132,7 @@ from config_bags.publish import (
     published_role,
     published_roles,
     published_root,
+    published_root_unchecked,
     published_rules,
     unpublish,
 )
@@ -141,8 +148,8 @@ from config_bags.roles import (
     role_violations,
 )
 from config_bags.root import Root
-from config_bags.rules import Rule, RuleBrokenError, broken_rule, check_rules
-from config_bags.schema import LeafSpec, all_leaves, bag_paths, leaf_spec, leaf_specs, namespaces, root_fields
+from config_bags.rules import Rule, RuleBrokenError, broken_rule, check_rules, rule
+from config_bags.schema import all_leaves, bag_paths, leaf_spec, leaf_specs, namespaces, root_fields
 from config_bags.state import LeafChange, OverrideRecord, hash_of
 from config_bags.wire import decode, encode
 
@@ -166,7 +173,9 @@ __all__ = [
     "bag_paths",
     "published_roles",
     "published_root",
+    "published_root_unchecked",
     "root_fields",
+    "rule",
     "BATCH_INVARIANT_KERNELS",
     "INVARIANTS",
     "AttentionBackendName",
@@ -178,6 +187,11 @@ __all__ = [
     "Bags",
     "ColdLeafError",
     "ConfigError",
+    "DefinitionError",
+    "SubscriberError",
+    "UnknownRoleError",
+    "UsageError",
+    "WrongRootError",
     "DeviceBag",
     "DisaggBag",
     "ExecBag",

@@ -27,7 +27,7 @@ from config_bags.bags.attention_names import (
 )
 from config_bags.bags.exec import QuantizedActivations
 from config_bags.bags_accessors import get_exec, get_parallel, get_schedule, get_spec
-from config_bags.errors import LeafValueError
+from config_bags.errors import LeafValueError, UsageError
 
 
 class AttentionBackends(NamedTuple):
@@ -144,7 +144,7 @@ def mamba_snapshot_slots_of(mamba: MambaBag, bytes_per_slot: int) -> int:
     """Recurrent-state snapshots a hybrid model's prefix cache keeps: mamba_snapshot_memory_mb over
     the bytes one snapshot takes (one slot of the state pool); 0 keeps none."""
     if bytes_per_slot < 1:
-        raise ValueError(f"bytes_per_slot={bytes_per_slot} is not accepted; accepted: an int >= 1")
+        raise UsageError(f"bytes_per_slot={bytes_per_slot} is not accepted; accepted: an int >= 1")
     return int(mamba.mamba_snapshot_memory_mb * 1024 * 1024) // bytes_per_slot
 
 
@@ -219,7 +219,7 @@ def cuda_graph_decode_bs() -> tuple[int, ...]:
 def max_total_tokens_of(memory: MemoryBag, kv_bytes_per_token: int) -> int:
     """KV-cache slots: max_total_tokens when set, else kv_cache_memory_mb over the per-token size."""
     if kv_bytes_per_token < 1:
-        raise ValueError(f"kv_bytes_per_token must be positive, got {kv_bytes_per_token}")
+        raise UsageError(f"kv_bytes_per_token = {kv_bytes_per_token} is not accepted; accepted: an int >= 1")
     if memory.max_total_tokens is not None:
         return memory.max_total_tokens
     return max(1, memory.kv_cache_memory_mb * 1024 * 1024 // kv_bytes_per_token)

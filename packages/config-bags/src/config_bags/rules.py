@@ -52,3 +52,19 @@ def check_rules(bags: Bag, rules: Iterable[Rule]) -> None:
     found = broken_rule(bags, rules)
     if found is not None:
         raise RuleBrokenError(*found)
+
+
+def rule(*leaves: str) -> Callable[[Callable[[Any], str | None]], Rule]:
+    """Declare a rule on a root, as a method answering the broken rule's sentence or None:
+
+        class EngineRoot(Root):
+            @rule("max_num_seqs", "block_size")
+            def blocks_hold_a_batch(self) -> str | None: ...
+
+    `leaves` are the leaves it reads. The method becomes a `Rule` named after it, which the
+    root's `invariants()` returns, so every process publishing the root keeps it."""
+
+    def declare(broken: Callable[[Any], str | None]) -> Rule:
+        return Rule(broken.__name__, leaves, broken)
+
+    return declare

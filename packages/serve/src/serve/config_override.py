@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import config_bags
-from config_bags import ColdLeafError, leaf_spec, published_bags, published_rules, with_leaves
+from config_bags import Bags, ColdLeafError, leaf_spec, published_root_unchecked, published_rules, with_leaves
 from serve.ipc.messages import OverrideAck, OverrideRequest
 
 
@@ -23,7 +23,7 @@ def check_runtime_override(leaves: Mapping[str, Any]) -> None:
         which = ", ".join(f"{spec.name} ({spec.namespace})" for spec in cold)
         hot = ", ".join(hot_leaf_names())
         raise ColdLeafError(f"cold leaf cannot change while serving: {which}; hot leaves are: {hot}")
-    with_leaves(published_bags(), leaves, rules=published_rules())
+    with_leaves(published_root_unchecked(Bags), leaves, rules=published_rules())
 
 
 def hot_leaf_names() -> list[str]:

@@ -15,7 +15,7 @@ from config_bags import (
     config_hash,
     get_observability,
     leaf_spec,
-    leaf_value,
+    leaf_value_of,
     overrides_log,
     published_role,
 )
@@ -85,7 +85,7 @@ async def server_info(request: Request) -> dict[str, Any]:
     return {
         "config": resolved.dump(),
         "provenance": resolved.provenance(),
-        "bags": msgspec.to_builtins(config_bags.published_bags()),
+        "bags": msgspec.to_builtins(config_bags.published_root_unchecked(config_bags.Bags)),
         "overrides": msgspec.to_builtins(overrides_log()),
         "config_hashes": hashes,
         "pids": {**pids, **({} if worker_pid is None else {"tokenizer_worker": worker_pid})},
@@ -170,10 +170,11 @@ async def metrics(request: Request) -> PlainTextResponse:
 async def runtime_config() -> dict[str, Any]:
     """The leaves that may change while serving, with their values, and the config hash."""
     leaves = {}
+    shown = config_bags.published_root_unchecked(config_bags.Bags)  # every hot leaf, whatever http reads
     for name in hot_leaf_names():
         spec = leaf_spec(name)
         leaves[name] = {
-            "value": msgspec.to_builtins(leaf_value(name)),
+            "value": msgspec.to_builtins(leaf_value_of(shown, name)),
             "bag": spec.namespace,
             "accepts": spec.accepts(),
             "help": spec.help,

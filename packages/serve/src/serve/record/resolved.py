@@ -21,13 +21,13 @@ from config_bags import (
     is_published,
     leaf_spec,
     leaf_specs,
-    leaf_value,
+    leaf_value_of,
     linear_attn_backends_of,
     mamba_cache_slots_of,
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens_of,
     overrides_log,
-    published_bags,
+    published_root_unchecked,
 )
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
@@ -66,14 +66,14 @@ class ResolvedArgs:
 
     def value(self, name: str) -> Any:
         """One leaf's current value: the published one after an override, else the resolved one."""
-        if name in self._overridden():
-            return leaf_value(name)
+        if name in self._overridden():  # shown whole (/server_info), whatever the role reads
+            return leaf_value_of(published_root_unchecked(Bags), name)
         return self.server_args.value(name)
 
     def live_bags(self) -> Bags:
         """The bags in force: the published ones (overrides included) once this process published,
         else the resolved ones (--dump-config)."""
-        return published_bags() if is_published() else self.bags()
+        return published_root_unchecked(Bags) if is_published() else self.bags()
 
     def dump(self) -> dict[str, Any]:
         """JSON-able: every leaf's bag, value, provenance and origin; the derived values and the
