@@ -8,7 +8,8 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from config_bags import Bag, Bags, LeafValueError, NonEmptyStr, PositiveInt, Roles, Root, Rule, leaf, rule
+from config_bags import Bag, LeafValueError, NonEmptyStr, PositiveInt, Roles, Root, Rule, leaf, rule
+from config_bags.server import Bags
 
 
 class EngineBag(Bag, frozen=True, kw_only=True):

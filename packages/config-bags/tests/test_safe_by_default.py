@@ -16,6 +16,7 @@ import pytest
 from foreign_stack import ApiBag, EngineBag, EngineRoot, GuardedEngineRoot
 
 import config_bags
+import config_bags.server
 from config_bags import Bag, OverrideRecord, PositiveInt, Root, leaf
 
 HERE = Path(__file__).parent
@@ -134,10 +135,10 @@ def test_every_read_path_refuses_a_namespace_the_role_does_not_read(read: object
 
 @enforcing
 def test_published_bags_is_checked_like_published_root() -> None:
-    config_bags.publish(config_bags.Bags(), role="detokenizer")
+    config_bags.publish(config_bags.server.Bags(), role="detokenizer")
     with pytest.raises(config_bags.RoleViolationError, match="role 'detokenizer' read namespace 'schedule'"):
-        config_bags.published_bags()
-    assert config_bags.published_root_unchecked(config_bags.Bags).schedule.page_size == 1
+        config_bags.server.published_bags()
+    assert config_bags.published_root_unchecked(config_bags.server.Bags).schedule.page_size == 1
 
 
 def test_a_read_the_role_may_make_costs_no_role_check(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,7 +223,7 @@ def _raise_from_subscriber(record: OverrideRecord) -> None:
         (lambda: config_bags.publish(EngineBag(), role="launcher"), config_bags.DefinitionError),  # type: ignore[arg-type]
         (lambda: config_bags.override("", max_num_seqs=3), config_bags.UsageError),
         (lambda: config_bags.override("admin"), config_bags.UsageError),
-        (lambda: config_bags.published_root(config_bags.Bags), config_bags.WrongRootError),
+        (lambda: config_bags.published_root(config_bags.server.Bags), config_bags.WrongRootError),
     ],
     ids=[
         "unknown role",

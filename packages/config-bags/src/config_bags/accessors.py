@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.errors import ConfigError, DefinitionError, NotPublishedError, UnknownBagError
 from config_bags.roles import check_role_read, may_read
 from config_bags.root import Root

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.errors import DefinitionError
 from config_bags.leaf import HOT_KEY
 from config_bags.leaf_types import accepted_text, is_leaf_meta, is_optional, literal_of, value_type_of

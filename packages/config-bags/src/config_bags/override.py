@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.errors import ColdLeafError, LeafValueError, SubscriberError, UsageError
 from config_bags.leaf_table import LeafSpec
 from config_bags.publish import published_root_unchecked

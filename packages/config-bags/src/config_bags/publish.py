@@ -8,7 +8,6 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 from typing import TypeVar, overload
 
-from config_bags.bags import Bags
 from config_bags.errors import DefinitionError, LeafValueError, NotPublishedError, WireError, WrongRootError
 from config_bags.roles import Roles, check_role_read
 from config_bags.root import Root
@@ -29,7 +28,7 @@ class RepublishWarning(UserWarning):
 def publish(
     bags: Root, *, role: str, rules: Sequence[Rule] = (), roles: Roles | Mapping[str, Collection[str]] | None = None
 ) -> None:
-    """Install the root `bags` (this server's `Bags`, or a stack's own `Root`) as this process's
+    """Install the root `bags` (any stack's `Root`) as this process's
     configuration, read by every accessor from now on, for the process role `role`.
 
     `roles` says which namespaces each role reads (a `Roles`, or a mapping of role -> top-level
@@ -43,7 +42,7 @@ def publish(
     """
     if not isinstance(bags, Root):
         raise DefinitionError(
-            f"publish() takes a root of bags (a config_bags.Root such as Bags), got {type(bags).__name__}"
+            f"publish() takes a root of bags (an instance of a config_bags.Root subclass), got {type(bags).__name__}"
         )
     leaf_specs(type(bags))  # two bags declaring one leaf name: refused here if not at definition
     table = type(bags).ROLES if roles is None else roles if isinstance(roles, Roles) else Roles(roles)
@@ -108,13 +107,6 @@ def published_root(root_type: type[Root] = Root) -> Root:
     Raises NotPublishedError before publish(), WrongRootError when the published root is another
     type, RoleViolationError when enforcing and the role does not read every namespace."""
     return _read_whole(_published_as(root_type, "published_root()"))
-
-
-def published_bags() -> Bags:
-    """The whole published `Bags` root (a stack's extension of it included), role-checked as
-    `published_root()`. Raises NotPublishedError before publish(), WrongRootError when the
-    published root is not a `Bags`."""
-    return _read_whole(_published_as(Bags, "published_bags()"))
 
 
 def published_root_unchecked(root_type: type[R]) -> R:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.leaf_table import leaf_table
 from config_bags.roles import Roles
 from config_bags.rules import Rule

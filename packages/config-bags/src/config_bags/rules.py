@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.errors import LeafValueError
 
 

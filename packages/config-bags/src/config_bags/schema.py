@@ -2,7 +2,7 @@
 
 Leaf names are unique across a root's bags, so a flat flag name (`page_size`) maps to exactly
 one leaf and one path (`("schedule", "page_size")`). Each root type has its own table, built
-once; this server's `Bags` is the default root.
+once; every function here takes the root type it answers for.
 """
 
 from __future__ import annotations
@@ -13,28 +13,27 @@ import typing
 from collections.abc import Mapping
 from functools import cache
 
-from config_bags.bags.base import Bag
-from config_bags.bags.root import Bags
+from config_bags.bag import Bag
 from config_bags.errors import DefinitionError, UnknownLeafError
 from config_bags.leaf_table import LeafSpec, leaf_table, walk_leaves
 from config_bags.root import Root
 
 
-def all_leaves(root_type: type[Root] = Bags) -> list[LeafSpec]:
+def all_leaves(root_type: type[Root]) -> list[LeafSpec]:
     """Every leaf of `root_type` in declaration order, duplicates included (the uniqueness test
     reads this)."""
     return walk_leaves(root_type)
 
 
 @cache
-def leaf_specs(root_type: type[Root] = Bags) -> Mapping[str, LeafSpec]:
+def leaf_specs(root_type: type[Root]) -> Mapping[str, LeafSpec]:
     """The leaf table of `root_type` keyed by flat leaf name. DefinitionError if two bags declare
     the same name (naming both), or if a field of the root is not a bag."""
     root_fields(root_type)
     return leaf_table(root_type)
 
 
-def leaf_spec(name: str, root_type: type[Root] = Bags) -> LeafSpec:
+def leaf_spec(name: str, root_type: type[Root]) -> LeafSpec:
     """The spec of one leaf of `root_type`; an unknown name raises naming close matches."""
     table = leaf_specs(root_type)
     try:
@@ -43,7 +42,7 @@ def leaf_spec(name: str, root_type: type[Root] = Bags) -> LeafSpec:
         raise UnknownLeafError(_unknown_message(name, table, root_type)) from None
 
 
-def namespaces(root_type: type[Root] = Bags) -> tuple[str, ...]:
+def namespaces(root_type: type[Root]) -> tuple[str, ...]:
     """Every dotted bag name of `root_type` that holds leaves, in declaration order."""
     seen: dict[str, None] = {}
     for spec in leaf_specs(root_type).values():

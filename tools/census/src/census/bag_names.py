@@ -58,23 +58,25 @@ def bag_names_from(argument: str) -> BagNames:
 
 
 def config_bags_bag_names() -> BagNames:
-    """This repository's bag names: `get_<namespace>` for every top-level namespace, every
-    public function of `config_bags.derived`, every bag struct; empty when config_bags is not
+    """This repository's bag names: `get_<namespace>` for every top-level namespace of this
+    server's `Bags`, every public function of `config_bags.server.derived` and
+    `config_bags.server.derived_accessors`, every bag struct and the root; empty when config_bags is not
     installed."""
     try:
-        config_bags = importlib.import_module("config_bags")
-        derived = importlib.import_module("config_bags.derived")
-        bags = importlib.import_module("config_bags.bags")
+        server = importlib.import_module("config_bags.server")
+        derived = [importlib.import_module(f"config_bags.server.{m}") for m in ("derived", "derived_accessors")]
+        bags = importlib.import_module("config_bags.server.bags")
     except ImportError:
         return NO_BAGS
-    accessors = {f"get_{namespace.split('.')[0]}" for namespace in config_bags.namespaces()}
+    accessors = {f"get_{namespace}" for namespace in server.Bags.__struct_fields__}
     functions = {
         name
-        for name, obj in vars(derived).items()
-        if inspect.isfunction(obj) and obj.__module__ == derived.__name__ and not name.startswith("_")
+        for module in derived
+        for name, obj in vars(module).items()
+        if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")
     }
     return BagNames(
-        accessors=frozenset(a for a in accessors if callable(getattr(config_bags, a, None))),
+        accessors=frozenset(a for a in accessors if callable(getattr(server, a, None))),
         derived=frozenset(functions),
-        types=frozenset(bags.__all__),
+        types=frozenset({*bags.__all__, "Bags"}),
     )

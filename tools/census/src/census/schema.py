@@ -51,6 +51,7 @@ def config_bags_schema() -> dict[str, str]:
     """This repository's schema (leaf -> dotted bag), or {} when config_bags is not installed."""
     try:
         config_bags = importlib.import_module("config_bags")
+        server = importlib.import_module("config_bags.server")
     except ImportError:
         return {}
-    return {name: spec.namespace for name, spec in config_bags.leaf_specs().items()}
+    return {name: spec.namespace for name, spec in config_bags.leaf_specs(server.Bags).items()}

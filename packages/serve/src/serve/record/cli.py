@@ -9,7 +9,8 @@ from typing import NoReturn
 
 import msgspec
 
-from config_bags import Bags, LeafSpec, leaf_specs
+from config_bags import LeafSpec, leaf_specs
+from config_bags.server import Bags
 from serve.record.errors import LaunchInputError
 
 LAUNCH_ONLY = ("config", "dump_config", "explain")
@@ -93,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
     )
     descriptions = _bag_descriptions()
     groups: dict[str, argparse._ArgumentGroup] = {}
-    for spec in leaf_specs().values():
+    for spec in leaf_specs(Bags).values():
         group = groups.get(spec.namespace)
         if group is None:
             group = groups[spec.namespace] = p.add_argument_group(spec.namespace, descriptions.get(spec.namespace))
@@ -123,7 +124,7 @@ def parsed_cli(argv: list[str]) -> CliInput:
     if extras:
         raise LaunchInputError(_unknown_message(extras[0]))
     given = vars(namespace)
-    leaves = {name: str(given[name]) for name in leaf_specs() if name in given}
+    leaves = {name: str(given[name]) for name in leaf_specs(Bags) if name in given}
     return CliInput(
         leaves=leaves,
         config=given.get("config"),
@@ -136,7 +137,7 @@ def _unknown_message(token: str) -> str:
     if not token.startswith("-"):
         return f"unexpected argument {token!r}; every value follows its flag (--page-size 16)"
     flag = token.split("=", 1)[0]
-    known = [flag_of(n) for n in (*leaf_specs(), *LAUNCH_ONLY)]
+    known = [flag_of(n) for n in (*leaf_specs(Bags), *LAUNCH_ONLY)]
     close = difflib.get_close_matches(flag, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see serve --help for the accepted flags"
     return f"unknown flag {flag}{hint}"

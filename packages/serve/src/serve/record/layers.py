@@ -13,7 +13,8 @@ from pathlib import Path
 
 import msgspec
 
-from config_bags import Bags, LeafValueError, leaf_specs
+from config_bags import LeafValueError, leaf_specs
+from config_bags.server import Bags
 from serve.record.cli import CliInput, flag_of, leaf_name_of, parsed_cli
 from serve.record.config_file import config_file_entries
 from serve.record.errors import LaunchInputError
@@ -60,9 +61,9 @@ def launch_request(argv: list[str], environ: Mapping[str, str]) -> LaunchRequest
 
 def _known_leaf(text: str, where: str) -> str:
     name = leaf_name_of(text)
-    if name in leaf_specs():
+    if name in leaf_specs(Bags):
         return name
-    close = difflib.get_close_matches(name, list(leaf_specs()), n=3)
+    close = difflib.get_close_matches(name, list(leaf_specs(Bags)), n=3)
     hint = (
         f"did you mean {', '.join(flag_of(c) for c in close)}?" if close else "see serve --help for the accepted flags"
     )
@@ -74,7 +75,7 @@ def _apply_file(server_args: ServerArgs, path: Path) -> None:
         where = f"{path}:{entry.line}" if entry.line else str(path)
         name = _known_leaf(entry.key, f"{where}: key {entry.key!r}")
         try:
-            value = parsed_value(leaf_specs()[name], entry.value)
+            value = parsed_value(leaf_specs(Bags)[name], entry.value)
         except LeafValueError as err:
             raise LaunchInputError(f"{where}: {err}") from None
         server_args.put(name, value, "file", where)
@@ -83,8 +84,8 @@ def _apply_file(server_args: ServerArgs, path: Path) -> None:
 def _apply_env(server_args: ServerArgs, environ: Mapping[str, str]) -> None:
     for var in sorted(v for v in environ if v.startswith(ENV_PREFIX)):
         name = var[len(ENV_PREFIX) :].lower()
-        if name not in leaf_specs():
-            close = difflib.get_close_matches(name, list(leaf_specs()), n=3)
+        if name not in leaf_specs(Bags):
+            close = difflib.get_close_matches(name, list(leaf_specs(Bags)), n=3)
             hint = (
                 f"did you mean {', '.join(env_var_of(c) for c in close)}?"
                 if close
@@ -92,7 +93,7 @@ def _apply_env(server_args: ServerArgs, environ: Mapping[str, str]) -> None:
             )
             raise LaunchInputError(f"unknown environment variable {var}; {hint}")
         try:
-            value = parsed_text(leaf_specs()[name], environ[var])
+            value = parsed_text(leaf_specs(Bags)[name], environ[var])
         except LeafValueError as err:
             raise LaunchInputError(f"{var}: {err}") from None
         server_args.put(name, value, "env", var)
@@ -101,7 +102,7 @@ def _apply_env(server_args: ServerArgs, environ: Mapping[str, str]) -> None:
 def _apply_cli(server_args: ServerArgs, cli: CliInput) -> None:
     for name, text in cli.leaves.items():
         try:
-            value = parsed_text(leaf_specs()[name], text)
+            value = parsed_text(leaf_specs(Bags)[name], text)
         except LeafValueError as err:
             raise LaunchInputError(f"{flag_of(name)}: {err}") from None
         server_args.put(name, value, "cli", f"{flag_of(name)} {text}")

@@ -13,21 +13,23 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from config_bags import (
-    Bags,
-    attention_backends_of,
-    chunk_size_of,
-    cuda_graph_decode_bs_of,
     hash_of,
     is_published,
     leaf_spec,
     leaf_specs,
     leaf_value_of,
+    overrides_log,
+    published_root_unchecked,
+)
+from config_bags.server import (
+    Bags,
+    attention_backends_of,
+    chunk_size_of,
+    cuda_graph_decode_bs_of,
     linear_attn_backends_of,
     mamba_cache_slots_of,
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens_of,
-    overrides_log,
-    published_root_unchecked,
 )
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
@@ -86,7 +88,7 @@ class ResolvedArgs:
                 "provenance": provenance[name],
                 "origin": self.server_args.origin_of(name),
             }
-            for name, spec in leaf_specs().items()
+            for name, spec in leaf_specs(Bags).items()
         }
         bags = self.live_bags()
         return {
@@ -98,7 +100,7 @@ class ResolvedArgs:
 
     def explain(self, name: str) -> str:
         """A few lines on one leaf: its value, where it came from and why."""
-        spec = leaf_spec(name)
+        spec = leaf_spec(name, Bags)
         provenance = self.provenance()[name]
         lines = [
             f"{name} = {self.value(name)!r}",

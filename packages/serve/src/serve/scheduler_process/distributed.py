@@ -15,7 +15,9 @@ import torch
 import torch.distributed as dist
 
 import config_bags
-from config_bags import Bags, get_device, get_parallel, leaf_specs, leaf_value_of
+import config_bags.server
+from config_bags import leaf_specs, leaf_value_of
+from config_bags.server import Bags, get_device, get_parallel
 from runtime_runner import device_of
 from serve.launch_rules import launch_rules
 from serve.scheduler_process.placement import RankPlacement
@@ -69,12 +71,12 @@ def serve_leaders_bags(groups: ReplicaGroups, leads: bool, model: ServedModel) -
     dist.broadcast_object_list(frames, src=groups.leader, group=groups.messages)
     if leads or not isinstance(frames[0], bytes):
         return
-    leaders, mine = config_bags.decode(frames[0]), config_bags.published_root_unchecked(Bags)
+    leaders, mine = config_bags.decode(frames[0], config_bags.server.Bags), config_bags.published_root_unchecked(Bags)
     if leaders == mine:
         return
     differing = [
         f"{name} (node 0: {leaf_value_of(leaders, name)!r}, here: {leaf_value_of(mine, name)!r})"
-        for name in leaf_specs()
+        for name in leaf_specs(Bags)
         if name != "node_rank" and leaf_value_of(leaders, name) != leaf_value_of(mine, name)
     ]
     if differing:

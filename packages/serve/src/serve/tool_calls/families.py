@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import get_args
 
-from config_bags.bags.serving import ToolCallParser
+from config_bags.server.bags.serving import ToolCallParser
 from serve.assistant.events import TextReader
 from serve.tool_calls.hermes import OPENER as HERMES_OPENER
 from serve.tool_calls.hermes import hermes_reader
