@@ -208,7 +208,10 @@ def launch(resolved: ResolvedConfig) -> int:
     parallel = get_parallel()
     addresses = Addresses.fresh(parallel.dp_size)
     say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
-    handover = Handover(bags=config_bags.encode(config_bags.server.published_bags()), model=resolved.served_model)
+    handover = Handover(
+        bags=config_bags.encode(config_bags.published_root_unchecked(config_bags.server.Bags)),
+        model=resolved.served_model,
+    )
     node_zero = parallel.node_rank == 0
     children = start_children(handover, addresses, ranks_on_node(parallel, _rendezvous()), detokenizer=node_zero)
     try:
