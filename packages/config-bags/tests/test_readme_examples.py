@@ -35,12 +35,12 @@ def _blocks() -> tuple[dict[str, str], list[str]]:
 MODULES, SCRIPTS = _blocks()
 
 
-def test_the_readme_has_a_minimal_example_and_a_foreign_stack() -> None:
+def test_the_readme_has_a_minimal_example_a_foreign_stack_and_loading() -> None:
     assert list(MODULES) == ["engine_config.py"]
-    assert len(SCRIPTS) == 2
+    assert len(SCRIPTS) == 3
 
 
-@pytest.mark.parametrize("index", range(len(SCRIPTS)), ids=["minimal", "foreign_stack"])
+@pytest.mark.parametrize("index", range(len(SCRIPTS)), ids=["minimal", "foreign_stack", "loading"])
 def test_a_readme_example_runs(tmp_path: Path, index: int) -> None:
     """Reverse-verified: with the README's refused override asking max_num_seqs=64 (allowed),
     the foreign-stack example failed on its assertion that nothing changed."""
@@ -54,3 +54,6 @@ def test_a_readme_example_runs(tmp_path: Path, index: int) -> None:
     if index == 1:
         refused = "refused: max_num_seqs = 8 requires max_num_seqs >= block_size = 32 (rule blocks_hold_a_batch)"
         assert done.stdout.strip() == refused
+    if index == 2:  # the file's line, and the one-line refusal
+        assert re.search(r"^  origin: .*engine\.toml:1$", done.stdout, re.M), done.stdout
+        assert done.stdout.strip().endswith("unknown flag --block-sise; did you mean --block-size?")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from config_bags import leaf_specs
+from config_bags import flag_of, leaf_specs
 from config_bags.server import Bags
 from serve.main import main
 from serve.record import ConfigFileError, LaunchInputError, launch_request
-from serve.record.cli import flag_of, parser
+from serve.record.cli import parser
 
 pytestmark = pytest.mark.usefixtures("unpublished")
 

@@ -14,6 +14,7 @@ user of it, in `config_bags.server`. See README.md.
 
 from config_bags.accessors import accessor, bag
 from config_bags.bag import Bag
+from config_bags.command_line import CommandLine, build_parser, flag_of
 from config_bags.constraints import (
     INT64_MAX,
     AboveOneFloat,
@@ -26,10 +27,13 @@ from config_bags.constraints import (
     PositiveOrDisabledInt,
     UnitFloat,
 )
+from config_bags.dump import dump, dumped_leaves, explain, explained_lines
 from config_bags.errors import (
     ColdLeafError,
     ConfigError,
+    ConfigFileError,
     DefinitionError,
+    InputError,
     LeafValueError,
     NotPublishedError,
     RoleViolationError,
@@ -43,6 +47,7 @@ from config_bags.errors import (
 )
 from config_bags.leaf import leaf
 from config_bags.leaf_table import LeafSpec
+from config_bags.loading import LeafInput, Loaded, env_var_of, load
 from config_bags.override import (
     checked_value,
     leaf_value,
@@ -79,6 +84,7 @@ from config_bags.root import Root
 from config_bags.rules import Rule, RuleBrokenError, broken_rule, check_rules, rule
 from config_bags.schema import all_leaves, bag_paths, leaf_spec, leaf_specs, namespaces, root_fields
 from config_bags.state import LeafChange, OverrideRecord, hash_of
+from config_bags.text_values import parsed_text, parsed_value
 from config_bags.wire import decode, encode
 
 __all__ = [
@@ -86,12 +92,17 @@ __all__ = [
     "Bag",
     "BatchSizes",
     "ColdLeafError",
+    "CommandLine",
     "ConfigError",
+    "ConfigFileError",
     "DefinitionError",
     "INT64_MAX",
+    "InputError",
     "LeafChange",
+    "LeafInput",
     "LeafSpec",
     "LeafValueError",
+    "Loaded",
     "NonEmptyStr",
     "NonNegativeFloat",
     "NonNegativeInt",
@@ -123,12 +134,19 @@ __all__ = [
     "bag_paths",
     "begin_serving",
     "broken_rule",
+    "build_parser",
     "check_rules",
     "checked_value",
     "clear_role_violations",
     "config_hash",
     "decode",
+    "dump",
+    "dumped_leaves",
     "encode",
+    "env_var_of",
+    "explain",
+    "explained_lines",
+    "flag_of",
     "hash_of",
     "is_published",
     "is_serving",
@@ -137,11 +155,14 @@ __all__ = [
     "leaf_specs",
     "leaf_value",
     "leaf_value_of",
+    "load",
     "namespaces",
     "on_override",
     "override",
     "overrides_log",
     "overriding",
+    "parsed_text",
+    "parsed_value",
     "publish",
     "published_role",
     "published_roles",

@@ -64,3 +64,12 @@ class UsageError(ConfigError, ValueError):
 
 class SubscriberError(ConfigError, RuntimeError):
     """An override was applied, but one or more `on_override` subscribers raised when told."""
+
+
+class InputError(ConfigError, ValueError):
+    """An operator's input a loader refuses (a flag, environment variable, file key or value);
+    the message names where it was and what is accepted, on one line."""
+
+
+class ConfigFileError(InputError):
+    """A config file that cannot be read or parsed; the message names the file and the line."""

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import msgspec
-
-from config_bags.bag import Bag
+from config_bags.bag import Bag, BagMeta
 from config_bags.leaf_table import leaf_table
 from config_bags.roles import Roles
 from config_bags.rules import Rule
 
 
-class RootMeta(msgspec.StructMeta):
+class RootMeta(BagMeta):
     """Checks a root's leaf names when its class is defined: two bags declaring one leaf name are
     refused there, naming both, rather than at the first override that names it."""
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from config_bags import leaf_specs
 from config_bags.server import Bags
-from serve.record.text_values import base_type
+from config_bags.text_values import base_type
 
 BEGIN = "    # BEGIN generated leaves: `uv run python -m serve.record.codegen` rewrites this block\n"
 END = "    # END generated leaves\n"
