@@ -281,3 +281,18 @@ def test_an_override_lists_only_the_leaves_it_changed() -> None:
     record = config_bags.override("admin", max_num_seqs=256, served_name="engine-1")
     assert [(c.leaf, c.old, c.new) for c in record.changes] == [("served_name", "engine", "engine-1")]
     assert config_bags.overrides_log() == [record]
+
+
+class RequiredCacheRoot(Root):
+    """A root whose bag has no default: the caller always names it."""
+
+    cache: CacheBag
+
+
+def test_a_root_with_a_required_bag_is_defined_checked_and_published() -> None:
+    """The leaf-name check at definition reads defaults off the declaration when the root has no
+    default instance. Reverse-verified: reading them off `cls()` alone, defining this root
+    raised TypeError (missing required argument 'cache') and this module did not collect."""
+    config_bags.publish(RequiredCacheRoot(cache=CacheBag(block_size=8)), role="standalone")
+    assert config_bags.leaf_value("block_size") == 8
+    assert config_bags.leaf_spec("block_size", RequiredCacheRoot).default == 16

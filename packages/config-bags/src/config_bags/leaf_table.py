@@ -57,7 +57,7 @@ def walk_leaves(cls: type[Bag], prefix: tuple[str, ...] = ()) -> list[LeafSpec]:
     """Every leaf under the bag type `cls`, nested bags walked, in declaration order, duplicates
     included. DefinitionError for a field that is neither a bag nor declared with `leaf(...)`."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    defaults = cls()
+    defaults = _defaults_of(cls)
     found: list[LeafSpec] = []
     for name in cls.__struct_fields__:
         hint = hints[name]
@@ -76,11 +76,32 @@ def walk_leaves(cls: type[Bag], prefix: tuple[str, ...] = ()) -> list[LeafSpec]:
                 path=(*prefix, name),
                 annotation=hint,
                 value_type=value_type_of(hint),
-                default=getattr(defaults, name),
+                default=defaults[name],
                 help=meta.description or "",
                 hot=bool((meta.extra or {})[HOT_KEY]),
             )
         )
+    return found
+
+
+def _defaults_of(cls: type[Bag]) -> dict[str, Any]:
+    """Each field's default as a default instance holds it (normalized by the construction check:
+    `1` for a float leaf is `1.0`); for a bag or root with a required field, which has no default
+    instance, as declared (msgspec.NODEFAULT: none declared)."""
+    try:
+        instance = cls()
+    except TypeError:  # a required field
+        pass
+    else:
+        return {name: getattr(instance, name) for name in cls.__struct_fields__}
+    found: dict[str, Any] = {}
+    for info in msgspec.structs.fields(cls):
+        if info.default is not msgspec.NODEFAULT:
+            found[info.name] = info.default
+        elif info.default_factory is not msgspec.NODEFAULT:
+            found[info.name] = info.default_factory()
+        else:
+            found[info.name] = msgspec.NODEFAULT
     return found
 
 
