@@ -29,13 +29,17 @@ LAUNCH_ONLY = ("config", "dump_config", "explain")
 class CommandLine:
     """How a stack's operator describes its root: the root type, the program's name and one-line
     description for `--help`, the prefix of its environment variables (`ENGINE_` reads
-    `ENGINE_BLOCK_SIZE`), and extra spellings of some flags (`{"model_path": ("--model",)}`)."""
+    `ENGINE_BLOCK_SIZE`), extra spellings of some flags (`{"model_path": ("--model",)}`), and the
+    leaf and value its messages show as an example (`("block_size", "32")`)."""
 
     root_type: type[Root]
     prog: str
     env_prefix: str
     description: str = ""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The leaf and value the help and the messages show as an example (default: the root's first
+    # leaf with its default value).
+    example: tuple[str, str] | None = None
 
 
 class ArgvInput(msgspec.Struct, frozen=True):
@@ -93,9 +97,12 @@ def _bag_descriptions(root_type: type[Root]) -> dict[str, str]:
     return found
 
 
-def _example(root_type: type[Root]) -> tuple[str, str]:
-    """The root's first leaf as a flag and a value, for the messages that show how to write one."""
-    spec = next(iter(leaf_specs(root_type).values()), None)
+def _example(command: CommandLine) -> tuple[str, str]:
+    """A flag and a value, for the messages that show how to write one: the command's example,
+    else the root's first leaf with its default."""
+    if command.example is not None:
+        return flag_of(command.example[0]), command.example[1]
+    spec = next(iter(leaf_specs(command.root_type).values()), None)
     if spec is None or spec.default is None:
         return ("--flag" if spec is None else flag_of(spec.name)), "VALUE"
     return flag_of(spec.name), str(spec.default).lower() if isinstance(spec.default, bool) else str(spec.default)
@@ -112,7 +119,7 @@ def build_parser(command: CommandLine) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     launch = p.add_argument_group("launch")
-    example = _example(command.root_type)
+    example = _example(command)
     launch.add_argument(
         "--config", metavar="FILE", help=f"YAML or TOML file of flag-name keys (e.g. {example[0][2:]}: {example[1]})."
     )
@@ -173,7 +180,7 @@ def parsed_argv(command: CommandLine, argv: list[str]) -> ArgvInput:
 
 def _unknown_message(command: CommandLine, token: str) -> str:
     if not token.startswith("-"):
-        flag, value = _example(command.root_type)
+        flag, value = _example(command)
         return f"unexpected argument {token!r}; every value follows its flag ({flag} {value})"
     flag = token.split("=", 1)[0]
     known = [flag_of(n) for n in (*leaf_specs(command.root_type), *LAUNCH_ONLY)]

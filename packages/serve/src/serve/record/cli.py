@@ -15,6 +15,7 @@ SERVE_COMMAND = CommandLine(
     env_prefix="SERVE_",
     description="Serve an LLM over an OpenAI-compatible HTTP API.",
     aliases={"model_path": ("--model",)},
+    example=("page_size", "16"),
 )
 
 
