@@ -41,7 +41,7 @@ class UnknownRoleError(ConfigError, ValueError):
 
 
 class WireError(ConfigError, ValueError):
-    """Bytes that do not decode into valid Bags."""
+    """Bytes that do not decode into a valid root of the type asked for."""
 
 
 class UnknownBagError(ConfigError, LookupError):
@@ -49,7 +49,7 @@ class UnknownBagError(ConfigError, LookupError):
 
 
 class WrongRootError(ConfigError, TypeError):
-    """The published root asked for as a type it is not (`published_root(EngineRoot)` over `Bags`)."""
+    """The published root asked for as a type it is not (`published_root(EngineRoot)` over another stack's root)."""
 
 
 class DefinitionError(ConfigError, TypeError, ValueError):

@@ -1,7 +1,7 @@
 """Changing leaves after publish: validate every leaf first, then swap, log and notify.
 
 The leaves are looked up in the leaf table of the published root's own type, so a stack's root,
-or `Bags` extended with a bag of its own, overrides its leaves like this server's.
+or one extended with a bag of its own, overrides its leaves the same way.
 """
 
 from __future__ import annotations

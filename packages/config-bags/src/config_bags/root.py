@@ -1,7 +1,7 @@
 """The root a stack publishes: a bag whose every field is a namespace holding a bag.
 
-This server's `Bags` is one root; another stack declares its own, or extends `Bags` with bags of
-its own. The published root's type is what the leaf table, the wire decoder, `override()` and
+Each stack declares its own root (this server's is `config_bags.server.Bags`), or extends
+another's with bags of its own. The published root's type is what the leaf table, the wire decoder, `override()` and
 `bag()` walk, and it declares the roles that read it and the rules every change keeps, so every
 process that publishes the type holds them.
 """
@@ -30,7 +30,7 @@ class RootMeta(BagMeta):
 
 
 class Root(Bag, frozen=True, kw_only=True, metaclass=RootMeta):
-    """Base of a stack's root of bags: `class EngineRoot(Root, frozen=True, kw_only=True)` with
+    """Base of a stack's root of bags: `class EngineRoot(Root)` (frozen, keyword-only) with
     one field per namespace, each a `Bag` (nested bags allowed inside them).
 
     `ROLES` are the process roles that may publish it and the namespaces each reads (by default

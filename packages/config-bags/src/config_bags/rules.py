@@ -1,6 +1,6 @@
 """Rules: named invariants over a whole root of bags, checked before any bags are installed.
 
-A rule answers, for a candidate root (this server's `Bags`, or a stack's own), the sentence that
+A rule answers, for a candidate root of the stack it was written for, the sentence that
 states it with the values that break it (`speculative_eagle_topk = 4 > 1 requires page_size == 1,
 got page_size = 16`), or None while it holds. `publish()` and every `override()` check the
 process's rules (the root's own invariants plus any the stack publishes with its bags) before
