@@ -27,7 +27,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from attn_backends import build_attention_pair  # noqa: E402
-from config_bags import Bags, ExecBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.attention_seam import AttentionPairFactory
 from runtime_runner.runner import ModelRunner
 from serve.testing.server import ServerProcess

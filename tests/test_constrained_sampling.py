@@ -19,7 +19,7 @@ import torch
 from transformers import AutoTokenizer
 
 import config_bags
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, SpecBag
+from config_bags.server import Bags, MemoryBag, ModelBag, ScheduleBag, SpecBag
 from runtime_runner.runner import ModelRunner
 from runtime_runner.sampling.sampler import sample
 from runtime_runner.standalone import Request as RunnerRequest

@@ -35,7 +35,8 @@ import pytest
 import torch
 
 from attn_backends import build_attention_pair
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag
 from runtime_runner.loading.default_model import bundled_gguf
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
 from runtime_runner.runner import ModelRunner

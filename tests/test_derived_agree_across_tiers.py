@@ -1,7 +1,7 @@
 """Every derived value the record exposes equals the bag accessor over the published projection
 of that record, across a matrix of its inputs; and the accessor follows a post-publish override.
 
-The record's members and the accessors call the same `config_bags.derived` helpers; these tests
+The record's members and the accessors call the same `config_bags.server.derived` helpers; these tests
 pin that, so a member that computes on its own (and drifts) fails here.
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from config_bags import (
+from config_bags import override, publish, unpublish
+from config_bags.server import (
     attention_backends,
     chunk_size,
     cuda_graph_decode_bs,
@@ -21,9 +22,6 @@ from config_bags import (
     mamba_cache_slots,
     max_prefill_buffer_tokens,
     max_speculative_num_draft_tokens,
-    override,
-    publish,
-    unpublish,
 )
 from serve.record import ServerArgs
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from config_bags import ROLE_READS
+from config_bags.server import ROLE_READS
 from serve.main import ROLE_CHECK_ENV
 from serve.testing.server import ServerProcess
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint

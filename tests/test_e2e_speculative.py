@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from config_bags import SpecBag
+from config_bags.server import SpecBag
 from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess

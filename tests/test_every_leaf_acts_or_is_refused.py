@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 import config_bags
-from config_bags import Bags, LeafSpec, LeafValueError, leaf_spec, leaf_specs
+import config_bags.server
+from config_bags import LeafSpec, LeafValueError, leaf_spec, leaf_specs
+from config_bags.server import Bags
 from serve.absent_features import ABSENT_FEATURES, absent_feature_of
 from serve.launch_rules import launch_rules
 from serve.record import ResolutionError, ServerArgs, resolve
@@ -51,7 +53,7 @@ REFUSED = sorted(leaf for leaves in ABSENT_FEATURES.values() for leaf in leaves)
 
 
 def test_every_leaf_is_read_or_refused(readers: dict[str, set[str]]) -> None:
-    neither = [name for name in leaf_specs() if not readers[name] and absent_feature_of(name) is None]
+    neither = [name for name in leaf_specs(Bags) if not readers[name] and absent_feature_of(name) is None]
     assert neither == [], f"accepted and read by nothing: {neither}; give each a reader or a row in ABSENT_FEATURES"
     both = {name for name in REFUSED if readers[name]}
     assert both == set(READ_YET_REFUSED), f"refused, yet read by { ({n: sorted(readers[n]) for n in both}) }"
@@ -106,7 +108,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("leaf", REFUSED)
 def test_a_refused_leaf_is_refused_at_resolution_naming_the_leaf(leaf: str, model_dir: Path) -> None:
-    value = off_default(leaf_spec(leaf))
+    value = off_default(leaf_spec(leaf, Bags))
     with pytest.raises(ResolutionError) as caught:
         resolve(ServerArgs(model_path=str(model_dir), **{leaf: value}))
     assert f"{leaf} = {value!r}" in str(caught.value)
@@ -124,7 +126,7 @@ def published_with_launch_rules() -> Iterator[Callable[[], tuple[Bags, str]]]:
         linear_attention=False,
     )
     config_bags.publish(Bags(), role="standalone", rules=launch_rules(model))
-    yield lambda: (config_bags.published_bags(), config_bags.config_hash())
+    yield lambda: (config_bags.server.published_bags(), config_bags.config_hash())
     config_bags.unpublish()
 
 
@@ -133,7 +135,7 @@ def test_a_refused_leaf_is_refused_on_override_and_nothing_changes(
     leaf: str, published_with_launch_rules: Callable[[], tuple[Bags, str]]
 ) -> None:
     before = published_with_launch_rules()
-    value = off_default(leaf_spec(leaf))
+    value = off_default(leaf_spec(leaf, Bags))
     with pytest.raises(LeafValueError, match=rf"{leaf} = "):
         config_bags.override("admin", **{leaf: value})
     assert published_with_launch_rules() == before
@@ -143,4 +145,4 @@ def test_a_refused_leaf_is_refused_on_override_and_nothing_changes(
 def test_every_feature_row_names_real_leaves() -> None:
     for feature, leaves in ABSENT_FEATURES.items():
         for leaf in leaves:
-            assert leaf in leaf_specs(), f"{feature}: {leaf} is not a leaf"
+            assert leaf in leaf_specs(Bags), f"{feature}: {leaf} is not a leaf"

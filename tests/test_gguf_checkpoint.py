@@ -31,7 +31,8 @@ import pytest
 import torch
 
 from attn_backends import build_attention_pair
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_linear import QuantizedLinear

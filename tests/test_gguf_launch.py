@@ -24,6 +24,7 @@ import torch
 from gguf import GGMLQuantizationType
 
 import config_bags
+import config_bags.server
 import native_build
 from config_bags import LeafValueError
 from runtime_runner.loading.default_model import CACHE_ENV, bundled_gguf
@@ -300,10 +301,10 @@ def test_a_refused_override_changes_nothing(leaves: dict[str, Any], model_cache:
     Reverse-verified: with QUANTIZED_WEIGHTS_RUN_HERE answering nothing, both overrides applied."""
     resolved = resolve(ServerArgs(model_path=str(bundled_gguf())))
     config_bags.publish(project(resolved), role="standalone", rules=(QUANTIZED_WEIGHTS_RUN_HERE,))
-    before = (config_bags.published_bags(), config_bags.config_hash())
+    before = (config_bags.server.published_bags(), config_bags.config_hash())
     with pytest.raises(LeafValueError, match="rule quantized_weights_run_here|quantized"):
         config_bags.override("admin", **leaves)
-    assert (config_bags.published_bags(), config_bags.config_hash()) == before
+    assert (config_bags.server.published_bags(), config_bags.config_hash()) == before
     assert config_bags.overrides_log() == []
 
 

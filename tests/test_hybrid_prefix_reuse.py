@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import config_bags
-from config_bags import Bags, ExecBag, MambaBag, MemoryBag, ModelBag, ScheduleBag, SpecBag
+from config_bags.server import Bags, ExecBag, MambaBag, MemoryBag, ModelBag, ScheduleBag, SpecBag
 from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
 from serve.scheduler_process.process import build_scheduler
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint

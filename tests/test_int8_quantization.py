@@ -25,7 +25,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from attn_backends import LinearAttnBackendFactory, build_attention_pair
-from config_bags import Bags, ExecBag, GraphBag, MemoryBag, ModelBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, GraphBag, MemoryBag, ModelBag
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.kernels.quantized_embedding import QuantizedEmbedding
 from runtime_runner.kernels.quantized_tensor import int8_per_channel_of

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 import config_bags
+import config_bags.server
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
-from config_bags import Bags, LinearAttnBackends, ModelBag, SpecBag
+from config_bags.server import Bags, LinearAttnBackends, ModelBag, SpecBag
 from runtime_runner.runner import ModelRunner
 from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
@@ -60,7 +61,7 @@ def test_a_draft_built_after_its_target_leaves_the_targets_choice_alone(two_hybr
     draft = ModelRunner(DraftBackendFactory(), target=target, linear_attn_factory=factory)
     assert draft.linear_attn_backends == DRAFT_CHOICE and _kernels_run(draft) == tuple(DRAFT_CHOICE)
     assert target.linear_attn_backends == TARGET_CHOICE and _kernels_run(target) == tuple(TARGET_CHOICE)
-    kernel = config_bags.get_exec().kernel
+    kernel = config_bags.server.get_exec().kernel
     assert (kernel.linear_attn_backend, kernel.linear_attn_prefill_backend, kernel.linear_attn_decode_backend) == (
         None,
         None,

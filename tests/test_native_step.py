@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from attn_backends import build_attention_pair
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from attn_backends import AttentionStamp, build_attention_pair
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
+from config_bags import publish
+from config_bags.server import Bags, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata
 from runtime_runner.device_faults import DeviceFaultError
 from runtime_runner.output import ForwardOutput

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attn_backends import AttentionBackendUnavailableError, AttentionStamp, build_attention_pair
-from config_bags import ExecBag, GraphBag, KernelBag, MemoryBag, attention_backends, published_bags
+from config_bags.server import ExecBag, GraphBag, KernelBag, MemoryBag, attention_backends, published_bags
 from runtime_runner.attention_seam import AttentionBackend, AttentionPairFactory
 from runtime_runner.errors import BatchError, UnsupportedConfigError
 from runtime_runner.output import ForwardOutput

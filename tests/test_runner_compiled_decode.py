@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from config_bags import ExecBag, GraphBag, ScheduleBag
+from config_bags.server import ExecBag, GraphBag, ScheduleBag
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
 

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from attn_backends import build_attention_pair
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
+from config_bags import publish
+from config_bags.server import Bags, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import Running, StandaloneDriver
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from attn_backends import build_attention_pair
-from config_bags import Bags, MemoryBag, ScheduleBag
+from config_bags.server import Bags, MemoryBag, ScheduleBag
 from runtime_runner.loading.default_model import (
     CACHE_ENV,
     DEFAULT_MODEL_NAME,
@@ -200,7 +200,8 @@ def test_smollm2_greedy_continuation_equals_transformers(smollm2: Path, runner: 
 def test_a_runner_over_the_default_bags_serves_the_default_model(smollm2: Path) -> None:
     """The default bags published (role standalone, as a test or a tool publishes them): model_path
     unset means the bundled model, dtype auto its bf16, and the pool kv_cache_memory_mb worth of slots."""
-    from config_bags import get_memory, publish
+    from config_bags import publish
+    from config_bags.server import get_memory
     from runtime_runner.kv_pool import kv_bytes_per_token
 
     publish(Bags(), role="standalone")

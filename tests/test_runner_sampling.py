@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from config_bags import MemoryBag, ScheduleBag
+from config_bags.server import MemoryBag, ScheduleBag
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import Sampling, StandaloneDriver
 

@@ -31,18 +31,8 @@ from pathlib import Path
 import pytest
 
 from attn_backends import AttentionStamp, build_attention_pair, refusal_on, serving_attention_backend
-from config_bags import (
-    INVARIANTS,
-    Bags,
-    ExecBag,
-    GraphBag,
-    KernelBag,
-    ScheduleBag,
-    attention_backends,
-    broken_rule,
-    publish,
-    unpublish,
-)
+from config_bags import broken_rule, publish, unpublish
+from config_bags.server import INVARIANTS, Bags, ExecBag, GraphBag, KernelBag, ScheduleBag, attention_backends
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.models.compiled_decode import check_compiled_decode_traceable
 from serve.launch_rules import ATTENTION_BACKENDS_RUN_HERE, COMPILED_DECODE_TRACEABLE
@@ -51,10 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Code that reads the base field `attention_backend`, and why it may.
 BASE_FIELD_READERS = {
-    "packages/config-bags/src/config_bags/derived.py": (
+    "packages/config-bags/src/config_bags/server/derived.py": (
         "attention_leaf_of is the fallback itself (split field, else base); every half's reader goes through it"
     ),
-    "packages/config-bags/src/config_bags/invariants.py": "the page-size rule lists the leaves it reads",
+    "packages/config-bags/src/config_bags/server/root.py": "the page-size rule lists the leaves it reads",
     "packages/serve/src/serve/launch_rules.py": "the launch rules list the leaves they read",
 }
 

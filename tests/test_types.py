@@ -25,7 +25,10 @@ def test_a_misspelled_leaf_is_a_type_error(tmp_path: Path, read: str) -> None:
     Reverse-verified: spelling it `page_size` makes mypy pass and this test fail; so does
     `bag()` annotated to return `Any`."""
     probe = tmp_path / "probe.py"
-    probe.write_text(f"from config_bags import ScheduleBag, bag, get_schedule\n\nsize: int = {read}.page_sise\n")
+    probe.write_text(
+        "from config_bags import bag\nfrom config_bags.server import ScheduleBag, get_schedule\n\n"
+        f"size: int = {read}.page_sise\n"
+    )
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(probe)],
         capture_output=True,

@@ -43,7 +43,8 @@ from attn_backends import (
     build_attention_pair,
     refusal_on,
 )
-from config_bags import Bags, DeviceBag, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, DeviceBag, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.attention_seam import AttentionMetadata
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner

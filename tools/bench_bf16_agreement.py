@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from attn_backends import build_attention_pair
-from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver

@@ -47,7 +47,7 @@ from transformers.models.qwen3_next import modeling_qwen3_next as reference
 from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
 
 from attn_backends import AttentionBackendUnavailableError, LinearAttnKernels, linear_attn_kernels_for
-from config_bags.bags.attention_names import LinearAttnBackendName
+from config_bags.server.bags.attention_names import LinearAttnBackendName
 
 BACKENDS_OF_DEVICE: dict[str, tuple[LinearAttnBackendName, ...]] = {
     "cpu": ("torch_native", "cpu_fused"),

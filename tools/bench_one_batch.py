@@ -29,18 +29,8 @@ import torch
 from weight_read_floor import weight_read_floor
 
 from attn_backends import build_attention_pair
-from config_bags import (
-    Bags,
-    DeviceBag,
-    ExecBag,
-    GraphBag,
-    KernelBag,
-    MemoryBag,
-    ModelBag,
-    ScheduleBag,
-    publish,
-    unpublish,
-)
+from config_bags import publish, unpublish
+from config_bags.server import Bags, DeviceBag, ExecBag, GraphBag, KernelBag, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.loading.default_model import ensure_default_model
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver

@@ -412,7 +412,8 @@ def weight_read_floors(threads: int, models: dict[str, Path]) -> dict[str, float
     from weight_read_floor import weight_read_floor
 
     from attn_backends import build_attention_pair
-    from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish, unpublish
+    from config_bags import publish, unpublish
+    from config_bags.server import Bags, MemoryBag, ModelBag, ScheduleBag
     from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
     from runtime_runner.runner import ModelRunner
 

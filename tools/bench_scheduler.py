@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from config_bags import Bags, ScheduleBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ScheduleBag
 from runtime_scheduler import ForwardBatch, Request, Scheduler, StopConditions
 
 RUNNING = 256

@@ -224,7 +224,7 @@ def scheduler_in_process(
     import config_bags
     from serve.scheduler_process.process import build_scheduler
 
-    config_bags.publish(msgspec.convert(bags_json, config_bags.Bags), role="standalone")
+    config_bags.publish(msgspec.convert(bags_json, config_bags.server.Bags), role="standalone")
     scheduler, _runner = build_scheduler() if executor_of is None else build_scheduler(executor_of)
     return scheduler
 

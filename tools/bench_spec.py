@@ -129,7 +129,7 @@ def run_setting(
 ) -> tuple[list[Row], dict[tuple[str, int], list[list[int]]]]:
     """Every workload at every batch size under one setting, on a freshly built scheduler."""
     import config_bags
-    from config_bags import Bags, SpecBag
+    from config_bags.server import Bags, SpecBag
     from runtime_scheduler import Request, SamplingParams, StopConditions
     from serve.metrics.speculative import accept_length_of, acceptance_rate_of
     from serve.record import ServerArgs, resolve
@@ -139,8 +139,8 @@ def run_setting(
     config_bags.unpublish()
     config_bags.publish(bags, role="standalone")
     scheduler, _ = build_scheduler()
-    spec_on = config_bags.get_spec().speculative_algorithm is not None
-    assert spec_on == (setting != "off") and isinstance(config_bags.get_spec(), SpecBag)
+    spec_on = config_bags.server.get_spec().speculative_algorithm is not None
+    assert spec_on == (setting != "off") and isinstance(config_bags.server.get_spec(), SpecBag)
 
     def drain(prompts: list[list[int]], batch: int, tag: str) -> tuple[int, list[list[int]]]:
         outputs: dict[str, list[int]] = {}

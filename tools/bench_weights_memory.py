@@ -41,7 +41,8 @@ def size_on_disk_mb(path: Path) -> float:
 def measure(variant: str) -> None:
     """Build the runner of `variant` (gguf, bf16, int8, or a model's path) and print its weights' resident MB."""
     from attn_backends import build_attention_pair
-    from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag, publish
+    from config_bags import publish
+    from config_bags.server import Bags, MemoryBag, ModelBag, ScheduleBag
     from runtime_runner.loading.default_model import bundled_gguf, ensure_default_model
     from runtime_runner.runner import ModelRunner
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config_bags
-from config_bags import Bags
-from config_bags.bags.base import Bag
+import config_bags.server
+from config_bags.bag import Bag
+from config_bags.server import Bags
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_READERS = ("packages/config-bags/", "packages/serve/src/serve/record/")
@@ -213,7 +214,7 @@ def leaf_readers(root: Path = ROOT) -> dict[str, set[str]]:
                     else:
                         summary.via_param[int(root)] |= callee_reads(package, callee, position)
             changed |= before != (len(summary.direct), sum(len(v) for v in summary.via_param.values()))
-    readers: dict[str, set[str]] = {name: set() for name in config_bags.leaf_specs()}
+    readers: dict[str, set[str]] = {name: set() for name in config_bags.leaf_specs(config_bags.server.Bags)}
     for package, summary in owners:
         for leaf in summary.direct:
             readers[leaf].add(package)
@@ -224,7 +225,8 @@ def main() -> None:
     print("| leaf | namespace | read by |")
     print("| --- | --- | --- |")
     for leaf, packages in leaf_readers().items():
-        print(f"| {leaf} | {config_bags.leaf_spec(leaf).namespace} | {', '.join(sorted(packages)) or '(nothing)'} |")
+        namespace = config_bags.leaf_spec(leaf, config_bags.server.Bags).namespace
+        print(f"| {leaf} | {namespace} | {', '.join(sorted(packages)) or '(nothing)'} |")
 
 
 if __name__ == "__main__":

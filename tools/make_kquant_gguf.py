@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from config_bags.bags.exec import QuantizedActivations
+from config_bags.server.bags.exec import QuantizedActivations
 
 PROMPTS = (
     "The capital of France is",
@@ -68,7 +68,8 @@ def served(
     their rows as `activations`): the prompts' last logits prefilled together, their greedy tokens
     decoded together, and each step's top-two margin."""
     from attn_backends import build_attention_pair
-    from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, publish, unpublish
+    from config_bags import publish, unpublish
+    from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag
     from runtime_runner.runner import ModelRunner
     from runtime_runner.standalone import StandaloneDriver
 

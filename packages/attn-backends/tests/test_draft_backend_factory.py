@@ -28,7 +28,8 @@ from attn_backends import (
     UnstampedBackendError,
     serving_attention_backend,
 )
-from config_bags import Bags, SpecBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, SpecBag
 
 SERVED: tuple[ForwardMode, ...] = ("extend", "mixed", "draft_extend", "decode")
 

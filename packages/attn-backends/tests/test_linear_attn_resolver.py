@@ -16,7 +16,7 @@ import pytest
 
 import config_bags
 from attn_backends import LinearAttnBackendFactory, linear_attn_resolver, resolve_linear_attn_backends
-from config_bags import Bags, ExecBag, KernelBag, LinearAttnBackends, device_linear_attn_backend_of
+from config_bags.server import Bags, ExecBag, KernelBag, LinearAttnBackends, device_linear_attn_backend_of
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ from attn_backends import (
     serving_attention_backend,
     stamp_built,
 )
-from config_bags import Bags, ExecBag, KernelBag, SpecBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ExecBag, KernelBag, SpecBag
 
 MODES: tuple[ForwardMode, ...] = get_args(ForwardMode)
 

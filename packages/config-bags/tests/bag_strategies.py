@@ -8,7 +8,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 import config_bags
-from config_bags import Bags, LeafSpec
+import config_bags.server
+from config_bags import LeafSpec
+from config_bags.server import Bags
 
 
 def _valid_value(spec: LeafSpec) -> st.SearchStrategy[Any]:
@@ -28,11 +30,11 @@ def _valid_value(spec: LeafSpec) -> st.SearchStrategy[Any]:
 def valid_bags(draw: st.DrawFn) -> Bags:
     """Bags whose leaves vary wherever a bag accepts them; combinations a bag refuses are redrawn."""
     leaves: dict[str, Any] = {}
-    for name, spec in config_bags.leaf_specs().items():
+    for name, spec in config_bags.leaf_specs(config_bags.server.Bags).items():
         if draw(st.booleans()):
             leaves[name] = draw(_valid_value(spec))
     try:
-        return config_bags.with_leaves(Bags(), leaves, rules=config_bags.INVARIANTS)
+        return config_bags.with_leaves(Bags(), leaves, rules=config_bags.server.INVARIANTS)
     except config_bags.LeafValueError:
         return Bags()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import config_bags
+import config_bags.server
 
 # The shared hypothesis strategies (bag_strategies.py) live beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -21,8 +22,8 @@ def _unpublished() -> Iterator[None]:
 
 
 @pytest.fixture
-def published() -> config_bags.Bags:
+def published() -> config_bags.server.Bags:
     """Default bags published for the standalone role."""
-    bags = config_bags.Bags()
+    bags = config_bags.server.Bags()
     config_bags.publish(bags, role="standalone")
     return bags

@@ -8,7 +8,8 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from config_bags import Bag, Bags, LeafValueError, NonEmptyStr, PositiveInt, Roles, Root, Rule, leaf
+from config_bags import Bag, LeafValueError, NonEmptyStr, PositiveInt, Roles, Root, Rule, leaf, rule
+from config_bags.server import Bags
 
 
 class EngineBag(Bag, frozen=True, kw_only=True):
@@ -52,3 +53,13 @@ class MyBags(Bags, frozen=True, kw_only=True):
     """This server's bags and the foreign engine bag, without forking either."""
 
     engine: EngineBag = msgspec.field(default_factory=EngineBag)
+
+
+class GuardedEngineRoot(EngineRoot, frozen=True, kw_only=True):
+    """The foreign root with its rule declared on the type, so every process publishing it
+    keeps the rule, told or not."""
+
+    @rule("max_num_seqs", "block_size")
+    def blocks_hold_a_batch(self) -> str | None:
+        """A batch fills at least one KV block."""
+        return _blocks_hold_a_batch(self)

@@ -10,8 +10,10 @@ import msgspec
 import pytest
 
 import config_bags
-from config_bags import Bags, LeafSpec, LeafValueError, ScheduleBag
-from config_bags.bags.base import Bag
+import config_bags.server
+from config_bags import LeafSpec, LeafValueError
+from config_bags.bag import Bag
+from config_bags.server import Bags, ScheduleBag
 
 
 class _NotALeafValue:
@@ -28,11 +30,11 @@ def _bag_class_and_path(spec: LeafSpec) -> tuple[type[Bag], tuple[str, ...]]:
     return cls, spec.path[:-1]
 
 
-@pytest.mark.parametrize("name", sorted(config_bags.leaf_specs()))
+@pytest.mark.parametrize("name", sorted(config_bags.leaf_specs(config_bags.server.Bags)))
 def test_every_leaf_refuses_a_value_of_the_wrong_type_at_construction(name: str) -> None:
     """Reverse-verified: with the construction check in Bag.__post_init__ removed, every case
     constructs (the bag holds the foreign object) and this fails for all leaves."""
-    spec = config_bags.leaf_spec(name)
+    spec = config_bags.leaf_spec(name, config_bags.server.Bags)
     cls, _ = _bag_class_and_path(spec)
     with pytest.raises(LeafValueError) as caught:
         cls(**{name: _NotALeafValue()})
@@ -42,13 +44,18 @@ def test_every_leaf_refuses_a_value_of_the_wrong_type_at_construction(name: str)
 
 
 @pytest.mark.parametrize(
-    "name", sorted(n for n, s in config_bags.leaf_specs().items() if "int" in s.accepts() and s.choices is None)
+    "name",
+    sorted(
+        n
+        for n, s in config_bags.leaf_specs(config_bags.server.Bags).items()
+        if "int" in s.accepts() and s.choices is None
+    ),
 )
 def test_every_integer_leaf_is_bounded_by_64_bits(name: str) -> None:
     """The bags travel as msgpack, whose ints are 64-bit: a larger value is refused when built,
     not when a process tries to send it. Reverse-verified: without the `le=INT64_MAX` bounds in
     constraints.py, PositiveInt leaves took 2**63 and this failed."""
-    spec = config_bags.leaf_spec(name)
+    spec = config_bags.leaf_spec(name, config_bags.server.Bags)
     cls, _ = _bag_class_and_path(spec)
     value: Any = (2**63,) if "list" in spec.accepts() else 2**63
     with pytest.raises(LeafValueError, match=rf"{cls.__name__}\.{name} = .*9223372036854775808.* is not accepted"):
@@ -70,19 +77,21 @@ def test_a_nested_bag_must_be_an_instance_of_its_bag_type() -> None:
     ):
         Bags(schedule={"page_size": 2})  # type: ignore[arg-type]
     with pytest.raises(LeafValueError, match="Bags.schedule = MemoryBag.* is not accepted; accepted: a ScheduleBag"):
-        Bags(schedule=config_bags.MemoryBag())  # type: ignore[arg-type]
+        Bags(schedule=config_bags.server.MemoryBag())  # type: ignore[arg-type]
 
 
 def test_construction_normalizes_values_as_decoding_does() -> None:
     """A list for a tuple leaf and an int for a float leaf are stored as decoding would store
     them, so the bag equals its own round trip and hashes alike."""
-    graph = config_bags.GraphBag(cuda_graph_decode_bs=[1, 2, 4])  # type: ignore[arg-type]
-    memory = config_bags.MemoryBag(hicache_ratio=3)
+    graph = config_bags.server.GraphBag(cuda_graph_decode_bs=[1, 2, 4])  # type: ignore[arg-type]
+    memory = config_bags.server.MemoryBag(hicache_ratio=3)
     assert graph.cuda_graph_decode_bs == (1, 2, 4) and isinstance(graph.cuda_graph_decode_bs, tuple)
     assert isinstance(memory.hicache_ratio, float)
-    bags = Bags(exec=config_bags.ExecBag(graph=graph), memory=memory)
-    assert config_bags.decode(config_bags.encode(bags)) == bags
-    assert config_bags.hash_of(config_bags.decode(config_bags.encode(bags))) == config_bags.hash_of(bags)
+    bags = Bags(exec=config_bags.server.ExecBag(graph=graph), memory=memory)
+    assert config_bags.decode(config_bags.encode(bags), config_bags.server.Bags) == bags
+    assert config_bags.hash_of(
+        config_bags.decode(config_bags.encode(bags), config_bags.server.Bags)
+    ) == config_bags.hash_of(bags)
 
 
 def test_structs_replace_checks_like_construction() -> None:

@@ -18,7 +18,9 @@ from foreign_stack import BLOCKS_HOLD_A_BATCH, ApiBag, EngineBag, EngineRoot, My
 from refusal import assert_refused_changing_nothing
 
 import config_bags
-from config_bags import Bags, KernelBag, OverrideRecord, Root, ScheduleBag
+import config_bags.server
+from config_bags import OverrideRecord, Root
+from config_bags.server import Bags, KernelBag, ScheduleBag
 
 HERE = Path(__file__).parent
 
@@ -41,7 +43,7 @@ USER_NEEDS = [
 
 def test_a_stack_declares_its_bags_from_the_public_api_alone() -> None:
     """foreign_stack.py imports only `config_bags` itself, never one of its modules, and every
-    name it takes is exported.
+    name it takes is exported; from this server's subpackage it takes `Bags` alone, to extend it.
 
     Reverse-verified: with `Root` left out of `config_bags.__init__`, importing foreign_stack
     failed and this module did not collect."""
@@ -49,8 +51,10 @@ def test_a_stack_declares_its_bags_from_the_public_api_alone() -> None:
     taken = [
         (node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
     ]
-    assert {module for module, _ in taken if module and module.startswith("config_bags")} == {"config_bags"}
+    modules = {module for module, _ in taken if module and module.startswith("config_bags")}
+    assert modules == {"config_bags", "config_bags.server"}
     assert {name for module, name in taken if module == "config_bags"} <= set(config_bags.__all__)
+    assert {name for module, name in taken if module == "config_bags.server"} == {"Bags"}
 
 
 @pytest.mark.parametrize("name", USER_NEEDS)
@@ -67,12 +71,12 @@ def test_what_a_stack_needs_is_exported_and_documented(name: str) -> None:
 
 def test_publish_takes_a_stack_root() -> None:
     root = EngineRoot(engine=EngineBag(block_size=32))
-    config_bags.publish(root, role="engine_core", rules=[BLOCKS_HOLD_A_BATCH])
+    config_bags.publish(root, role="launcher", rules=[BLOCKS_HOLD_A_BATCH])
     assert config_bags.published_root() is root
     assert config_bags.published_root(EngineRoot).engine.block_size == 32
     assert config_bags.published_rules() == (BLOCKS_HOLD_A_BATCH,)
-    with pytest.raises(TypeError, match=r"published_bags\(\) asked for a Bags, but the published root is EngineRoot"):
-        config_bags.published_bags()
+    with pytest.raises(TypeError, match=r"published_root\(\) asked for a Bags, but the published root is EngineRoot"):
+        config_bags.server.published_bags()
 
 
 def test_publish_takes_bags_extended_with_a_bag_of_the_stack() -> None:
@@ -80,8 +84,8 @@ def test_publish_takes_bags_extended_with_a_bag_of_the_stack() -> None:
     not survive encode and decode)."""
     bags = MyBags(schedule=ScheduleBag(page_size=16), engine=EngineBag(block_size=64))
     config_bags.publish(bags, role="standalone")
-    assert config_bags.published_bags() is bags
-    assert config_bags.get_schedule().page_size == 16
+    assert config_bags.server.published_bags() is bags
+    assert config_bags.server.get_schedule().page_size == 16
     assert config_bags.published_rules() == Bags.invariants()
 
 
@@ -92,7 +96,7 @@ def test_the_wire_decodes_the_root_type_it_is_asked_for() -> None:
     with pytest.raises(
         config_bags.WireError, match=r"bytes do not decode into valid Bags: Object contains unknown field `engine`"
     ):
-        config_bags.decode(data)
+        config_bags.decode(data, config_bags.server.Bags)
     with pytest.raises(config_bags.WireError, match=r"into valid EngineRoot: .*a power of two"):
         config_bags.decode(msgspec.msgpack.encode({"engine": {"block_size": 24}}), EngineRoot)
     with pytest.raises(
@@ -174,12 +178,13 @@ def test_this_servers_everything_roles_read_an_extension_bag() -> None:
     bag added to Bags included; the other roles of this server read what they always did."""
     out = _child(
         "import config_bags as c\n"
+        "from config_bags.server import get_schedule\n"
         "from foreign_stack import EngineBag, MyBags\n"
         "c.publish(MyBags(), role='standalone')\n"
         "c.bag(EngineBag).block_size\n"
         "c.unpublish()\n"
         "c.publish(MyBags(), role='scheduler')\n"
-        "c.get_schedule().page_size\n"
+        "get_schedule().page_size\n"
         "c.bag(EngineBag).block_size\n"
         "print([(v.role, v.namespace) for v in c.role_violations()])\n",
         mode="record",
@@ -208,8 +213,8 @@ def test_override_changes_a_leaf_of_the_stack_bag_added_to_bags() -> None:
     config_bags.publish(MyBags(), role="standalone")
     config_bags.override("admin", block_size=32, page_size=16)
     assert config_bags.bag(EngineBag).block_size == 32
-    assert config_bags.get_schedule().page_size == 16
-    assert isinstance(config_bags.published_bags(), MyBags)
+    assert config_bags.server.get_schedule().page_size == 16
+    assert isinstance(config_bags.server.published_bags(), MyBags)
 
 
 @pytest.mark.parametrize(("leaves", "error", "message"), [
@@ -229,7 +234,11 @@ def test_a_refused_override_of_a_stack_root_changes_nothing(
 def test_a_stack_root_has_its_own_leaf_table() -> None:
     assert list(config_bags.leaf_specs(EngineRoot)) == ["max_num_seqs", "block_size", "served_name"]
     assert config_bags.namespaces(EngineRoot) == ("engine", "api")
-    assert set(config_bags.leaf_specs(MyBags)) == {*config_bags.leaf_specs(), "max_num_seqs", "block_size"}
+    assert set(config_bags.leaf_specs(MyBags)) == {
+        *config_bags.leaf_specs(config_bags.server.Bags),
+        "max_num_seqs",
+        "block_size",
+    }
     assert config_bags.leaf_spec("block_size", EngineRoot).accepts() == "int >= 1 and <= 2^63-1"
 
 
@@ -241,8 +250,8 @@ def test_bag_finds_a_bag_by_type_wherever_the_root_holds_it() -> None:
     UnknownBagError."""
     config_bags.publish(MyBags(engine=EngineBag(block_size=8, max_num_seqs=8)), role="standalone")
     assert config_bags.bag(EngineBag).block_size == 8
-    assert config_bags.bag(KernelBag) is config_bags.get_exec().kernel
-    assert config_bags.bag(ScheduleBag) is config_bags.get_schedule()
+    assert config_bags.bag(KernelBag) is config_bags.server.get_exec().kernel
+    assert config_bags.bag(ScheduleBag) is config_bags.server.get_schedule()
     config_bags.override("admin", block_size=4)
     assert config_bags.bag(EngineBag).block_size == 4, "bag() follows an override"
 
@@ -261,19 +270,28 @@ def test_bag_of_a_type_the_root_does_not_hold_names_those_it_does() -> None:
         match=r"get_schedule\(\) reads a Bags root, but the published root is EngineRoot; "
         r"ask bag\(kind\) for one of its bags: EngineBag, ApiBag",
     ):
-        config_bags.get_schedule()
+        config_bags.server.get_schedule()
+
+
+class Marker(config_bags.Bag, frozen=True, kw_only=True):
+    """No leaves: a bag that only groups."""
+
+
+class TwoMarkers(Root, frozen=True, kw_only=True):
+    """One leafless bag type held at two places."""
+
+    prefill: Marker = msgspec.field(default_factory=Marker)
+    decode: Marker = msgspec.field(default_factory=Marker)
 
 
 def test_bag_of_a_type_held_twice_names_both_places() -> None:
-    class TwoEngines(Root, frozen=True, kw_only=True):
-        prefill: EngineBag = msgspec.field(default_factory=EngineBag)
-        decode: EngineBag = msgspec.field(default_factory=EngineBag)
-
-    config_bags.publish(TwoEngines(), role="standalone")
+    """A bag type with leaves held twice is refused when the root is defined (its leaf names
+    repeat); one without leaves may be held twice, and bag() then says where it is."""
+    config_bags.publish(TwoMarkers(), role="standalone")
     with pytest.raises(
-        config_bags.UnknownBagError, match=r"bag\(EngineBag\) is ambiguous: TwoEngines holds it at prefill, decode"
+        config_bags.UnknownBagError, match=r"bag\(Marker\) is ambiguous: TwoMarkers holds it at prefill, decode"
     ):
-        config_bags.bag(EngineBag)
+        config_bags.bag(Marker)
 
 
 def test_a_stack_makes_its_own_named_accessor() -> None:
@@ -282,11 +300,3 @@ def test_a_stack_makes_its_own_named_accessor() -> None:
     assert get_engine().block_size == 64
     config_bags.override("admin", block_size=128)
     assert get_engine().block_size == 128
-
-
-def test_off_mode_puts_nothing_on_the_bag_read_path() -> None:
-    """In off mode `bag()` is one dict lookup; no role lookup is compiled in."""
-    if config_bags.ROLE_CHECK_MODE is not config_bags.RoleCheckMode.OFF:
-        pytest.skip("this process runs with role checking on")
-    names = config_bags.bag.__code__.co_names
-    assert "check_role_read" not in names and "PROCESS" not in names

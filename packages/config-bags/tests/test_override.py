@@ -6,19 +6,21 @@ import pytest
 from refusal import assert_refused_changing_nothing
 
 import config_bags
-from config_bags import Bags, OverrideRecord
+import config_bags.server
+from config_bags import OverrideRecord
+from config_bags.server import Bags
 
 
 def _snapshot() -> tuple[Bags, str, int]:
-    return config_bags.published_bags(), config_bags.config_hash(), len(config_bags.overrides_log())
+    return config_bags.server.published_bags(), config_bags.config_hash(), len(config_bags.overrides_log())
 
 
 def test_override_swaps_the_bag_and_every_reader_sees_it(published: Bags) -> None:
-    before = config_bags.get_schedule()
+    before = config_bags.server.get_schedule()
     config_bags.override("admin", max_running_requests=4)
-    assert config_bags.get_schedule().max_running_requests == 4
+    assert config_bags.server.get_schedule().max_running_requests == 4
     assert before.max_running_requests == 256, "the old frozen bag is never mutated"
-    assert config_bags.get_schedule() is not before
+    assert config_bags.server.get_schedule() is not before
 
 
 def test_override_logs_source_time_and_old_to_new(published: Bags) -> None:
@@ -34,11 +36,11 @@ def test_override_logs_source_time_and_old_to_new(published: Bags) -> None:
 
 
 def test_override_reaches_nested_exec_bags(published: Bags) -> None:
-    kernel_before = config_bags.get_exec().kernel
+    kernel_before = config_bags.server.get_exec().kernel
     config_bags.override("admin", prefill_attention_backend="triton", cuda_graph_max_bs=8)
-    assert config_bags.get_exec().kernel.prefill_attention_backend == "triton"
-    assert config_bags.get_exec().graph.cuda_graph_max_bs == 8
-    assert config_bags.get_exec().moe is published.exec.moe, "untouched sub-bags are shared, not copied"
+    assert config_bags.server.get_exec().kernel.prefill_attention_backend == "triton"
+    assert config_bags.server.get_exec().graph.cuda_graph_max_bs == 8
+    assert config_bags.server.get_exec().moe is published.exec.moe, "untouched sub-bags are shared, not copied"
     assert kernel_before.prefill_attention_backend is None
 
 
@@ -63,7 +65,7 @@ def test_a_failing_subscriber_does_not_stop_the_others_and_is_reported(published
     with pytest.raises(RuntimeError, match="override applied, but subscribers failed: .*broken.*boom"):
         config_bags.override("admin", log_level="debug")
     assert seen == ["admin"]
-    assert config_bags.get_observability().log_level == "debug"
+    assert config_bags.server.get_observability().log_level == "debug"
     unsubscribe_broken()
     unsubscribe_seen()
 
@@ -116,7 +118,7 @@ def test_a_cold_leaf_is_refused_while_serving_with_its_reason(published: Bags) -
         config_bags.override("admin", max_running_requests=4, page_size=32)
     assert _snapshot() == before
     config_bags.override("admin", max_running_requests=4)
-    assert config_bags.get_schedule().max_running_requests == 4
+    assert config_bags.server.get_schedule().max_running_requests == 4
 
 
 def test_override_needs_a_source_leaves_and_published_bags() -> None:
@@ -132,16 +134,16 @@ def test_override_needs_a_source_leaves_and_published_bags() -> None:
 def test_overriding_restores_on_exit_even_after_an_error(published: Bags) -> None:
     with pytest.raises(KeyError):
         with config_bags.overriding(max_running_requests=2, schedule_policy="lpm"):
-            assert config_bags.get_schedule().max_running_requests == 2
+            assert config_bags.server.get_schedule().max_running_requests == 2
             raise KeyError("inside")
-    assert config_bags.get_schedule() == published.schedule
+    assert config_bags.server.get_schedule() == published.schedule
     assert [r.source for r in config_bags.overrides_log()] == ["test", "test:restore"]
 
 
 def test_with_leaves_is_pure(published: Bags) -> None:
-    new = config_bags.with_leaves(published, {"page_size": 64}, rules=config_bags.INVARIANTS)
+    new = config_bags.with_leaves(published, {"page_size": 64}, rules=config_bags.server.INVARIANTS)
     assert new.schedule.page_size == 64
-    assert config_bags.get_schedule().page_size == 1
+    assert config_bags.server.get_schedule().page_size == 1
     assert config_bags.leaf_value("page_size") == 1
 
 

@@ -5,7 +5,8 @@ import warnings
 import pytest
 
 import config_bags
-from config_bags import Bags, ScheduleBag
+import config_bags.server
+from config_bags.server import Bags, ScheduleBag
 
 ACCESSORS = [
     "get_schedule",
@@ -25,27 +26,27 @@ ACCESSORS = [
 @pytest.mark.parametrize("accessor", ACCESSORS)
 def test_reading_before_publish_names_the_accessor(accessor: str) -> None:
     with pytest.raises(config_bags.NotPublishedError, match=rf"{accessor}\(\) was read before publish\(\)"):
-        getattr(config_bags, accessor)()
+        getattr(config_bags.server, accessor)()
 
 
 def test_accessors_return_the_published_typed_bags() -> None:
     bags = Bags(schedule=ScheduleBag(page_size=16, schedule_policy="lpm"))
     config_bags.publish(bags, role="standalone")
-    assert config_bags.get_schedule() is bags.schedule
-    assert config_bags.get_schedule().page_size == 16
-    assert config_bags.get_exec().kernel is bags.exec.kernel
-    assert config_bags.get_device() is bags.device
-    assert config_bags.published_bags() is bags
+    assert config_bags.server.get_schedule() is bags.schedule
+    assert config_bags.server.get_schedule().page_size == 16
+    assert config_bags.server.get_exec().kernel is bags.exec.kernel
+    assert config_bags.server.get_device() is bags.device
+    assert config_bags.server.published_bags() is bags
     assert config_bags.published_role() == "standalone"
 
 
 def test_assigning_to_a_bag_raises() -> None:
     config_bags.publish(Bags(), role="standalone")
     with pytest.raises(AttributeError, match="immutable type: 'ScheduleBag'"):
-        config_bags.get_schedule().page_size = 4  # type: ignore[misc]
+        config_bags.server.get_schedule().page_size = 4  # type: ignore[misc]
     with pytest.raises(AttributeError, match="immutable type: 'Bags'"):
-        config_bags.published_bags().schedule = ScheduleBag()  # type: ignore[misc]
-    assert config_bags.get_schedule().page_size == 1
+        config_bags.server.published_bags().schedule = ScheduleBag()  # type: ignore[misc]
+    assert config_bags.server.get_schedule().page_size == 1
 
 
 def test_constructing_a_bag_checks_constraints() -> None:
@@ -57,7 +58,7 @@ def test_constructing_a_bag_checks_constraints() -> None:
 
 def test_publish_refuses_a_non_bags_value_and_an_unknown_role() -> None:
     with pytest.raises(
-        TypeError, match=r"publish\(\) takes a root of bags \(a config_bags.Root such as Bags\), got dict"
+        TypeError, match=r"publish\(\) takes a root of bags \(an instance of a config_bags.Root subclass\), got dict"
     ):
         config_bags.publish({}, role="standalone")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown role 'gpu'; accepted: launcher, standalone, http"):
@@ -72,8 +73,8 @@ def test_publishing_again_replaces_everything_and_names_the_dropped_overrides(pu
         config_bags.RepublishWarning, match=r"dropped overrides: max_running_requests \(admin: 256 -> 4\)"
     ):
         config_bags.publish(Bags(schedule=ScheduleBag(page_size=8)), role="scheduler")
-    assert config_bags.get_schedule().max_running_requests == 256
-    assert config_bags.get_schedule().page_size == 8
+    assert config_bags.server.get_schedule().max_running_requests == 256
+    assert config_bags.server.get_schedule().page_size == 8
     assert config_bags.overrides_log() == []
     assert not config_bags.is_serving()
     assert config_bags.published_role() == "scheduler"

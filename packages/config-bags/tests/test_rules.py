@@ -8,22 +8,13 @@ from typing import Any
 import pytest
 
 import config_bags
-from config_bags import (
-    Bags,
-    ExecBag,
-    KernelBag,
-    MemoryBag,
-    ModelBag,
-    ParallelBag,
-    Rule,
-    RuleBrokenError,
-    ScheduleBag,
-    SpecBag,
-)
+import config_bags.server
+from config_bags import Rule, RuleBrokenError
+from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag, SpecBag
 
 
 def _snapshot() -> tuple[Bags, str, int]:
-    return config_bags.published_bags(), config_bags.config_hash(), len(config_bags.overrides_log())
+    return config_bags.server.published_bags(), config_bags.config_hash(), len(config_bags.overrides_log())
 
 
 TRITON_DECODE = Bags(exec=ExecBag(kernel=KernelBag(decode_attention_backend="triton")))
@@ -113,7 +104,7 @@ def test_publish_refuses_bags_that_break_a_rule(
 
 
 def test_the_default_bags_keep_every_invariant() -> None:
-    assert config_bags.broken_rule(Bags(), config_bags.INVARIANTS) is None
+    assert config_bags.broken_rule(Bags(), config_bags.server.INVARIANTS) is None
 
 
 def test_a_rule_reads_the_half_that_names_the_backend() -> None:
@@ -121,17 +112,17 @@ def test_a_rule_reads_the_half_that_names_the_backend() -> None:
     page 3 under that name; a split field naming torch_native for both halves clears it."""
     base = Bags(exec=ExecBag(kernel=KernelBag(attention_backend="triton")), schedule=ScheduleBag(page_size=3))
     with pytest.raises(RuleBrokenError, match="attention_backend = triton requires page_size to be a power of two"):
-        config_bags.check_rules(base, config_bags.INVARIANTS)
+        config_bags.check_rules(base, config_bags.server.INVARIANTS)
     both_split = config_bags.with_leaves(
         base, {"prefill_attention_backend": "torch_native", "decode_attention_backend": "torch_native"}, rules=()
     )
-    config_bags.check_rules(both_split, config_bags.INVARIANTS)
+    config_bags.check_rules(both_split, config_bags.server.INVARIANTS)
 
 
 def test_the_stack_publishes_rules_of_its_own_and_every_override_keeps_them() -> None:
     """A rule published with the bags (here, the model's context length) is checked like the
     invariants, and only in the process that published it."""
-    config_bags.publish(Bags(), role="standalone", rules=(config_bags.context_length_within_model(2048),))
+    config_bags.publish(Bags(), role="standalone", rules=(config_bags.server.context_length_within_model(2048),))
     assert config_bags.published_rules()[-1].name == "context_length_within_model"
     config_bags.override("admin", context_length=2048)
     before = _snapshot()
@@ -145,7 +136,7 @@ def test_the_stack_publishes_rules_of_its_own_and_every_override_keeps_them() ->
         config_bags.publish(
             Bags(model=ModelBag(context_length=4096)),
             role="standalone",
-            rules=(config_bags.context_length_within_model(2048),),
+            rules=(config_bags.server.context_length_within_model(2048),),
         )
 
 
@@ -169,9 +160,9 @@ def test_a_rule_the_stack_declares_reads_any_leaf() -> None:
 
 
 def test_unpublish_forgets_the_stack_rules() -> None:
-    config_bags.publish(Bags(), role="standalone", rules=(config_bags.context_length_within_model(16),))
+    config_bags.publish(Bags(), role="standalone", rules=(config_bags.server.context_length_within_model(16),))
     config_bags.unpublish()
     assert config_bags.published_rules() == ()
     config_bags.publish(Bags(), role="standalone")
     config_bags.override("admin", context_length=4096)
-    assert config_bags.get_model().context_length == 4096
+    assert config_bags.server.get_model().context_length == 4096

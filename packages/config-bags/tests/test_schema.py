@@ -6,8 +6,10 @@ import msgspec
 import pytest
 
 import config_bags
-from config_bags.bags.base import Bag
+import config_bags.server
+from config_bags.bag import Bag
 from config_bags.leaf import leaf
+from config_bags.leaf_table import walk_leaves
 
 NAMED_BY_UPSTREAM = {
     "page_size",
@@ -54,18 +56,18 @@ def test_leaf_names_are_unique_across_bags() -> None:
     """A flat flag name must map to exactly one leaf.
 
     Reverse-verified: adding `page_size` to MemoryBag made this fail naming both bags."""
-    names = [spec.name for spec in config_bags.all_leaves()]
+    names = [spec.name for spec in config_bags.all_leaves(config_bags.server.Bags)]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     assert duplicates == []
-    assert len(config_bags.leaf_specs()) == len(names)
+    assert len(config_bags.leaf_specs(config_bags.server.Bags)) == len(names)
 
 
 def test_the_leaves_the_upstream_history_names_exist() -> None:
-    assert NAMED_BY_UPSTREAM - set(config_bags.leaf_specs()) == set()
+    assert NAMED_BY_UPSTREAM - set(config_bags.leaf_specs(config_bags.server.Bags)) == set()
 
 
 def test_every_namespace_of_the_mission_is_a_bag() -> None:
-    assert set(config_bags.namespaces()) == {
+    assert set(config_bags.namespaces(config_bags.server.Bags)) == {
         "schedule",
         "memory",
         "model",
@@ -84,31 +86,35 @@ def test_every_namespace_of_the_mission_is_a_bag() -> None:
     }
 
 
-@pytest.mark.parametrize("name", sorted(config_bags.leaf_specs()))
+@pytest.mark.parametrize("name", sorted(config_bags.leaf_specs(config_bags.server.Bags)))
 def test_every_leaf_has_help_a_valid_default_and_a_temperature(name: str) -> None:
-    spec = config_bags.leaf_spec(name)
+    spec = config_bags.leaf_spec(name, config_bags.server.Bags)
     assert spec.help and "\n" not in spec.help
     assert isinstance(spec.hot, bool)
     assert config_bags.checked_value(spec, spec.default) == spec.default
 
 
 def test_constraints_and_choices_are_declared_on_the_leaf() -> None:
-    assert config_bags.leaf_spec("page_size").accepts() == "int >= 1 and <= 2^63-1"
-    assert config_bags.leaf_spec("port").accepts() == "int >= 1 and <= 65535"
-    assert config_bags.leaf_spec("schedule_policy").choices == ("fcfs", "lpm")
+    assert config_bags.leaf_spec("page_size", config_bags.server.Bags).accepts() == "int >= 1 and <= 2^63-1"
+    assert config_bags.leaf_spec("port", config_bags.server.Bags).accepts() == "int >= 1 and <= 65535"
+    assert config_bags.leaf_spec("schedule_policy", config_bags.server.Bags).choices == ("fcfs", "lpm")
     assert (
-        config_bags.leaf_spec("attention_backend").accepts()
+        config_bags.leaf_spec("attention_backend", config_bags.server.Bags).accepts()
         == "one of auto, torch_native, cpu_paged, triton, flashinfer, intel_amx"
     )
-    assert config_bags.leaf_spec("decode_attention_backend").accepts().endswith("intel_amx, or unset")
-    assert config_bags.leaf_spec("max_queued_requests").optional
+    assert (
+        config_bags.leaf_spec("decode_attention_backend", config_bags.server.Bags)
+        .accepts()
+        .endswith("intel_amx, or unset")
+    )
+    assert config_bags.leaf_spec("max_queued_requests", config_bags.server.Bags).optional
 
 
 def test_hot_and_cold_are_what_an_operator_would_expect() -> None:
-    assert config_bags.leaf_spec("max_running_requests").hot
-    assert config_bags.leaf_spec("schedule_policy").hot
-    assert not config_bags.leaf_spec("page_size").hot
-    assert not config_bags.leaf_spec("model_path").hot
+    assert config_bags.leaf_spec("max_running_requests", config_bags.server.Bags).hot
+    assert config_bags.leaf_spec("schedule_policy", config_bags.server.Bags).hot
+    assert not config_bags.leaf_spec("page_size", config_bags.server.Bags).hot
+    assert not config_bags.leaf_spec("model_path", config_bags.server.Bags).hot
 
 
 def test_a_field_without_leaf_annotation_is_refused() -> None:
@@ -116,7 +122,7 @@ def test_a_field_without_leaf_annotation_is_refused() -> None:
         size: int = 1
 
     with pytest.raises(TypeError, match=r"Broken.size is not declared with leaf\(\.\.\.\)"):
-        config_bags.schema._walk(Broken, ())
+        walk_leaves(Broken)
 
 
 def test_leaf_help_must_be_one_line() -> None:
@@ -125,7 +131,7 @@ def test_leaf_help_must_be_one_line() -> None:
 
 
 def test_bags_are_frozen_structs() -> None:
-    for cls in (config_bags.Bags, config_bags.ScheduleBag, config_bags.KernelBag):
+    for cls in (config_bags.server.Bags, config_bags.server.ScheduleBag, config_bags.server.KernelBag):
         assert issubclass(cls, msgspec.Struct)
         assert cls.__struct_config__.frozen
-    assert typing.get_type_hints(config_bags.Bags)["exec"] is config_bags.ExecBag
+    assert typing.get_type_hints(config_bags.server.Bags)["exec"] is config_bags.server.ExecBag

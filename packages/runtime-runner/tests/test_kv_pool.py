@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from config_bags import Bags, MemoryBag, ScheduleBag, overriding, publish
+from config_bags import overriding, publish
+from config_bags.server import Bags, MemoryBag, ScheduleBag
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool, kv_bytes_per_token
 

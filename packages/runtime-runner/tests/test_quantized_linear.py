@@ -17,7 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config_bags.bags.exec import QuantizedActivations as LeafActivations
+from config_bags.server.bags.exec import QuantizedActivations as LeafActivations
 from native_build import TIERS, CpuTier, detected_tier, load_library, tier_runs_here
 from runtime_runner.kernels import quantized_linear as ql
 from runtime_runner.kernels.batch_invariant_linear import InvariantLinear

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import config_bags
-from config_bags import Bags, ExecBag, MambaBag, ScheduleBag
+from config_bags.server import Bags, ExecBag, MambaBag, ScheduleBag
 from runtime_runner.errors import BatchError
 from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool, state_bytes_per_slot
 

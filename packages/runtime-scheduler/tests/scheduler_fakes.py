@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from config_bags import Bags, ModelBag, ScheduleBag, publish
+from config_bags import publish
+from config_bags.server import Bags, ModelBag, ScheduleBag
 from runtime_scheduler import BatchRequest, ForwardBatch, RequestEvent, Scheduler, StopConditions
 
 VOCAB = 23

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from scheduler_fakes import KvFaithfulExecutor, reference_output
 
-from config_bags import Bags, ScheduleBag, get_schedule, override, publish, unpublish
+from config_bags import override, publish, unpublish
+from config_bags.server import Bags, ScheduleBag, get_schedule
 from runtime_scheduler import Request, RequestEvent, Scheduler, StopConditions
 
 CONTEXT = 40

@@ -2,7 +2,8 @@
 
 import pytest
 
-from config_bags import Bags, ScheduleBag, publish
+from config_bags import publish
+from config_bags.server import Bags, ScheduleBag
 from runtime_scheduler.radix_cache import RadixCache
 
 

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 from scheduler_fakes import FakeOutput, KvFaithfulExecutor, reference_output, run_to_completion
 
-from config_bags import Bags, ScheduleBag, publish
+from config_bags import publish
+from config_bags.server import Bags, ScheduleBag
 from runtime_scheduler import ForwardBatch, Request, Scheduler, StopConditions
 
 LONG = StopConditions(max_new_tokens=12, ignore_eos=True)

@@ -4,7 +4,8 @@ import msgspec
 import pytest
 from scheduler_fakes import KvFaithfulExecutor, build, reference_output, run_to_completion
 
-from config_bags import Bags, ScheduleBag, override, publish
+from config_bags import override, publish
+from config_bags.server import Bags, ScheduleBag
 from runtime_scheduler import Request, Scheduler, SchedulerMetrics, StopConditions
 
 LONG = StopConditions(max_new_tokens=20, ignore_eos=True)

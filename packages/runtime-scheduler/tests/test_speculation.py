@@ -16,7 +16,8 @@ import pytest
 from scheduler_fakes import VOCAB, KvFaithfulExecutor, next_token_of, reference_output, run_to_completion
 
 import config_bags
-from config_bags import Bags, ModelBag, ScheduleBag, SpecBag, publish
+from config_bags import publish
+from config_bags.server import Bags, ModelBag, ScheduleBag, SpecBag
 from runtime_scheduler import DraftRequest, Request, Scheduler, StopConditions
 
 SYSTEM = tuple(range(1, 14))

@@ -10,7 +10,8 @@ import pytest
 from scheduler_fakes import StateFaithfulExecutor, Transcript, build, record, reference_output, run_to_completion
 
 import config_bags
-from config_bags import Bags, ModelBag, ScheduleBag, publish
+from config_bags import publish
+from config_bags.server import Bags, ModelBag, ScheduleBag
 from runtime_scheduler import PageAccountingError, Request, Scheduler, StopConditions
 
 PROMPTS = {rid: tuple(range(1, 14)) + tuple(range(20 + i, 25 + i)) for i, rid in enumerate("abcdef")}

@@ -10,7 +10,7 @@ LONG = StopConditions(max_new_tokens=50, ignore_eos=True)
 
 
 def test_long_prompts_are_chunked_to_whole_pages() -> None:
-    """chunked_prefill_size 10 with page_size 4 gives chunks of 8 (config_bags.chunk_size()).
+    """chunked_prefill_size 10 with page_size 4 gives chunks of 8 (config_bags.server.chunk_size()).
 
     Reverse-verified: using schedule.chunked_prefill_size instead of chunk_size_of() in
     _plan_extends fails this test (chunks of 10)."""

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from config_bags import Bags, ModelBag, overriding, publish, unpublish
+from config_bags import overriding, publish, unpublish
+from config_bags.server import Bags, ModelBag
 from runtime_scheduler import OutputConstraint
 from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
 from serve.http.chat_turn import TurnPlan, one_constraint, turn_plan

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from config_bags import leaf_specs
+from config_bags import flag_of, leaf_specs
+from config_bags.server import Bags
 from serve.main import main
 from serve.record import ConfigFileError, LaunchInputError, launch_request
-from serve.record.cli import flag_of, parser
+from serve.record.cli import parser
 
 pytestmark = pytest.mark.usefixtures("unpublished")
 
@@ -20,7 +21,7 @@ def test_help_lists_every_leaf_flag_under_its_bag() -> None:
     text = parser().format_help()
     sections = re.split(r"\n(?=[a-z.]+:\n)", text)
     by_title = {s.split(":\n", 1)[0].strip(): s for s in sections}
-    for name, spec in leaf_specs().items():
+    for name, spec in leaf_specs(Bags).items():
         assert spec.namespace in by_title, f"no help group for bag {spec.namespace}"
         assert f"{flag_of(name)} " in by_title[spec.namespace], f"{flag_of(name)} is not listed under {spec.namespace}"
     for launch_only in ("--config", "--dump-config", "--explain"):

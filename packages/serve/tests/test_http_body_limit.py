@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
 import config_bags
-from config_bags import Bags, ServingBag
+from config_bags.server import Bags, ServingBag
 from serve.http.body_limit import BodySizeLimit
 from serve.http.errors import install_error_handlers
 

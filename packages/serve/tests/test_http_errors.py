@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 import config_bags
-from config_bags import Bags, ServingBag
+from config_bags.server import Bags, ServingBag
 from serve.http.auth import install_auth
 from serve.http.errors import APIError, install_error_handlers
 from serve.http.protocol import ChatCompletionRequest, CompletionRequest

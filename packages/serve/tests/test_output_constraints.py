@@ -12,7 +12,7 @@ import pytest
 from xgrammar.testing import _is_grammar_accept_string as grammar_accepts
 
 import config_bags
-from config_bags import Bags, ServingBag
+from config_bags.server import Bags, ServingBag
 from runtime_scheduler import OutputConstraint
 from serve.grammar.constraint_check import constraint_refusal
 from serve.grammar.schema_support import unenforced_feature_of

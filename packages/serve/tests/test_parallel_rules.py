@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 import config_bags
-from config_bags import Bags, RuleBrokenError
+import config_bags.server
+from config_bags import RuleBrokenError
+from config_bags.server import Bags
 from serve.launch_rules import launch_rules
 from serve.served_model import ServedModel
 
@@ -68,18 +70,18 @@ def test_a_topology_override_that_breaks_a_rule_changes_nothing(
 ) -> None:
     """Reverse-verified: with serve.parallel_rules' two rules left out of launch_rules, the first,
     third and fourth overrides were applied (the hash changed and the log grew)."""
-    before = (config_bags.published_bags(), config_bags.config_hash(), list(config_bags.overrides_log()))
+    before = (config_bags.server.published_bags(), config_bags.config_hash(), list(config_bags.overrides_log()))
     with pytest.raises(RuleBrokenError) as caught:
         config_bags.override("admin", **leaves)
     assert caught.value.rule.name == rule and str(caught.value).startswith(message), str(caught.value)
-    assert (config_bags.published_bags(), config_bags.config_hash(), list(config_bags.overrides_log())) == before
+    assert (config_bags.server.published_bags(), config_bags.config_hash(), list(config_bags.overrides_log())) == before
 
 
 def test_a_topology_the_model_splits_over_is_taken(published: None) -> None:
     """9 heads, 3 KV heads and 1536 intermediate rows split over 3 ranks (one KV head each)."""
     before = config_bags.config_hash()
     config_bags.override("admin", tp_size=3, dp_size=2)
-    assert config_bags.get_parallel().tp_size == 3 and config_bags.config_hash() != before
+    assert config_bags.server.get_parallel().tp_size == 3 and config_bags.config_hash() != before
 
 
 def test_a_hybrid_model_is_not_split() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from config_bags import Bags, LeafValueError, UnknownLeafError, leaf_specs
+from config_bags import LeafValueError, UnknownLeafError, leaf_specs
+from config_bags.server import Bags
 from serve.record import ResolvedArgs, SealedRecordError, ServerArgs, codegen, project, resolve
 from serve.record.resolution import Resolution
 
@@ -24,12 +25,12 @@ def resolved_on(model: Path, args: ServerArgs) -> ResolvedArgs:
 def test_one_attribute_per_leaf_with_the_leaf_default_and_type() -> None:
     args = ServerArgs()
     hints = typing.get_type_hints(ServerArgs)
-    for name, spec in leaf_specs().items():
+    for name, spec in leaf_specs(Bags).items():
         assert name in ServerArgs.__slots__
         assert args.value(name) == spec.default
         assert args.provenance_of(name) == "default"
         assert name in hints, f"{name} has no annotation on ServerArgs"
-    assert set(args.values()) == set(leaf_specs())
+    assert set(args.values()) == set(leaf_specs(Bags))
 
 
 def test_generated_annotations_match_the_schema() -> None:
@@ -100,7 +101,7 @@ def test_projection_carries_every_leaf_into_its_bag(tiny_model: Path) -> None:
     bags = project(resolved)
     assert isinstance(bags, Bags)
     assert (bags.schedule.page_size, bags.serving.port, bags.schedule.schedule_policy) == (8, 8080, "lpm")
-    for name, spec in leaf_specs().items():
+    for name, spec in leaf_specs(Bags).items():
         node: object = bags
         for part in spec.path:
             node = getattr(node, part)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import config_bags
-from config_bags import Bags, ParallelBag
+from config_bags.server import Bags, ParallelBag
 from serve.tokenizer.router import PREFIX_BLOCK, ReplicaRouter
 
 

@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 import config_bags
-from config_bags import Bags, ModelBag, ServingBag
+from config_bags.server import Bags, ModelBag, ServingBag
 from runtime_scheduler import Request, SamplingParams
 from serve.detokenizer.request_text import RequestText
 from serve.http.streams import fault_error

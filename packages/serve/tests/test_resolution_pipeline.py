@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from config_bags import ColdLeafError, UnknownLeafError, begin_serving, leaf_specs, override, publish
+from config_bags.server import Bags
 from serve.main import main
 from serve.record import ResolutionError, ResolvedArgs, ServerArgs, handler_names, launch_request, resolve
 
@@ -142,7 +143,7 @@ def test_max_running_requests_never_exceeds_the_pages(tiny_model: Path) -> None:
         "resolved:max_running_requests",
     )
     roomy = resolved(tiny_model).server_args
-    assert roomy.max_running_requests == leaf_specs()["max_running_requests"].default
+    assert roomy.max_running_requests == leaf_specs(Bags)["max_running_requests"].default
 
 
 def test_a_cpu_step_prefills_at_most_512_prompt_tokens(tiny_model: Path) -> None:
@@ -269,7 +270,7 @@ def test_resolution_is_deterministic(tiny_model: Path, tmp_path: Path) -> None:
 def test_dump_config_prints_every_leaf_with_provenance(tiny_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--model-path", str(tiny_model), "--page-size", "4", "--dump-config"]) == 0
     dump = json.loads(capsys.readouterr().out)
-    assert set(dump["leaves"]) == set(leaf_specs())
+    assert set(dump["leaves"]) == set(leaf_specs(Bags))
     assert dump["leaves"]["page_size"] == {
         "bag": "schedule",
         "value": 4,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from config_bags import chunk_size, config_hash, hash_of, max_prefill_buffer_tokens, override, publish
+from config_bags import config_hash, hash_of, override, publish
+from config_bags.server import chunk_size, max_prefill_buffer_tokens
 from serve.record import ServerArgs, resolve
 
 pytestmark = pytest.mark.usefixtures("unpublished")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import config_bags
-from config_bags import Bags, ServingBag
+from config_bags.server import Bags, ServingBag
 from serve.http.errors import APIError
 from serve.http.responses_request import MessageItem
 from serve.http.responses_store import ResponseStore, StoredResponse

@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 import config_bags
-from config_bags import Bags, MemoryBag, ModelBag, ScheduleBag
+from config_bags.server import Bags, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.output import ForwardOutput
 from runtime_runner.runner import ModelRunner
 from runtime_scheduler import ForwardBatch, ModelExecutor, Request, SamplingParams, StopConditions

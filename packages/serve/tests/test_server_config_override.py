@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 import config_bags
-from config_bags import Bags, ColdLeafError, LeafValueError, UnknownLeafError
+import config_bags.server
+from config_bags import ColdLeafError, LeafValueError, UnknownLeafError
+from config_bags.server import Bags
 from serve.config_override import apply_override, check_runtime_override, hot_leaf_names
 from serve.ipc.messages import OverrideRequest
 from serve.launch_rules import launch_rules
@@ -59,7 +61,7 @@ def test_check_is_pure_and_apply_acknowledges(serving: None) -> None:
     assert config_bags.config_hash() == before
     ack = apply_override(OverrideRequest(seq=1, source="test", leaves={"max_n": 4}), "scheduler")
     assert ack.error is None and ack.config_hash == config_bags.config_hash() != before
-    assert config_bags.get_serving().max_n == 4
+    assert config_bags.server.get_serving().max_n == 4
 
 
 def test_apply_reports_a_refusal(serving: None) -> None:
@@ -70,4 +72,4 @@ def test_apply_reports_a_refusal(serving: None) -> None:
 def test_hot_leaves_are_exactly_the_hot_ones() -> None:
     names = hot_leaf_names()
     assert "max_running_requests" in names and "stream_interval" in names and "page_size" not in names
-    assert all(config_bags.leaf_spec(n).hot for n in names)
+    assert all(config_bags.leaf_spec(n, config_bags.server.Bags).hot for n in names)

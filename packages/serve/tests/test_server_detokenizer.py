@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import config_bags
-from config_bags import Bags, ServingBag
+from config_bags.server import Bags, ServingBag
 from runtime_scheduler import Request
 from serve.detokenizer.incremental import INCOMPLETE, IncrementalText
 from serve.detokenizer.request_text import RequestText

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import config_bags
-from config_bags import Bags, ParallelBag
+from config_bags.server import Bags, ParallelBag
 from runtime_scheduler import SchedulerMetrics
 from serve.metrics.histogram import Histogram
 from serve.metrics.server_metrics import ServerMetrics

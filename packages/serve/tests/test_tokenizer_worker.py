@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from config_bags import Bags, ModelBag, publish, unpublish
+from config_bags import publish, unpublish
+from config_bags.server import Bags, ModelBag
 from serve.http.chat_run import rendered_prompt
 from serve.http.errors import APIError
 from serve.http.protocol import ChatMessage

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from config_bags import Bags, DeviceBag
+from config_bags.server import Bags, DeviceBag
 from serve.visible_device import visible_device_type
 
 

@@ -5,7 +5,8 @@ from collections.abc import Iterator
 import pytest
 
 import config_bags
-from config_bags import Bags, SpecBag
+import config_bags.server
+from config_bags.server import Bags, SpecBag
 from spec_workers import AcceptanceGate, accepted_count_of, low_acceptance_of, next_draft_length_of
 
 SPEC = SpecBag(
@@ -90,8 +91,8 @@ def test_the_rule_reads_its_leaves_at_each_decision() -> None:
         gate.verify("r", [1, 2, 3], [0, 0, 0, 0])
     assert gate.drafts_for("r", 3) == 3  # 0 disables the rule
     config_bags.override("admin", speculative_adaptive_min_accept_rate=0.5, speculative_adaptive_window=3)
-    assert not low_acceptance_of([(3, 0), (3, 0)], config_bags.get_spec())
-    assert low_acceptance_of([(3, 0), (3, 0), (3, 1)], config_bags.get_spec())
+    assert not low_acceptance_of([(3, 0), (3, 0)], config_bags.server.get_spec())
+    assert low_acceptance_of([(3, 0), (3, 0), (3, 1)], config_bags.server.get_spec())
 
 
 def test_forget_drops_the_history() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 
 import config_bags
-from config_bags import Bags, SpecBag
+from config_bags.server import Bags, SpecBag
 from spec_workers import ngram_draft, ngram_draft_of
 
 NGRAM = SpecBag(speculative_algorithm="ngram")

@@ -431,3 +431,27 @@ def test_a_rebinding_in_one_branch_leaves_the_alias_after_it() -> None:
         (17, "pp_size", "alias"),
         (22, "port", "alias"),
     }
+
+
+def test_with_a_call_handed_the_record_is_dynamic() -> None:
+    """`with ctx(server_args) as a`: what the context manager enters may be the record or a part
+    of it, which the census cannot name, so the binding is reported (issue 41: it was dropped
+    silently). A call not handed the record, and the record itself as the context, are not.
+
+    Reverse-verified: with `_handed_the_record` answering False, the two dynamic findings were
+    lost and this test failed."""
+    source = """\
+        def f(server_args, path):
+            with nullcontext(server_args) as a:
+                a.page_size
+            with open(path) as fh, wrap(config=[server_args]) as b:
+                fh.read()
+            with server_args as sa:
+                return sa.port
+        """
+    assert dynamic(source) == {(2, "f", "with"), (4, "f", "with")}
+    assert [d.expr for d in census(source).dynamic] == [
+        "with nullcontext(server_args) as a",
+        "with wrap(config=[server_args]) as b",
+    ]
+    assert (7, "port", "alias") in reads(source)

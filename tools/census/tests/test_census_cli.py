@@ -28,7 +28,7 @@ def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str]
     assert {r["shape"] for r in doc["reads"]} == set(SHAPES) == {"direct", "alias", "getattr", "parked", "inherited"}
     totals = doc["totals"]
     assert totals["reads"] == len(doc["reads"]) == sum(totals["reads_by_shape"].values())
-    assert totals["dynamic"] == len(doc["dynamic"]) == 5
+    assert totals["dynamic"] == len(doc["dynamic"]) == 6
     assert totals["reads_by_folder"] == {"engine": totals["reads"]}
     assert {r["bag"] for r in doc["reads"] if r["leaf"] == "page_size"} == {"schedule"}, "this repo's schema by default"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from attn_backends.batch_invariance import batch_invariance_refusal
 from attn_backends.effective_names import effective_backend_name
 from attn_backends.host_support import refusal_on
-from config_bags import AttentionHalf, AttentionKernelName
+from config_bags.server import AttentionHalf, AttentionKernelName
 
 
 @dataclass(frozen=True)

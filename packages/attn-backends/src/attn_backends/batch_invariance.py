@@ -10,7 +10,7 @@ from the prefix cache) must give the keys a decode would have given.
 
 from __future__ import annotations
 
-from config_bags import BATCH_INVARIANT_KERNELS, AttentionKernelName
+from config_bags.server import BATCH_INVARIANT_KERNELS, AttentionKernelName
 
 # BATCH_INVARIANT_KERNELS (config-bags, since the resolution of an unset leaf reads it) holds
 # cpu_paged: every row through one kernel whose key ranges and blocks are fixed by position

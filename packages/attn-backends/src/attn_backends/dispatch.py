@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple, get_args
 
-from config_bags import AttentionHalf, AttentionKernelName, attention_backends, get_spec
-from config_bags.bags.spec import SpeculativeAttentionMode
+from config_bags.server import AttentionHalf, AttentionKernelName, attention_backends, get_spec
+from config_bags.server.bags.spec import SpeculativeAttentionMode
 
 ForwardMode = Literal["extend", "decode", "mixed", "idle", "target_verify", "draft_extend"]
 KERNEL_NAMES: tuple[AttentionKernelName, ...] = get_args(AttentionKernelName)

@@ -14,7 +14,7 @@ from attn_backends.draft_runner_backend import DraftRunnerBackend
 from attn_backends.multi_step_draft import MultiStepDraftBackend
 from attn_backends.registry import build_attention_backend
 from attn_backends.stamping import stamp_built
-from config_bags import get_spec
+from config_bags.server import get_spec
 
 
 class DraftBackendFactory:

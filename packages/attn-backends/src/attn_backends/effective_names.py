@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 
 from attn_backends.dispatch import KERNEL_NAMES
-from config_bags import AttentionHalf, AttentionKernelName
+from config_bags.server import AttentionHalf, AttentionKernelName
 
 # Another stack's name for one of our kernels, deprecated here: it builds the target, with a warning.
 DEPRECATED_ALIASES: dict[str, AttentionKernelName] = {"intel_amx": "cpu_paged"}

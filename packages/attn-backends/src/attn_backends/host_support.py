@@ -6,7 +6,7 @@ import os
 
 from attn_backends.dispatch import KERNEL_NAMES
 from attn_backends.flashinfer_backend import flashinfer_unavailable_reason
-from config_bags import AttentionKernelName
+from config_bags.server import AttentionKernelName
 
 
 def refusal_on(kernel: AttentionKernelName, device_type: str) -> str | None:

@@ -13,7 +13,7 @@ from attn_backends.backend import AttentionBackend
 from attn_backends.container import ContainerBackend
 from attn_backends.dispatch import dispatched_half
 from attn_backends.metadata import AttentionMetadataView
-from config_bags import AttentionHalf
+from config_bags.server import AttentionHalf
 
 
 class HybridAttentionBackend(ContainerBackend):

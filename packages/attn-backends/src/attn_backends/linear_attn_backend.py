@@ -22,8 +22,8 @@ from typing import Protocol
 
 from attn_backends.linear_attn_kernels import LinearAttnKernels, linear_attn_kernels_for
 from attn_backends.linear_attn_resolver import resolve_linear_attn_backends
-from config_bags import LinearAttnBackends
-from config_bags.bags.attention_names import LinearAttnBackendName
+from config_bags.server import LinearAttnBackends
+from config_bags.server.bags.attention_names import LinearAttnBackendName
 
 # (device type) -> the target's prefill kernel there, or None: probed only when the operator named none.
 TargetPrefillGate = Callable[[str], LinearAttnBackendName | None]

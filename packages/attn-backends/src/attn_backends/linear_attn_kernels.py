@@ -22,7 +22,7 @@ import torch
 from attn_backends import causal_conv_state, gated_delta_cpu, gated_delta_rule
 from attn_backends.effective_names import UnknownAttentionBackendError
 from attn_backends.registry import AttentionBackendUnavailableError
-from config_bags.bags.attention_names import LinearAttnBackendName
+from config_bags.server.bags.attention_names import LinearAttnBackendName
 
 
 class GatedDeltaPrefill(Protocol):

@@ -6,7 +6,7 @@ and that runner's own default.
 
 What the operator named wins: `linear_attn_prefill_backend` / `linear_attn_decode_backend` for
 their phase, then `linear_attn_backend` for both. A runner's per-runner prefill default stands in
-for an unnamed prefill, and the device's kernels (`config_bags.device_linear_attn_backend_of`) for an unnamed
+for an unnamed prefill, and the device's kernels (`config_bags.server.device_linear_attn_backend_of`) for an unnamed
 base. The default may be a gate (a callable that probes the device): it is called only when the
 operator named neither the prefill nor the base kernel, so a named kernel costs no probe and no
 log line. Each runner resolves its own: a draft built after its target resolves without the
@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from config_bags import LinearAttnBackends, get_exec, linear_attn_backends
-from config_bags.bags.attention_names import LinearAttnBackendName
+from config_bags.server import LinearAttnBackends, get_exec, linear_attn_backends
+from config_bags.server.bags.attention_names import LinearAttnBackendName
 
 logger = logging.getLogger(__name__)
 

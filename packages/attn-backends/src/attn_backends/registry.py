@@ -16,7 +16,7 @@ from attn_backends.backend import AttentionBackend
 from attn_backends.cpu_paged import CpuPagedBackend
 from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
 from attn_backends.torch_native import TorchNativeBackend
-from config_bags import AttentionHalf, AttentionKernelName
+from config_bags.server import AttentionHalf, AttentionKernelName
 
 # (half, device type, batch_invariant) -> (the kernel it built, the backend)
 Entry = Callable[[AttentionHalf, str, bool], tuple[str, AttentionBackend]]

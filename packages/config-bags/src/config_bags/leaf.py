@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import msgspec
 
+from config_bags.errors import DefinitionError
+
 HOT_KEY = "hot"
 
 
 def leaf(help: str, *, hot: bool) -> msgspec.Meta:
     """Declare a leaf: `help` is one line; `hot` says whether it may change while serving."""
     if not help or "\n" in help:
-        raise ValueError(f"leaf help must be one non-empty line, got {help!r}")
+        raise DefinitionError(f"leaf help must be one non-empty line, got {help!r}")
     return msgspec.Meta(description=help, extra={HOT_KEY: hot})

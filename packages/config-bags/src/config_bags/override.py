@@ -1,7 +1,7 @@
 """Changing leaves after publish: validate every leaf first, then swap, log and notify.
 
 The leaves are looked up in the leaf table of the published root's own type, so a stack's root,
-or `Bags` extended with a bag of its own, overrides its leaves like this server's.
+or one extended with a bag of its own, overrides its leaves the same way.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from config_bags.bags.base import Bag
-from config_bags.errors import ColdLeafError, LeafValueError
-from config_bags.publish import published_root
+from config_bags.bag import Bag
+from config_bags.errors import ColdLeafError, LeafValueError, SubscriberError, UsageError
+from config_bags.leaf_table import LeafSpec
+from config_bags.publish import published_root_unchecked
+from config_bags.roles import check_role_read
 from config_bags.root import Root
 from config_bags.rules import Rule, check_rules
-from config_bags.schema import LeafSpec, leaf_spec
+from config_bags.schema import leaf_spec
 from config_bags.state import PROCESS, LeafChange, OverrideRecord, install
 
 R = TypeVar("R", bound=Root)
@@ -77,23 +79,28 @@ def override(source: str, **leaves: Any) -> OverrideRecord:
     Every leaf is checked first (it exists, its type, its constraints, each touched bag's
     cross-leaf checks, the published rules over the new bags, and after `begin_serving()` that it
     is hot). Only then are the new frozen bags installed, the change appended to
-    `overrides_log()` and the subscribers called.
-    A refused override raises and changes nothing.
+    `overrides_log()` and the subscribers called. The record lists only the leaves whose value
+    changed; when none did (every leaf set to the value it holds), nothing is installed, logged
+    or told, and the hash stays. A refused override raises and changes nothing.
     """
     if not source:
-        raise ValueError("override() needs a non-empty source naming who asked for the change")
+        raise UsageError("override() needs a non-empty source naming who asked for the change")
     if not leaves:
-        raise ValueError("override() needs at least one leaf=value")
-    current = published_root()
+        raise UsageError("override() needs at least one leaf=value")
+    current = published_root_unchecked(Root)
     for name in leaves:
         leaf_spec(name, type(current))
     if PROCESS.serving:
         _refuse_cold(list(leaves), type(current))
     new = with_leaves(current, leaves, rules=PROCESS.rules)
     changes = tuple(
-        LeafChange(leaf=name, old=leaf_value_of(current, name), new=leaf_value_of(new, name)) for name in leaves
+        LeafChange(leaf=name, old=old, new=value)
+        for name in leaves
+        if (old := leaf_value_of(current, name)) != (value := leaf_value_of(new, name))
     )
     record = OverrideRecord(source=source, time=time.time(), changes=changes)
+    if not changes:  # every leaf already held its value: nothing to install, log or tell
+        return record
     install(new)
     PROCESS.log.append(record)
     logger.info("override by %s: %s", source, ", ".join(f"{c.leaf} {c.old!r} -> {c.new!r}" for c in changes))
@@ -110,8 +117,11 @@ def leaf_value_of(bags: Root, name: str) -> Any:
 
 
 def leaf_value(name: str) -> Any:
-    """The published value of one leaf, by flat name."""
-    return leaf_value_of(published_root(), name)
+    """The published value of one leaf, by flat name; a read of the leaf's namespace, so it goes
+    through the role check like the accessors."""
+    root = published_root_unchecked(Root)
+    check_role_read(PROCESS.role, PROCESS.reads, leaf_spec(name, type(root)).path[0])
+    return leaf_value_of(root, name)
 
 
 def _notify(record: OverrideRecord) -> None:
@@ -122,7 +132,7 @@ def _notify(record: OverrideRecord) -> None:
         except Exception as err:  # every subscriber hears about the change even if one fails
             failures.append(f"{getattr(callback, '__qualname__', callback)!s}: {err!r}")
     if failures:
-        raise RuntimeError(f"override applied, but subscribers failed: {'; '.join(failures)}")
+        raise SubscriberError(f"override applied, but subscribers failed: {'; '.join(failures)}")
 
 
 def overrides_log() -> list[OverrideRecord]:
@@ -148,4 +158,5 @@ def overriding(source: str = "test", **leaves: Any) -> Iterator[OverrideRecord]:
     try:
         yield record
     finally:
-        override(f"{source}:restore", **{c.leaf: c.old for c in record.changes})
+        if record.changes:  # a no-op override has nothing to put back
+            override(f"{source}:restore", **{c.leaf: c.old for c in record.changes})

@@ -8,12 +8,11 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 from typing import TypeVar, overload
 
-from config_bags.bags import Bags
-from config_bags.errors import LeafValueError, NotPublishedError, WireError
-from config_bags.roles import Roles
+from config_bags.errors import DefinitionError, LeafValueError, NotPublishedError, WireError, WrongRootError
+from config_bags.roles import Roles, check_role_read
 from config_bags.root import Root
 from config_bags.rules import Rule, check_rules
-from config_bags.schema import root_fields
+from config_bags.schema import leaf_specs, root_fields
 from config_bags.state import PROCESS, install
 from config_bags.wire import decode, encode
 
@@ -29,19 +28,23 @@ class RepublishWarning(UserWarning):
 def publish(
     bags: Root, *, role: str, rules: Sequence[Rule] = (), roles: Roles | Mapping[str, Collection[str]] | None = None
 ) -> None:
-    """Install the root `bags` (this server's `Bags`, or a stack's own `Root`) as this process's
+    """Install the root `bags` (any stack's `Root`) as this process's
     configuration, read by every accessor from now on, for the process role `role`.
 
     `roles` says which namespaces each role reads (a `Roles`, or a mapping of role -> top-level
     namespaces); by default the root's own `ROLES`. The root must be what
     `decode(encode(bags), type(bags))` accepts and must keep its root's `invariants()` and the
     stack's own `rules`, which every later `override()` checks too; otherwise LeafValueError, and
-    nothing is installed. Publishing again replaces everything (root, role, rules, overrides log,
+    nothing is installed. The root's invariants travel with its type, so a process that publishes
+    decoded bytes keeps them without being told. Publishing again replaces everything (root, role, rules, overrides log,
     serving state) and warns, naming the overrides it dropped. Subscribers registered with
     `on_override` stay registered.
     """
     if not isinstance(bags, Root):
-        raise TypeError(f"publish() takes a root of bags (a config_bags.Root such as Bags), got {type(bags).__name__}")
+        raise DefinitionError(
+            f"publish() takes a root of bags (an instance of a config_bags.Root subclass), got {type(bags).__name__}"
+        )
+    leaf_specs(type(bags))  # two bags declaring one leaf name: refused here if not at definition
     table = type(bags).ROLES if roles is None else roles if isinstance(roles, Roles) else Roles(roles)
     reads = table.reads(role, tuple(root_fields(type(bags))))
     _check_travels(bags)
@@ -99,15 +102,25 @@ def published_root(root_type: type[R]) -> R: ...
 
 
 def published_root(root_type: type[Root] = Root) -> Root:
-    """The whole published root, checked to be a `root_type` (any root by default). Raises
-    NotPublishedError before publish(), TypeError when the published root is another type."""
-    return _published_as(root_type, "published_root()")
+    """The whole published root, checked to be a `root_type` (any root by default). A read of
+    every namespace, so it goes through the role check for each one the role does not read.
+    Raises NotPublishedError before publish(), WrongRootError when the published root is another
+    type, RoleViolationError when enforcing and the role does not read every namespace."""
+    return _read_whole(_published_as(root_type, "published_root()"))
 
 
-def published_bags() -> Bags:
-    """The whole published `Bags` root (a stack's extension of it included). Raises
-    NotPublishedError before publish(), TypeError when the published root is not a `Bags`."""
-    return _published_as(Bags, "published_bags()")
+def published_root_unchecked(root_type: type[R]) -> R:
+    """The whole published root with no role check: for shipping it to another process,
+    comparing or showing it whole (a diagnostic dump), or checking a candidate change, never
+    for acting on its values, which a role reads through `bag()`, an accessor or
+    `published_root()`. Raises as `published_root()` does otherwise."""
+    return _published_as(root_type, "published_root_unchecked()")
+
+
+def _read_whole(root: R) -> R:
+    for namespace in root_fields(type(root)):
+        check_role_read(PROCESS.role, PROCESS.reads, namespace)
+    return root
 
 
 def _published_as(root_type: type[R], what: str) -> R:
@@ -115,7 +128,9 @@ def _published_as(root_type: type[R], what: str) -> R:
     if root is None:
         raise NotPublishedError(f"{what} was read before publish(); publish the bags of this process first")
     if not isinstance(root, root_type):
-        raise TypeError(f"{what} asked for a {root_type.__name__}, but the published root is {type(root).__name__}")
+        raise WrongRootError(
+            f"{what} asked for a {root_type.__name__}, but the published root is {type(root).__name__}"
+        )
     return root
 
 
@@ -142,7 +157,7 @@ def published_rules() -> tuple[Rule, ...]:
 
 def begin_serving() -> None:
     """Mark the process as serving: from now on only hot leaves may be overridden."""
-    published_root()
+    published_root_unchecked(Root)
     PROCESS.serving = True
 
 

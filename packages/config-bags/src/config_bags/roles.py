@@ -1,10 +1,11 @@
 """Which namespaces each process role reads, and the check that can watch it.
 
-Roles are data: a stack declares its own `Roles` (on its root, or passed to `publish()`), and
-this server's table (`ROLE_READS`) is the one its `Bags` declares. The mode comes from the
-environment variable `CONFIG_BAGS_ROLE_CHECK` when config_bags is imported: `off` (default; the
-accessors carry no check at all), `record` (reads outside the role's set are remembered in
-`role_violations()`), or `enforce` (such a read raises).
+Roles are data: a stack declares its own `Roles` (on its root, or passed to `publish()`). The mode comes from the
+environment variable `CONFIG_BAGS_ROLE_CHECK` when config_bags is imported: `enforce` (the
+default: a read outside the role's namespaces raises), `record` (such reads are remembered in
+`role_violations()`), or `off` (no read is checked). A root that declares no roles has one role,
+`standalone`, reading everything, so enforcing costs it nothing; a root that declares roles gets
+them enforced unless the operator chooses otherwise.
 """
 
 from __future__ import annotations
@@ -13,39 +14,10 @@ import os
 from collections.abc import Collection, Iterable, Mapping
 from enum import Enum
 from types import MappingProxyType
-from typing import Literal
 
 import msgspec
 
-from config_bags.errors import ConfigError, RoleViolationError
-
-Role = Literal["launcher", "http", "tokenizer", "scheduler", "runner", "detokenizer", "standalone"]
-
-ALL_NAMESPACES: frozenset[str] = frozenset(
-    {"schedule", "memory", "model", "parallel", "spec", "exec", "disagg", "mm", "serving", "observability", "device"}
-)
-
-ROLE_READS: Mapping[Role, frozenset[str]] = MappingProxyType(
-    {
-        # The launcher resolves and projects everything; a standalone build (a test, a benchmark)
-        # stands in for every role at once.
-        "launcher": ALL_NAMESPACES,
-        "standalone": ALL_NAMESPACES,
-        # The HTTP front end, which also tokenizes (serve runs the two in one process).
-        # parallel: it routes each request to a data-parallel replica and hears every rank.
-        "http": frozenset({"serving", "model", "parallel", "observability"}),
-        "tokenizer": frozenset({"model", "serving", "mm", "observability"}),
-        # The scheduler and the runner it drives in the same process.
-        # spec: the hybrid attention container picks a target verify's half by speculative_attention_mode.
-        # parallel: its rank's slice of the model, its group, and its share of the CPU's threads.
-        # serving: grammar_backend, the engine it compiles constrained requests' grammars with.
-        "scheduler": frozenset(
-            {"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability", "serving"}
-        ),
-        "runner": frozenset({"schedule", "memory", "model", "parallel", "spec", "exec", "device", "observability"}),
-        "detokenizer": frozenset({"model", "serving", "observability"}),
-    }
-)
+from config_bags.errors import ConfigError, DefinitionError, RoleViolationError, UnknownRoleError
 
 
 class Roles:
@@ -65,18 +37,20 @@ class Roles:
         table: dict[str, frozenset[str]] = {}
         for role, namespaces in reads.items():
             if not role or not isinstance(role, str):
-                raise ValueError(f"a role is a non-empty name, got {role!r}")
+                raise DefinitionError(f"a role is a non-empty name, got {role!r}")
             if isinstance(namespaces, str):  # a bare string would read as its letters
-                raise TypeError(f"role {role!r} reads a collection of namespace names, got the string {namespaces!r}")
+                raise DefinitionError(
+                    f"role {role!r} reads a collection of namespace names, got the string {namespaces!r}"
+                )
             table[role] = frozenset(namespaces)
         every = tuple(dict.fromkeys(everything))
         both = sorted(set(every) & table.keys())
         if both:
-            raise ValueError(
+            raise DefinitionError(
                 f"roles {', '.join(both)} are both listed with namespaces and in everything; name each once"
             )
         if not table and not every:
-            raise ValueError(
+            raise DefinitionError(
                 "Roles needs at least one role: a mapping of role -> namespaces, or everything=(role, ...)"
             )
         object.__setattr__(self, "_reads", MappingProxyType(table))
@@ -102,27 +76,20 @@ class Roles:
 
     def reads(self, role: str, namespaces: Collection[str]) -> frozenset[str]:
         """The namespaces `role` reads of a root whose top-level namespaces are `namespaces`.
-        Raises ValueError for a role not declared here, or one that names a namespace the root
+        Raises UnknownRoleError for a role not declared here, or one that names a namespace the root
         does not have, saying what is accepted."""
         if role in self._everything:
             return frozenset(namespaces)
         if role not in self._reads:
-            raise ValueError(f"unknown role {role!r}; accepted: {', '.join(self.names)}")
+            raise UnknownRoleError(f"unknown role {role!r}; accepted: {', '.join(self.names)}")
         unknown = sorted(self._reads[role] - frozenset(namespaces))
         if unknown:
-            raise ValueError(
+            raise UnknownRoleError(
                 f"role {role!r} reads {', '.join(unknown)}, which the published root does not hold; "
                 f"its namespaces: {', '.join(namespaces)}"
             )
         return self._reads[role]
 
-
-# This server's roles: the launcher and a standalone build read every namespace of the published
-# root, its extensions' bags included.
-_READ_EVERYTHING: tuple[Role, ...] = ("launcher", "standalone")
-SERVER_ROLES = Roles(
-    {role: reads for role, reads in ROLE_READS.items() if role not in _READ_EVERYTHING}, everything=_READ_EVERYTHING
-)
 
 ENV_VAR = "CONFIG_BAGS_ROLE_CHECK"
 
@@ -144,7 +111,7 @@ class RoleViolation(msgspec.Struct, frozen=True):
 
 def role_check_mode_from_env() -> RoleCheckMode:
     """The mode the environment asks for; an unknown value raises naming the accepted ones."""
-    raw = os.environ.get(ENV_VAR, "off").strip().lower()
+    raw = os.environ.get(ENV_VAR, RoleCheckMode.ENFORCE.value).strip().lower()
     try:
         return RoleCheckMode(raw)
     except ValueError:
@@ -157,10 +124,15 @@ ROLE_CHECK_MODE: RoleCheckMode = role_check_mode_from_env()
 _violations: dict[RoleViolation, None] = {}
 
 
+def may_read(role: str | None, reads: frozenset[str], namespace: str) -> bool:
+    """Whether a read of `namespace` by `role` (which reads `reads`) needs no check at all: the
+    mode is off, nothing is published, or the role reads it. Accessors ask once per publish."""
+    return ROLE_CHECK_MODE is RoleCheckMode.OFF or role is None or namespace in reads
+
+
 def check_role_read(role: str | None, reads: frozenset[str], namespace: str) -> None:
-    """Record or refuse a read of `namespace` by `role`, which reads `reads` (called by accessors
-    unless the mode is off)."""
-    if role is None or namespace in reads:
+    """Record or refuse a read of `namespace` by `role`, which reads `reads`, as the mode says."""
+    if role is None or may_read(role, reads, namespace):
         return
     if ROLE_CHECK_MODE is RoleCheckMode.ENFORCE:
         raise RoleViolationError(

@@ -1,6 +1,6 @@
 """Rules: named invariants over a whole root of bags, checked before any bags are installed.
 
-A rule answers, for a candidate root (this server's `Bags`, or a stack's own), the sentence that
+A rule answers, for a candidate root of the stack it was written for, the sentence that
 states it with the values that break it (`speculative_eagle_topk = 4 > 1 requires page_size == 1,
 got page_size = 16`), or None while it holds. `publish()` and every `override()` check the
 process's rules (the root's own invariants plus any the stack publishes with its bags) before
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.errors import LeafValueError
 
 
@@ -52,3 +52,19 @@ def check_rules(bags: Bag, rules: Iterable[Rule]) -> None:
     found = broken_rule(bags, rules)
     if found is not None:
         raise RuleBrokenError(*found)
+
+
+def rule(*leaves: str) -> Callable[[Callable[[Any], str | None]], Rule]:
+    """Declare a rule on a root, as a method answering the broken rule's sentence or None:
+
+        class EngineRoot(Root):
+            @rule("max_num_seqs", "block_size")
+            def blocks_hold_a_batch(self) -> str | None: ...
+
+    `leaves` are the leaves it reads. The method becomes a `Rule` named after it, which the
+    root's `invariants()` returns, so every process publishing the root keeps it."""
+
+    def declare(broken: Callable[[Any], str | None]) -> Rule:
+        return Rule(broken.__name__, leaves, broken)
+
+    return declare

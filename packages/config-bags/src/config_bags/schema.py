@@ -2,7 +2,7 @@
 
 Leaf names are unique across a root's bags, so a flat flag name (`page_size`) maps to exactly
 one leaf and one path (`("schedule", "page_size")`). Each root type has its own table, built
-once; this server's `Bags` is the default root.
+once; every function here takes the root type it answers for.
 """
 
 from __future__ import annotations
@@ -12,99 +12,28 @@ import types
 import typing
 from collections.abc import Mapping
 from functools import cache
-from typing import Annotated, Any
 
-import msgspec
-
-from config_bags.bags.base import Bag
-from config_bags.bags.root import Bags
-from config_bags.errors import UnknownLeafError
-from config_bags.leaf import HOT_KEY
-from config_bags.leaf_types import accepted_text, is_leaf_meta, is_optional, literal_of, value_type_of
+from config_bags.bag import Bag
+from config_bags.errors import DefinitionError, UnknownLeafError
+from config_bags.leaf_table import LeafSpec, leaf_table, walk_leaves
 from config_bags.root import Root
 
 
-class LeafSpec(msgspec.Struct, frozen=True):
-    """One leaf: where it lives, its type, default, help, constraints and temperature."""
-
-    name: str
-    path: tuple[str, ...]
-    annotation: Any
-    value_type: Any
-    default: Any
-    help: str
-    hot: bool
-
-    @property
-    def namespace(self) -> str:
-        """The dotted bag the leaf lives in: `schedule`, `exec.kernel`."""
-        return ".".join(self.path[:-1])
-
-    @property
-    def choices(self) -> tuple[Any, ...] | None:
-        """The accepted values of a `Literal` leaf (None excluded), else None."""
-        literal = literal_of(self.value_type)
-        return None if literal is None else typing.get_args(literal)
-
-    @property
-    def optional(self) -> bool:
-        """Whether the leaf may be unset (None)."""
-        return is_optional(self.value_type)
-
-    def accepts(self) -> str:
-        """A short human description of the accepted values: `int >= 1`, `one of fcfs, lpm`."""
-        return accepted_text(self.value_type)
-
-
-def _walk(cls: type[Bag], prefix: tuple[str, ...]) -> list[LeafSpec]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    defaults = cls()
-    found: list[LeafSpec] = []
-    for name in cls.__struct_fields__:
-        hint = hints[name]
-        if isinstance(hint, type) and issubclass(hint, Bag):
-            found.extend(_walk(hint, (*prefix, name)))
-            continue
-        if typing.get_origin(hint) is not Annotated:
-            raise TypeError(f"{cls.__name__}.{name} is not declared with leaf(...)")
-        metas = [m for m in typing.get_args(hint)[1:] if is_leaf_meta(m)]
-        if len(metas) != 1:
-            raise TypeError(f"{cls.__name__}.{name} needs exactly one leaf(...) annotation")
-        meta = metas[0]
-        found.append(
-            LeafSpec(
-                name=name,
-                path=(*prefix, name),
-                annotation=hint,
-                value_type=value_type_of(hint),
-                default=getattr(defaults, name),
-                help=meta.description or "",
-                hot=bool((meta.extra or {})[HOT_KEY]),
-            )
-        )
-    return found
-
-
-def all_leaves(root_type: type[Root] = Bags) -> list[LeafSpec]:
+def all_leaves(root_type: type[Root]) -> list[LeafSpec]:
     """Every leaf of `root_type` in declaration order, duplicates included (the uniqueness test
     reads this)."""
-    return _walk(root_type, ())
+    return walk_leaves(root_type)
 
 
 @cache
-def leaf_specs(root_type: type[Root] = Bags) -> Mapping[str, LeafSpec]:
-    """The leaf table of `root_type` keyed by flat leaf name. Raises if two bags declare the same
-    name, or if a field of the root is not a bag."""
+def leaf_specs(root_type: type[Root]) -> Mapping[str, LeafSpec]:
+    """The leaf table of `root_type` keyed by flat leaf name. DefinitionError if two bags declare
+    the same name (naming both), or if a field of the root is not a bag."""
     root_fields(root_type)
-    table: dict[str, LeafSpec] = {}
-    for spec in all_leaves(root_type):
-        if spec.name in table:
-            raise TypeError(f"leaf {spec.name!r} is declared in both {table[spec.name].namespace} and {spec.namespace}")
-        table[spec.name] = spec
-    return types.MappingProxyType(table)
+    return leaf_table(root_type)
 
 
-def leaf_spec(name: str, root_type: type[Root] = Bags) -> LeafSpec:
+def leaf_spec(name: str, root_type: type[Root]) -> LeafSpec:
     """The spec of one leaf of `root_type`; an unknown name raises naming close matches."""
     table = leaf_specs(root_type)
     try:
@@ -113,7 +42,7 @@ def leaf_spec(name: str, root_type: type[Root] = Bags) -> LeafSpec:
         raise UnknownLeafError(_unknown_message(name, table, root_type)) from None
 
 
-def namespaces(root_type: type[Root] = Bags) -> tuple[str, ...]:
+def namespaces(root_type: type[Root]) -> tuple[str, ...]:
     """Every dotted bag name of `root_type` that holds leaves, in declaration order."""
     seen: dict[str, None] = {}
     for spec in leaf_specs(root_type).values():
@@ -126,13 +55,13 @@ def root_fields(root_type: type[Root]) -> Mapping[str, type[Bag]]:
     """The top-level namespaces of `root_type` (the names roles read) and the bag type of each.
     Raises TypeError for a root that is not a `Root`, or a field of it that is not a bag."""
     if not (isinstance(root_type, type) and issubclass(root_type, Root)):
-        raise TypeError(f"a root is a subclass of config_bags.Root, got {root_type!r}")
+        raise DefinitionError(f"a root is a subclass of config_bags.Root, got {root_type!r}")
     hints = typing.get_type_hints(root_type)
     fields: dict[str, type[Bag]] = {}
     for name in root_type.__struct_fields__:
         hint = hints[name]
         if not (isinstance(hint, type) and issubclass(hint, Bag)):
-            raise TypeError(
+            raise DefinitionError(
                 f"{root_type.__name__}.{name} is not a bag; every field of a root is a namespace holding a Bag"
             )
         fields[name] = hint

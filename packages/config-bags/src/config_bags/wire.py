@@ -1,19 +1,17 @@
 """Roots of bags across processes: typed msgpack that validates on the way in.
 
-A decoder is built once per root type; the receiving process names the root type it expects
-(this server's `Bags` unless told otherwise), so a stack's own root, or `Bags` extended with a
-bag of its own, travels the same way.
+A decoder is built once per root type; the receiving process names the root type it expects, so
+any stack's root, or one extended with bags of its own, travels the same way.
 """
 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import msgspec
 
-from config_bags.bags import Bags
-from config_bags.bags.base import checked_by_msgspec
+from config_bags.bag import checked_by_msgspec
 from config_bags.errors import WireError
 from config_bags.root import Root
 from config_bags.schema import root_fields
@@ -34,21 +32,13 @@ def encode(root: Root) -> bytes:
     return _encoder.encode(root)
 
 
-@overload
-def decode(data: bytes) -> Bags: ...
-
-
-@overload
-def decode(data: bytes, root_type: type[R]) -> R: ...
-
-
-def decode(data: bytes, root_type: type[Root] = Bags) -> Root:
-    """The root of type `root_type` (this server's `Bags` by default) in `data`; types,
-    constraints and cross-leaf checks are applied, else WireError."""
+def decode(data: bytes, root_type: type[R]) -> R:
+    """The root of type `root_type` in `data`; types, constraints and cross-leaf checks are
+    applied, else WireError."""
     decoder = _decoder(root_type)
     try:
         with checked_by_msgspec():
-            decoded: Root = decoder.decode(data)
+            decoded: R = decoder.decode(data)
     except (msgspec.DecodeError, ValueError) as err:
         raise WireError(f"bytes do not decode into valid {root_type.__name__}: {err}") from None
     return decoded

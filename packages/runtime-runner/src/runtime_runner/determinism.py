@@ -5,7 +5,7 @@ factory's for each half); a runner built without serve (a test, a benchmark) is 
 
 from __future__ import annotations
 
-from config_bags import DETERMINISTIC_DEVICE_TYPES, ExecBag, deterministic_inference_of, get_exec
+from config_bags.server import DETERMINISTIC_DEVICE_TYPES, ExecBag, deterministic_inference_of, get_exec
 from runtime_runner.errors import UnsupportedConfigError
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from config_bags import get_memory, get_schedule, max_total_tokens_of
+from config_bags.server import get_memory, get_schedule, max_total_tokens_of
 from runtime_runner.errors import BatchError
 
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import torch
 
-from config_bags import LinearAttnBackends
+from config_bags.server import LinearAttnBackends
 
 
 class LinearAttnKernelsView(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from config_bags import DeviceBag, MemoryBag, ModelBag, ParallelBag
+from config_bags.server import DeviceBag, MemoryBag, ModelBag, ParallelBag
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

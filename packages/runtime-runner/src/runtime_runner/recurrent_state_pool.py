@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from config_bags import get_exec, mamba_cache_slots
+from config_bags.server import get_exec, mamba_cache_slots
 from runtime_runner.errors import BatchError
 
 _SSM_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

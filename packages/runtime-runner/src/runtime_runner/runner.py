@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from config_bags import (
-    NotPublishedError,
+from config_bags import NotPublishedError, is_published
+from config_bags.server import (
     attention_backends,
     context_length_of,
     get_device,
@@ -26,7 +26,6 @@ from config_bags import (
     get_model,
     get_parallel,
     get_schedule,
-    is_published,
     mamba_snapshot_slots,
 )
 from runtime_runner.attention_seam import AttentionBackend, AttentionMetadata, AttentionPairFactory, AttentionStamp

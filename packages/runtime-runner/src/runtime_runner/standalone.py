@@ -17,7 +17,7 @@ from typing import Protocol
 
 import torch
 
-from config_bags import get_schedule
+from config_bags.server import get_schedule
 from runtime_runner.batch import ForwardMode, TokenGrammar
 from runtime_runner.errors import BatchError
 from runtime_runner.kv_pool import KVPool

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from config_bags import get_schedule
-from config_bags.bags.schedule import SchedulePolicy
+from config_bags.server import get_schedule
+from config_bags.server.bags.schedule import SchedulePolicy
 from runtime_scheduler.radix_cache import RadixCache
 from runtime_scheduler.request import Request
 from runtime_scheduler.request_state import RequestState

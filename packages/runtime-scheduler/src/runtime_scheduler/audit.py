@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from config_bags import get_schedule
+from config_bags.server import get_schedule
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.radix_cache import RadixNode
 from runtime_scheduler.request_state import RequestState

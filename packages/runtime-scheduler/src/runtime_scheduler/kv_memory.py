@@ -17,7 +17,7 @@ built pool: `check_page_size` refuses that before a step or an abort touches the
 
 from __future__ import annotations
 
-from config_bags import get_exec, get_schedule
+from config_bags.server import get_exec, get_schedule
 from runtime_scheduler.page_allocator import PageAllocator
 from runtime_scheduler.radix_cache import RadixCache, RadixNode
 from runtime_scheduler.request_state import RequestState

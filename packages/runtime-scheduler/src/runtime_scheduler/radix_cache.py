@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from config_bags import get_schedule
+from config_bags.server import get_schedule
 
 
 class RadixNode:

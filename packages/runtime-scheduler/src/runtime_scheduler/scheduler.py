@@ -32,7 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 
 import msgspec
 
-from config_bags import chunk_size_of, context_length_of, get_model, get_schedule
+from config_bags.server import chunk_size_of, context_length_of, get_model, get_schedule
 from runtime_scheduler.admission import admission_order, extend_len_of, refusal_reason
 from runtime_scheduler.audit import audit_pages
 from runtime_scheduler.batch_assembly import Extend, forward_batch_of

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import msgspec
 
-from config_bags import get_schedule, get_spec, max_speculative_num_draft_tokens
+from config_bags.server import get_schedule, get_spec, max_speculative_num_draft_tokens
 from runtime_scheduler.executor import VerifiedView
 from runtime_scheduler.kv_memory import KvMemory, pages_for
 from runtime_scheduler.metrics import SchedulerMetrics

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from config_bags import Bags, Rule, leaf_spec, leaf_value_of
+from config_bags import Rule, leaf_spec, leaf_value_of
+from config_bags.server import Bags
 
 # feature (as a sentence's object: "this build has no ...") -> the leaves that configure it
 ABSENT_FEATURES: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
@@ -42,7 +43,7 @@ def absent_feature_of(leaf: str) -> str | None:
 def _absent_rule(feature: str, leaves: tuple[str, ...]) -> Rule:
     def broken(bags: Bags) -> str | None:
         for leaf in leaves:
-            value, default = leaf_value_of(bags, leaf), leaf_spec(leaf).default
+            value, default = leaf_value_of(bags, leaf), leaf_spec(leaf, Bags).default
             if value != default:
                 return f"{leaf} = {value!r}: this build has no {feature}; accepted: {default!r} (the default)"
         return None

@@ -12,7 +12,8 @@ import sys
 import msgspec
 
 import config_bags
-from config_bags import Role, get_observability
+import config_bags.server
+from config_bags.server import Role, get_observability
 from serve.launch_rules import launch_rules
 from serve.served_model import ServedModel
 
@@ -41,7 +42,9 @@ def publish_received(handover: Handover, role: Role, name: str | None = None) ->
     """Publish the bags the launcher handed over, under the launch's rules, so this process
     reports the launcher's hash and refuses what the launcher refuses; its log lines name it
     `name` (serve.process_names; unset: its role)."""
-    config_bags.publish(config_bags.decode(handover.bags), role=role, rules=launch_rules(handover.model))
+    config_bags.publish(
+        config_bags.decode(handover.bags, config_bags.server.Bags), role=role, rules=launch_rules(handover.model)
+    )
     configure_logging(name or role)
 
 

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import config_bags
-from config_bags import ColdLeafError, leaf_spec, published_bags, published_rules, with_leaves
+import config_bags.server
+from config_bags import ColdLeafError, leaf_spec, published_root_unchecked, published_rules, with_leaves
+from config_bags.server import Bags
 from serve.ipc.messages import OverrideAck, OverrideRequest
 
 
@@ -18,17 +20,17 @@ def check_runtime_override(leaves: Mapping[str, Any]) -> None:
     leaf of an absent feature among them). Raises a config_bags error naming the problem."""
     if not leaves:
         raise config_bags.LeafValueError("no leaves given; send an object of {leaf: value} with at least one hot leaf")
-    cold = [leaf_spec(name) for name in leaves if not leaf_spec(name).hot]
+    cold = [leaf_spec(name, Bags) for name in leaves if not leaf_spec(name, Bags).hot]
     if cold:
         which = ", ".join(f"{spec.name} ({spec.namespace})" for spec in cold)
         hot = ", ".join(hot_leaf_names())
         raise ColdLeafError(f"cold leaf cannot change while serving: {which}; hot leaves are: {hot}")
-    with_leaves(published_bags(), leaves, rules=published_rules())
+    with_leaves(published_root_unchecked(Bags), leaves, rules=published_rules())
 
 
 def hot_leaf_names() -> list[str]:
     """Every leaf that may change while serving, in declaration order."""
-    return [spec.name for spec in config_bags.leaf_specs().values() if spec.hot]
+    return [spec.name for spec in config_bags.leaf_specs(config_bags.server.Bags).values() if spec.hot]
 
 
 def apply_override(request: OverrideRequest, process: str) -> OverrideAck:

@@ -11,10 +11,10 @@ import functools
 from pathlib import Path
 
 from attn_backends import attention_choice
-from config_bags import (
+from config_bags import Rule
+from config_bags.server import (
     SNAPSHOT_GRID,
     Bags,
-    Rule,
     SpecBag,
     attention_leaf_of,
     context_length_within_model,

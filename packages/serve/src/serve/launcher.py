@@ -26,7 +26,8 @@ from multiprocessing.process import BaseProcess
 import uvicorn
 
 import config_bags
-from config_bags import get_model, get_parallel, get_serving
+import config_bags.server
+from config_bags.server import get_model, get_parallel, get_serving
 from serve.child_process import Handover, configure_logging
 from serve.detokenizer.process import run_detokenizer
 from serve.http.app import create_app
@@ -207,7 +208,10 @@ def launch(resolved: ResolvedConfig) -> int:
     parallel = get_parallel()
     addresses = Addresses.fresh(parallel.dp_size)
     say(f"loading {get_model().model_path} (config hash {config_bags.config_hash()})")
-    handover = Handover(bags=config_bags.encode(config_bags.published_bags()), model=resolved.served_model)
+    handover = Handover(
+        bags=config_bags.encode(config_bags.published_root_unchecked(config_bags.server.Bags)),
+        model=resolved.served_model,
+    )
     node_zero = parallel.node_rank == 0
     children = start_children(handover, addresses, ranks_on_node(parallel, _rendezvous()), detokenizer=node_zero)
     try:

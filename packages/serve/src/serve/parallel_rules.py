@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from config_bags import Bags, Rule
+from config_bags import Rule
+from config_bags.server import Bags
 from runtime_runner import CheckpointError
 from runtime_runner.loading.quantization_support import serves_quantized
 from runtime_runner.parallel.rank_layout import tensor_parallel_refusal

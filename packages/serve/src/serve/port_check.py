@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from config_bags import ServingBag
+from config_bags.server import ServingBag
 from serve.record.errors import LaunchInputError
 
 

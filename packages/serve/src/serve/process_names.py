@@ -3,7 +3,7 @@ acknowledgements, and in the line that says which one died."""
 
 from __future__ import annotations
 
-from config_bags import get_parallel
+from config_bags.server import get_parallel
 
 DETOKENIZER = "detokenizer"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from config_bags import Bags
+from config_bags.server import Bags
 from serve.served_model import ServedModel
 
 

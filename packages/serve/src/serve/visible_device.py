@@ -7,7 +7,7 @@ device's provenance. The others ask here and pass over such a device rather than
 
 from __future__ import annotations
 
-from config_bags import Bags
+from config_bags.server import Bags
 from runtime_runner import device_of
 
 

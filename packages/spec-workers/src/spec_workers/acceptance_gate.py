@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from config_bags import SpecBag, get_spec
+from config_bags.server import SpecBag, get_spec
 from spec_workers.acceptance import accepted_count_of
 
 MAX_PAUSE_DOUBLINGS = 3  # a request low window after window pauses at most 8x the leaf's steps

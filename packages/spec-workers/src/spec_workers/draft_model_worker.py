@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
-from config_bags import get_schedule
+from config_bags.server import get_schedule
 from spec_workers.acceptance_gate import AcceptanceGate
 from spec_workers.batch_view import BatchView, DraftOffer, OutputView
 from spec_workers.draft_batch import GREEDY, DraftBatch, DraftBatchRequest, slot_of

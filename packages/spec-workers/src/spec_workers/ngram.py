@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from config_bags import SpecBag, get_spec
+from config_bags.server import SpecBag, get_spec
 
 
 def ngram_draft_of(context: Sequence[int], spec: SpecBag, most: int) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from config_bags import get_spec
+from config_bags.server import get_spec
 from spec_workers.acceptance_gate import AcceptanceGate
 from spec_workers.batch_view import DraftOffer
 from spec_workers.ngram import ngram_draft_of

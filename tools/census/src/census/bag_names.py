@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from census.schema import SchemaError, loaded
+from census.schema import SchemaError, is_config_root, loaded
 
 KEYS = ("accessors", "derived", "types")
 
@@ -51,30 +51,57 @@ def _checked(table: Any, where: str) -> BagNames:
     return BagNames(**{key: frozenset(v) for key, v in lists.items()})
 
 
+def bag_names_of_root(root: type) -> BagNames:
+    """What answers a bag of a config-bags root type: `bag(kind)`, a `get_<namespace>()` per
+    top-level namespace (the convention of config-bags' named accessors), and every bag type it
+    holds, itself included. config-bags is imported only here, when a root was handed in."""
+    config_bags = importlib.import_module("config_bags")
+    types = {kind.__name__ for kind in config_bags.bag_paths(root)} | {root.__name__}
+    return BagNames(
+        accessors=frozenset({"bag", *(f"get_{namespace}" for namespace in config_bags.root_fields(root))}),
+        types=frozenset(types),
+    )
+
+
 def bag_names_from(argument: str) -> BagNames:
     """Load `argument`: a JSON object `{"accessors": [...], "derived": [...], "types": [...]}`,
-    or `module:callable` returning that mapping (or a BagNames)."""
-    return _checked(loaded(argument, "bag names"), argument)
+    `module:callable` returning that mapping (or a BagNames), or `module:RootType`, a stack's
+    config-bags root type (`bag_names_of_root`)."""
+    table = loaded(argument, "bag names")
+    return bag_names_of_root(table) if is_config_root(table) else _checked(table, argument)
 
 
 def config_bags_bag_names() -> BagNames:
-    """This repository's bag names: `get_<namespace>` for every top-level namespace, every
-    public function of `config_bags.derived`, every bag struct; empty when config_bags is not
+    """This repository's bag names: `get_<namespace>` for every top-level namespace of this
+    server's `Bags`, every public function of `config_bags.server.derived` and
+    `config_bags.server.derived_accessors`, every bag struct and the root; empty when config_bags is not
     installed."""
     try:
-        config_bags = importlib.import_module("config_bags")
-        derived = importlib.import_module("config_bags.derived")
-        bags = importlib.import_module("config_bags.bags")
+        server = importlib.import_module("config_bags.server")
+        derived = [importlib.import_module(f"config_bags.server.{m}") for m in ("derived", "derived_accessors")]
+        bags = importlib.import_module("config_bags.server.bags")
     except ImportError:
         return NO_BAGS
-    accessors = {f"get_{namespace.split('.')[0]}" for namespace in config_bags.namespaces()}
+    accessors = {f"get_{namespace}" for namespace in server.Bags.__struct_fields__}
     functions = {
         name
-        for name, obj in vars(derived).items()
-        if inspect.isfunction(obj) and obj.__module__ == derived.__name__ and not name.startswith("_")
+        for module in derived
+        for name, obj in vars(module).items()
+        if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")
     }
     return BagNames(
-        accessors=frozenset(a for a in accessors if callable(getattr(config_bags, a, None))),
+        accessors=frozenset({"bag", *(a for a in accessors if callable(getattr(server, a, None)))}),
         derived=frozenset(functions),
-        types=frozenset(bags.__all__),
+        types=frozenset({*bags.__all__, "Bags"}),
+    )
+
+
+def assumed_bag_names(bags: BagNames) -> str:
+    """What the census assumed when no root or bag names were handed in, in one line."""
+    if bags == NO_BAGS:
+        return "no --config-root or --bags given and config_bags is not installed: no copies are counted"
+    return (
+        "no --config-root or --bags given: counting copies through this repository's config_bags.server "
+        f"({', '.join(sorted(bags.accessors))}, and {len(bags.derived)} derived helpers); "
+        "pass --config-root module:RootType for another stack's"
     )

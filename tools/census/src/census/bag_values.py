@@ -1,7 +1,7 @@
 """Which expressions hold a bag value, for the count of copies into instance attributes.
 
 A bag value is what a bag accessor or a derived accessor answers (`get_schedule()`,
-`chunk_size()`, `config_bags.get_exec()`), a parameter annotated with a bag type, a local bound
+`chunk_size()`, `config_bags.server.get_exec()`), a parameter annotated with a bag type, a local bound
 to one of those (tuple unpacking and `:=` too), a member read off one
 (`get_exec().kernel.attention_backend`), and what keeps such a value as it is: an element
 (`sizes[0]`), either branch of `a if c else b`, an operand of `or`/`and`, a tuple or list that

@@ -164,8 +164,20 @@ class BindingForms(ScannerBase):
             self._visit(item.context_expr, scope)
             if item.optional_vars is not None:
                 site = Site("with", item.optional_vars, item.context_expr)
+                if self._handed_the_record(item.context_expr, scope):
+                    # `with ctx(server_args) as a`: what `ctx` enters may be the record or part of
+                    # it, and the census cannot say which, so the binding is reported, not dropped.
+                    self._unresolved(site, scope)
                 self._bind(item.optional_vars, item.context_expr, scope, site, self._unpacked(item.context_expr, scope))
         self._walk(node.body, scope)
+
+    def _handed_the_record(self, value: ast.expr, scope: Scope) -> bool:
+        """Whether `value` is a call that is handed the record (or a container holding it) as an
+        argument, while not itself the record: what it answers is unknown to the census."""
+        if not isinstance(value, ast.Call) or self.values.is_or_holds(value, scope):
+            return False
+        arguments = [*value.args, *(keyword.value for keyword in value.keywords)]
+        return any(self.values.is_or_holds(a.value if isinstance(a, ast.Starred) else a, scope) for a in arguments)
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, scope: Scope) -> None:
         """Its targets are its own (they end no alias outside it); its generators run before its

@@ -12,12 +12,12 @@ import sys
 import warnings
 from pathlib import Path
 
-from census.bag_names import bag_names_from, config_bags_bag_names
+from census.bag_names import assumed_bag_names, bag_names_from, bag_names_of_root, config_bags_bag_names
 from census.baseline import BaselineError, ratchet_differences, read_baseline, write_baseline
 from census.record_names import RecordNames
 from census.report import COUNTS, as_json, as_table, counts_per_file
 from census.scan import census_of
-from census.schema import SchemaError, config_bags_schema, schema_from
+from census.schema import SchemaError, config_bags_schema, config_root_from, schema_from, schema_of_root
 from census.stats import speed_of
 
 
@@ -54,6 +54,12 @@ def parser() -> argparse.ArgumentParser:
         '{"accessors": [...], "derived": [...], "types": [...]} or module:callable '
         "(default: config_bags when importable).",
     )
+    p.add_argument(
+        "--config-root",
+        metavar="SPEC",
+        help="The stack's config-bags root type (module:RootType): its leaf -> bag schema, and bag(), "
+        "get_<namespace>() and its bag types for the copies count (--schema and --bags override either).",
+    )
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--root", type=Path, help="Report paths relative to this directory (default: the current one).")
     p.add_argument(
@@ -75,8 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         types=frozenset(args.record_type or ["ServerArgs"]),
     )
     try:
-        bag_of = schema_from(args.schema) if args.schema else config_bags_schema()
-        bags = bag_names_from(args.bags) if args.bags else config_bags_bag_names()
+        root = config_root_from(args.config_root) if args.config_root else None
+        bag_of = (
+            schema_from(args.schema) if args.schema else config_bags_schema() if root is None else schema_of_root(root)
+        )
+        if args.bags:
+            bags = bag_names_from(args.bags)
+        elif root is not None:
+            bags = bag_names_of_root(root)
+        else:
+            bags = config_bags_bag_names()
+            print(f"census: note: {assumed_bag_names(bags)}", file=sys.stderr)
     except SchemaError as err:
         print(f"census: error: {err}", file=sys.stderr)
         return 2

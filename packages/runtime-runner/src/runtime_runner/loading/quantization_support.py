@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from config_bags import ExecBag, ModelBag, quantized_activations_of
-from config_bags.bags.exec import QuantizedActivations
+from config_bags.server import ExecBag, ModelBag, quantized_activations_of
+from config_bags.server.bags.exec import QuantizedActivations
 from native_build import TIERS, CpuTier, detected_tier, tier_runs_here
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_source import gguf_file_of
@@ -98,7 +98,7 @@ def integer_kernels_here() -> bool:
 
 
 def activations_of(exec: ExecBag, gguf: Path | None) -> QuantizedActivations:
-    """How the served quantized matrices read their rows (config_bags.quantized_activations_of)
+    """How the served quantized matrices read their rows (config_bags.server.quantized_activations_of)
     for weights from `gguf` (None: not a GGUF file)."""
     return quantized_activations_of(exec, gguf is not None, integer_kernels_here())
 

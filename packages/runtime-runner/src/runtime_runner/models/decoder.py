@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Self
 
 import torch
 
-from config_bags.bags.model import Quantization
+from config_bags.server.bags.model import Quantization
 from native_build import CpuTier
 from runtime_runner.kernels.quantized_linear import QuantizedActivations
 from runtime_runner.loading.arch_config import ArchConfig

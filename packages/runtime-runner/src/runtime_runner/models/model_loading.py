@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from config_bags import ExecBag, ModelBag, context_length_of, get_exec, get_model, get_spec
+from config_bags.server import ExecBag, ModelBag, context_length_of, get_exec, get_model, get_spec
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_source import arch_config_at, draft_arch_config, gguf_file_of

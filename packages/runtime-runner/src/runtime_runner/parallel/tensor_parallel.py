@@ -40,7 +40,7 @@ from typing import TypeVar, cast
 import torch
 import torch.distributed as dist
 
-from config_bags import get_exec, get_parallel
+from config_bags.server import get_exec, get_parallel
 from runtime_runner.errors import UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.decoder_weights import DecoderWeights

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 
-from config_bags.bags.serving import ReasoningParser
+from config_bags.server.bags.serving import ReasoningParser
 from serve.assistant.events import Content, Event, Reasoning
 from serve.assistant.markers import partial_marker
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from config_bags.bags.serving import ReasoningParser, ToolCallParser
+from config_bags.server.bags.serving import ReasoningParser, ToolCallParser
 from serve.assistant.events import Arguments, CallOpened, Content, Event, Reasoning, TextReader
 from serve.assistant.reasoning import ThinkSplitter
 from serve.tool_calls.families import call_reader

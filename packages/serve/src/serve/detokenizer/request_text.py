@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 from serve.detokenizer.incremental import IncrementalText
 from serve.detokenizer.stop_strings import StopMatch
 from serve.ipc.messages import FinishReason, GenerateRequest, LogprobEntry, TextOutput, TokenDelta, TokenLogprob

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 from runtime_scheduler.request import OutputConstraint, Request, SamplingParams, StopConditions
 from serve.http.errors import bad_request
 from serve.http.protocol import INT64_MAX, INT64_MIN, SamplingFields

@@ -11,7 +11,7 @@ import secrets
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 from serve.http.errors import APIError
 
 OPEN_PATHS = frozenset({"/health"})

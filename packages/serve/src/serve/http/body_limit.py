@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 from serve.http.errors import APIError
 
 _MIB = 1024 * 1024

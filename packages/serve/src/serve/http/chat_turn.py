@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from config_bags import get_serving
-from config_bags.bags.serving import ToolCallParser
+from config_bags.server import get_serving
+from config_bags.server.bags.serving import ToolCallParser
 from runtime_scheduler import OutputConstraint
 from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
 from serve.grammar.constraint_check import constraint_refusal

@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 from runtime_scheduler import OutputConstraint
 from runtime_scheduler.request import ConstraintKind
 from serve.grammar.constraint_check import constraint_refusal

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 from serve.http.errors import APIError, shown
 from serve.http.responses_request import InputItem
 

@@ -10,15 +10,9 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 import config_bags
-from config_bags import (
-    ConfigError,
-    config_hash,
-    get_observability,
-    leaf_spec,
-    leaf_value,
-    overrides_log,
-    published_role,
-)
+import config_bags.server
+from config_bags import ConfigError, config_hash, leaf_spec, leaf_value_of, overrides_log, published_role
+from config_bags.server import Bags, get_observability
 from runtime_scheduler import SchedulerMetrics
 from serve.config_override import hot_leaf_names
 from serve.http.errors import APIError, bad_request
@@ -85,7 +79,7 @@ async def server_info(request: Request) -> dict[str, Any]:
     return {
         "config": resolved.dump(),
         "provenance": resolved.provenance(),
-        "bags": msgspec.to_builtins(config_bags.published_bags()),
+        "bags": msgspec.to_builtins(config_bags.published_root_unchecked(config_bags.server.Bags)),
         "overrides": msgspec.to_builtins(overrides_log()),
         "config_hashes": hashes,
         "pids": {**pids, **({} if worker_pid is None else {"tokenizer_worker": worker_pid})},
@@ -119,7 +113,7 @@ def _structured_outputs(manager: TokenizerManager) -> dict[str, Any]:
             "waiting_for_grammar": stats.num_grammar_waiting,
         }
     )
-    return {"grammar_backend": config_bags.get_serving().grammar_backend, **figures}
+    return {"grammar_backend": config_bags.server.get_serving().grammar_backend, **figures}
 
 
 def _speculative(manager: TokenizerManager) -> dict[str, Any] | None:
@@ -170,10 +164,11 @@ async def metrics(request: Request) -> PlainTextResponse:
 async def runtime_config() -> dict[str, Any]:
     """The leaves that may change while serving, with their values, and the config hash."""
     leaves = {}
+    shown = config_bags.published_root_unchecked(config_bags.server.Bags)  # every hot leaf, whatever http reads
     for name in hot_leaf_names():
-        spec = leaf_spec(name)
+        spec = leaf_spec(name, Bags)
         leaves[name] = {
-            "value": msgspec.to_builtins(leaf_value(name)),
+            "value": msgspec.to_builtins(leaf_value_of(shown, name)),
             "bag": spec.namespace,
             "accepts": spec.accepts(),
             "help": spec.help,

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from config_bags import get_serving
-from config_bags.bags.serving import ReasoningParser
+from config_bags.server import get_serving
+from config_bags.server.bags.serving import ReasoningParser
 from runtime_scheduler import OutputConstraint
 from serve.assistant.reasoning import FORCED_CLOSE, still_thinking
 from serve.http.admission import new_rid

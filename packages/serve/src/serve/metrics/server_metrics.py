@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from config_bags import get_parallel
+from config_bags.server import get_parallel
 from runtime_scheduler import SchedulerMetrics
 from serve.metrics.histogram import Histogram
 from serve.metrics.replicas import combined

@@ -1,6 +1,6 @@
 """Regenerates the typed leaf attributes of `ServerArgs` from the bag schemas.
 
-The attributes exist at run time from `leaf_specs()` alone (the class's `__slots__`); this
+The attributes exist at run time from `leaf_specs(Bags)` alone (the class's `__slots__`); this
 writes the matching annotations into server_args.py so a type checker sees one typed attribute
 per leaf. A test fails, naming this command, when a leaf was added and the block is stale:
 
@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from config_bags import leaf_specs
-from serve.record.text_values import base_type
+from config_bags.server import Bags
+from config_bags.text_values import base_type
 
 BEGIN = "    # BEGIN generated leaves: `uv run python -m serve.record.codegen` rewrites this block\n"
 END = "    # END generated leaves\n"
@@ -46,7 +47,7 @@ def generated_block() -> str:
     """The annotation lines for every leaf, grouped by bag, between the markers."""
     lines = [BEGIN]
     namespace = ""
-    for spec in leaf_specs().values():
+    for spec in leaf_specs(Bags).values():
         if spec.namespace != namespace:
             namespace = spec.namespace
             lines.append(f"    # {namespace}\n")

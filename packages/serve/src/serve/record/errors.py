@@ -1,15 +1,17 @@
-"""The errors an operator's launch input can raise; main() prints each as one line, exit code 2."""
+"""The errors an operator's launch input can raise; main() prints each as one line, exit code 2.
+
+The command line, environment and config file are read by config-bags' loader, whose errors
+these are: serve names them as its own so its callers need not know where the input was read."""
 
 from __future__ import annotations
 
+from config_bags import ConfigFileError, InputError
 
-class LaunchInputError(ValueError):
-    """A flag, key, environment variable or value the launch refuses; the message names what
-    was wrong and what is accepted, on one line."""
+LaunchInputError = InputError
+"""A flag, key, environment variable or value the launch refuses; the message names what was
+wrong and what is accepted, on one line."""
 
-
-class ConfigFileError(LaunchInputError):
-    """A config file that cannot be read or parsed; the message names the file and the line."""
+__all__ = ["ConfigFileError", "LaunchInputError", "ResolutionError", "SealedRecordError"]
 
 
 class ResolutionError(LaunchInputError):

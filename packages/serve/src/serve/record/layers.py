@@ -1,26 +1,19 @@
-"""Building the record from the operator's layers: default < config file < environment < flags.
-
-Every value is read and checked against its leaf before the record takes it; the first bad
-input raises a one-line LaunchInputError naming where it was (flag, variable, file:line) and
-what the leaf accepts.
-"""
+"""Building the record from the operator's layers (default < config file < environment < flags)
+through config-bags' loader over `Bags`: each leaf the operator set lands in the record with its
+provenance and origin; the first bad input is a one-line InputError naming where it was and what
+the leaf accepts."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
-from pathlib import Path
 
 import msgspec
 
-from config_bags import Bags, LeafValueError, leaf_specs
-from serve.record.cli import CliInput, flag_of, leaf_name_of, parsed_cli
-from serve.record.config_file import config_file_entries
-from serve.record.errors import LaunchInputError
+from config_bags import env_var_of as command_env_var_of
+from config_bags import load
+from config_bags.server import Bags
+from serve.record.cli import SERVE_COMMAND
 from serve.record.server_args import ServerArgs
-from serve.record.text_values import parsed_text, parsed_value
-
-ENV_PREFIX = "SERVE_"
 
 
 class LaunchRequest(msgspec.Struct, frozen=True):
@@ -43,65 +36,13 @@ class LaunchRequest(msgspec.Struct, frozen=True):
 
 def env_var_of(name: str) -> str:
     """`page_size` -> `SERVE_PAGE_SIZE`."""
-    return ENV_PREFIX + name.upper()
+    return command_env_var_of(SERVE_COMMAND, name)
 
 
 def launch_request(argv: list[str], environ: Mapping[str, str]) -> LaunchRequest:
     """The record the operator described with `argv`, `environ` and the --config file."""
-    cli = parsed_cli(argv)
+    loaded = load(SERVE_COMMAND, argv, environ)
     server_args = ServerArgs()
-    if cli.config is not None:
-        _apply_file(server_args, Path(cli.config))
-    _apply_env(server_args, environ)
-    _apply_cli(server_args, cli)
-    explain = None if cli.explain is None else _known_leaf(cli.explain, "--explain")
-    return LaunchRequest(server_args=server_args, dump_config=cli.dump_config, explain=explain)
-
-
-def _known_leaf(text: str, where: str) -> str:
-    name = leaf_name_of(text)
-    if name in leaf_specs():
-        return name
-    close = difflib.get_close_matches(name, list(leaf_specs()), n=3)
-    hint = (
-        f"did you mean {', '.join(flag_of(c) for c in close)}?" if close else "see serve --help for the accepted flags"
-    )
-    raise LaunchInputError(f"{where}: unknown flag {text!r}; {hint}")
-
-
-def _apply_file(server_args: ServerArgs, path: Path) -> None:
-    for entry in config_file_entries(path):
-        where = f"{path}:{entry.line}" if entry.line else str(path)
-        name = _known_leaf(entry.key, f"{where}: key {entry.key!r}")
-        try:
-            value = parsed_value(leaf_specs()[name], entry.value)
-        except LeafValueError as err:
-            raise LaunchInputError(f"{where}: {err}") from None
-        server_args.put(name, value, "file", where)
-
-
-def _apply_env(server_args: ServerArgs, environ: Mapping[str, str]) -> None:
-    for var in sorted(v for v in environ if v.startswith(ENV_PREFIX)):
-        name = var[len(ENV_PREFIX) :].lower()
-        if name not in leaf_specs():
-            close = difflib.get_close_matches(name, list(leaf_specs()), n=3)
-            hint = (
-                f"did you mean {', '.join(env_var_of(c) for c in close)}?"
-                if close
-                else "accepted: SERVE_<FLAG> for a flag of serve --help"
-            )
-            raise LaunchInputError(f"unknown environment variable {var}; {hint}")
-        try:
-            value = parsed_text(leaf_specs()[name], environ[var])
-        except LeafValueError as err:
-            raise LaunchInputError(f"{var}: {err}") from None
-        server_args.put(name, value, "env", var)
-
-
-def _apply_cli(server_args: ServerArgs, cli: CliInput) -> None:
-    for name, text in cli.leaves.items():
-        try:
-            value = parsed_text(leaf_specs()[name], text)
-        except LeafValueError as err:
-            raise LaunchInputError(f"{flag_of(name)}: {err}") from None
-        server_args.put(name, value, "cli", f"{flag_of(name)} {text}")
+    for name, given in loaded.given.items():
+        server_args.put(name, given.value, given.provenance, given.origin)
+    return LaunchRequest(server_args=server_args, dump_config=loaded.dump_config, explain=loaded.explain)

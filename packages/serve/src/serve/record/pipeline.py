@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from config_bags import INVARIANTS
+from config_bags.server import INVARIANTS
 from serve.launch_rules import launch_rules
 from serve.record.handlers import memory, model, schedule, this_build
 from serve.record.resolution import DefaultModel, Resolution

@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 
-from config_bags import Bags, LeafValueError, leaf_specs
+from config_bags import LeafValueError, leaf_specs
+from config_bags.server import Bags
 
 
 def bags_of(values: Mapping[str, Any]) -> Bags:
@@ -16,7 +17,7 @@ def bags_of(values: Mapping[str, Any]) -> Bags:
     Every bag's cross-leaf check runs here; a refused combination raises LeafValueError
     naming it.
     """
-    specs = leaf_specs()
+    specs = leaf_specs(Bags)
     nested: dict[str, Any] = {}
     for name, value in values.items():
         node = nested

@@ -8,10 +8,6 @@ resolution handler's declaration is `resolved:<handler>`; a post-publish overrid
 
 from __future__ import annotations
 
-from typing import Literal
-
-InputLayer = Literal["default", "file", "env", "cli"]
-
 OPERATOR_LAYERS: frozenset[str] = frozenset({"file", "env", "cli"})
 
 

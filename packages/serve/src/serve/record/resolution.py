@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from config_bags import Bags, LeafValueError, Rule, broken_rule, checked_value, leaf_spec
+from config_bags import LeafValueError, Rule, broken_rule, checked_value, leaf_spec
+from config_bags.server import Bags
 from runtime_runner import ArchConfig, CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import arch_config_at
 from serve.record.errors import ResolutionError
@@ -71,7 +72,7 @@ class Resolution:
         """Set each leaf the operator did not set."""
         self._check_source(source)
         for name, raw in fields.items():
-            value = checked_value(leaf_spec(name), raw)
+            value = checked_value(leaf_spec(name, Bags), raw)
             current = self.server_args.value(name)
             provenance = self.server_args.provenance_of(name)
             if is_operator_set(provenance):

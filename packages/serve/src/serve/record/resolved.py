@@ -13,21 +13,24 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from config_bags import (
+    dumped_leaves,
+    explained_lines,
+    hash_of,
+    is_published,
+    leaf_specs,
+    leaf_value_of,
+    overrides_log,
+    published_root_unchecked,
+)
+from config_bags.server import (
     Bags,
     attention_backends_of,
     chunk_size_of,
     cuda_graph_decode_bs_of,
-    hash_of,
-    is_published,
-    leaf_spec,
-    leaf_specs,
-    leaf_value,
     linear_attn_backends_of,
     mamba_cache_slots_of,
     max_prefill_buffer_tokens_of,
     max_speculative_num_draft_tokens_of,
-    overrides_log,
-    published_bags,
 )
 from serve.record.provenance import overridden_by
 from serve.record.server_args import ServerArgs
@@ -66,48 +69,34 @@ class ResolvedArgs:
 
     def value(self, name: str) -> Any:
         """One leaf's current value: the published one after an override, else the resolved one."""
-        if name in self._overridden():
-            return leaf_value(name)
+        if name in self._overridden():  # shown whole (/server_info), whatever the role reads
+            return leaf_value_of(published_root_unchecked(Bags), name)
         return self.server_args.value(name)
 
     def live_bags(self) -> Bags:
         """The bags in force: the published ones (overrides included) once this process published,
         else the resolved ones (--dump-config)."""
-        return published_bags() if is_published() else self.bags()
+        return published_root_unchecked(Bags) if is_published() else self.bags()
 
     def dump(self) -> dict[str, Any]:
-        """JSON-able: every leaf's bag, value, provenance and origin; the derived values and the
-        hash of the bags in force (`live_bags`); the handlers' declarations."""
-        provenance = self.provenance()
-        leaves = {
-            name: {
-                "bag": spec.namespace,
-                "value": msgspec.to_builtins(self.value(name)),
-                "provenance": provenance[name],
-                "origin": self.server_args.origin_of(name),
-            }
-            for name, spec in leaf_specs().items()
-        }
+        """JSON-able: every leaf's bag, value, provenance and origin (config-bags' dump of a
+        root); the derived values and the hash of the bags in force (`live_bags`); the handlers'
+        declarations."""
+        names = leaf_specs(Bags)
+        values = {name: self.value(name) for name in names}
+        origins = {name: self.server_args.origin_of(name) for name in names}
         bags = self.live_bags()
         return {
             "config_hash": hash_of(bags),
-            "leaves": leaves,
+            "leaves": dumped_leaves(Bags, values, self.provenance(), origins),
             "derived": derived_values(bags),
             "resolution": msgspec.to_builtins(list(self.declarations)),
         }
 
     def explain(self, name: str) -> str:
-        """A few lines on one leaf: its value, where it came from and why."""
-        spec = leaf_spec(name)
-        provenance = self.provenance()[name]
-        lines = [
-            f"{name} = {self.value(name)!r}",
-            f"  provenance: {provenance}",
-            f"  origin: {self.server_args.origin_of(name) or '-'}",
-            f"  bag: {spec.namespace} ({'hot' if spec.hot else 'cold'}); default {spec.default!r}; accepted: "
-            f"{spec.accepts()}",
-            f"  help: {spec.help}",
-        ]
+        """A few lines on one leaf: config-bags' lines on its value and where it came from, then
+        why the resolution handlers set it or not, and what it derives to."""
+        lines = explained_lines(Bags, name, self.value(name), self.provenance()[name], self.server_args.origin_of(name))
         for d in self.declarations:
             if d.leaf == name:
                 lines.append(f"  {d.handler}: {'set' if d.applied else 'did not set'} {d.value!r} ({d.note}): {d.why}")

@@ -10,16 +10,14 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from config_bags import (
+from config_bags import checked_value, leaf_spec, leaf_specs
+from config_bags.server import (
     AttentionBackends,
     Bags,
     LinearAttnBackends,
     attention_backends_of,
-    checked_value,
     chunk_size_of,
     cuda_graph_decode_bs_of,
-    leaf_spec,
-    leaf_specs,
     linear_attn_backends_of,
     mamba_cache_slots_of,
     max_prefill_buffer_tokens_of,
@@ -28,7 +26,7 @@ from config_bags import (
 from serve.record.errors import SealedRecordError
 from serve.record.projection import bags_of
 
-LEAF_NAMES: tuple[str, ...] = tuple(leaf_specs())
+LEAF_NAMES: tuple[str, ...] = tuple(leaf_specs(Bags))
 
 
 class RecordState(Enum):
@@ -155,15 +153,15 @@ class ServerArgs:
         object.__setattr__(self, "_state", RecordState.OPEN)
         object.__setattr__(self, "_provenance", {})
         object.__setattr__(self, "_origin", {})
-        for name, spec in leaf_specs().items():
+        for name, spec in leaf_specs(Bags).items():
             self.put(name, spec.default, "default", "")
         for name, value in leaves.items():
             setattr(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in leaf_specs():
-            leaf_spec(name)  # raises UnknownLeafError naming close matches
-        self.put(name, checked_value(leaf_spec(name), value), "cli", f"assigned {value!r}")
+        if name not in leaf_specs(Bags):
+            leaf_spec(name, Bags)  # raises UnknownLeafError naming close matches
+        self.put(name, checked_value(leaf_spec(name, Bags), value), "cli", f"assigned {value!r}")
 
     def put(self, name: str, value: Any, provenance: str, origin: str, *, declaring: bool = False) -> None:
         """Set one leaf with where it came from. Before resolution any layer may put; during
@@ -181,7 +179,7 @@ class ServerArgs:
 
     def value(self, name: str) -> Any:
         """One leaf's value by flat name (UnknownLeafError for a name no bag declares)."""
-        leaf_spec(name)
+        leaf_spec(name, Bags)
         return getattr(self, name)
 
     def values(self) -> dict[str, Any]:
@@ -194,12 +192,12 @@ class ServerArgs:
 
     def provenance_of(self, name: str) -> str:
         """One leaf's provenance."""
-        leaf_spec(name)
+        leaf_spec(name, Bags)
         return self._provenance[name]
 
     def origin_of(self, name: str) -> str:
         """Where exactly one leaf's value came from (`--page-size 16`, `SERVE_PORT`, `cfg.yaml:3`)."""
-        leaf_spec(name)
+        leaf_spec(name, Bags)
         return self._origin[name]
 
     @property

@@ -15,7 +15,9 @@ import torch
 import torch.distributed as dist
 
 import config_bags
-from config_bags import get_device, get_parallel, leaf_specs, leaf_value_of
+import config_bags.server
+from config_bags import leaf_specs, leaf_value_of
+from config_bags.server import Bags, get_device, get_parallel
 from runtime_runner import device_of
 from serve.launch_rules import launch_rules
 from serve.scheduler_process.placement import RankPlacement
@@ -65,16 +67,16 @@ def serve_leaders_bags(groups: ReplicaGroups, leads: bool, model: ServedModel) -
     """Make this rank serve its replica leader's published bags (under the launch's rules for
     `model`), refusing bags that differ in any leaf but node_rank (a node launched with other
     flags) with a ValueError naming each."""
-    frames: list[object] = [config_bags.encode(config_bags.published_bags()) if leads else None]
+    frames: list[object] = [config_bags.encode(config_bags.published_root_unchecked(Bags)) if leads else None]
     dist.broadcast_object_list(frames, src=groups.leader, group=groups.messages)
     if leads or not isinstance(frames[0], bytes):
         return
-    leaders, mine = config_bags.decode(frames[0]), config_bags.published_bags()
+    leaders, mine = config_bags.decode(frames[0], config_bags.server.Bags), config_bags.published_root_unchecked(Bags)
     if leaders == mine:
         return
     differing = [
         f"{name} (node 0: {leaf_value_of(leaders, name)!r}, here: {leaf_value_of(mine, name)!r})"
-        for name in leaf_specs()
+        for name in leaf_specs(Bags)
         if name != "node_rank" and leaf_value_of(leaders, name) != leaf_value_of(mine, name)
     ]
     if differing:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from config_bags import ParallelBag, get_parallel
+from config_bags.server import ParallelBag, get_parallel
 from serve.process_names import scheduler_name
 
 

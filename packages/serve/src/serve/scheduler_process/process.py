@@ -13,6 +13,7 @@ import torch.distributed as dist
 import zmq
 
 import config_bags
+import config_bags.server
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from runtime_runner.loading.quantization_support import quantization_description, served_cpu_tier
 from runtime_runner.runner import ModelRunner
@@ -50,7 +51,7 @@ def build_scheduler(
         linear_attn_factory=LinearAttnBackendFactory(),
         tensor_parallel_group=tensor_parallel_group,
     )
-    algorithm = config_bags.get_spec().speculative_algorithm
+    algorithm = config_bags.server.get_spec().speculative_algorithm
     executor: ModelExecutor = target
     speculator: Speculator | None = None
     draft: ModelRunner | None = None
@@ -75,7 +76,7 @@ def build_scheduler(
 def grammar_engine_of(vocab_size: int, *, synchronous: bool) -> GrammarEngine | None:
     """The grammar engine serving.grammar_backend names, for a model whose logits are `vocab_size`
     wide (None for "none": constrained requests are refused)."""
-    if config_bags.get_serving().grammar_backend == "none":
+    if config_bags.server.get_serving().grammar_backend == "none":
         return None
 
     def tokenizer_info() -> Any:
@@ -92,7 +93,7 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
     die_with_parent()
     publish_received(handover, "scheduler", placement.name)
     lockstep, group = Lockstep.alone(), None
-    if config_bags.get_parallel().tp_size > 1:
+    if config_bags.server.get_parallel().tp_size > 1:
         groups = join_world(placement)
         serve_leaders_bags(groups, placement.leads, handover.model)
         lockstep, group = Lockstep(groups.messages, groups.leader, placement.leads), groups.tensors
@@ -110,9 +111,9 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
         max_total_tokens=target.pool.num_slots,
         vocab_size=target.arch.vocab_size,
         runners=runners.stamps(),
-        speculative_algorithm=config_bags.get_spec().speculative_algorithm,
-        quantization=quantization_description(config_bags.get_model()),
-        cpu_tier=served_cpu_tier(config_bags.get_model(), config_bags.get_exec()),
+        speculative_algorithm=config_bags.server.get_spec().speculative_algorithm,
+        quantization=quantization_description(config_bags.server.get_model()),
+        cpu_tier=served_cpu_tier(config_bags.server.get_model(), config_bags.server.get_exec()),
         recurrent_state_mb=target.recurrent_state_bytes / 2**20,
         state_snapshot_slots=target.snapshot_slots,
     )

@@ -40,7 +40,7 @@ def greedy_run(
     together `steps` times (a prefill, then decodes)."""
     import config_bags
     from attn_backends import build_attention_pair
-    from config_bags import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag
+    from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, ParallelBag, ScheduleBag
     from runtime_runner.runner import ModelRunner
     from runtime_runner.standalone import StandaloneDriver
 

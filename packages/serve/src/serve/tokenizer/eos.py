@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from config_bags import get_model
+from config_bags.server import get_model
 
 
 def eos_token_ids(tokenizer: Any) -> tuple[int, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config_bags import get_model
+from config_bags.server import get_model
 
 
 def tokenizer_dir() -> str:

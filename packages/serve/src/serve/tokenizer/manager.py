@@ -20,7 +20,7 @@ import msgspec
 import zmq.asyncio
 
 import config_bags
-from config_bags import get_observability
+from config_bags.server import get_observability
 from serve.config_override import check_runtime_override
 from serve.ipc.channels import Addresses, AsyncReceiver, AsyncSender
 from serve.ipc.messages import (

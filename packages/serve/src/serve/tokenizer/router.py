@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from config_bags import get_parallel
+from config_bags.server import get_parallel
 
 PREFIX_BLOCK = 16
 REMEMBERED_PREFIXES = 8192

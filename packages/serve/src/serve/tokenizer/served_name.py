@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from config_bags import get_model
+from config_bags.server import get_model
 
 
 def served_model_name() -> str:

@@ -23,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any, TypeVar
 
-from config_bags import get_model
+from config_bags.server import get_model
 from serve.child_process import die_with_parent
 from serve.tokenizer.chat_template import chat_prompt_ids, chat_template_text
 from serve.tokenizer.loading import tokenizer_dir

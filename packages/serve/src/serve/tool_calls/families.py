@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, get_args
 
-from config_bags.bags.serving import ToolCallParser
+from config_bags.server.bags.serving import ToolCallParser
 from runtime_scheduler import OutputConstraint
 from serve.assistant.events import TextReader
 from serve.tool_calls import hermes, llama3

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from attn_backends import attention_choice, kv_dtype_refusal
-from config_bags import AttentionHalf, attention_leaf_of, deterministic_inference_of, max_total_tokens_of
+from config_bags.server import AttentionHalf, attention_leaf_of, deterministic_inference_of, max_total_tokens_of
 from runtime_runner import device_of, kv_bytes_per_token, kv_dtype_of, model_dtype_of
 from runtime_runner.loading.quantization_support import serves_quantized
 from runtime_runner.parallel.rank_layout import kv_heads_per_rank

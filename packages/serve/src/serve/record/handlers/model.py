@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from attn_backends import AttentionBackendUnavailableError, linear_attn_kernels_for
-from config_bags import context_length_of, context_length_within_model, leaf_spec, leaf_value_of
+from config_bags import leaf_spec, leaf_value_of
+from config_bags.server import Bags, context_length_of, context_length_within_model
 from runtime_runner import device_of, ensure_default_model
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_file_of
@@ -132,7 +133,7 @@ def linear_attention(res: Resolution) -> None:
     bags, model = res.bags(), res.model
     if model.hybrid is None:
         for leaf in LINEAR_ATTN_LEAVES + RECURRENT_STATE_LEAVES:
-            value, default = leaf_value_of(bags, leaf), leaf_spec(leaf).default
+            value, default = leaf_value_of(bags, leaf), leaf_spec(leaf, Bags).default
             if value != default:
                 raise ResolutionError(
                     f"{leaf} = {value!r}: {model.architecture} has no linear-attention layers; accepted: "

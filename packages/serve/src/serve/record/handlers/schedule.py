@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from config_bags import leaf_spec
+from config_bags.server import Bags
 from runtime_runner import device_of
 from serve.record.resolution import Resolution
 
@@ -26,7 +27,7 @@ def chunked_prefill_size(res: Resolution) -> None:
     if args.chunked_prefill_size == -1 or args.max_total_tokens is None:
         return
     page = args.page_size
-    budget = min(leaf_spec("chunked_prefill_size").default, args.max_total_tokens // PREFILL_SHARE_OF_POOL)
+    budget = min(leaf_spec("chunked_prefill_size", Bags).default, args.max_total_tokens // PREFILL_SHARE_OF_POOL)
     if args.context_length is not None:
         budget = min(budget, args.context_length)
     res.declare("chunked_prefill_size", chunked_prefill_size=max(page, budget // page * page))
@@ -38,7 +39,9 @@ def max_prefill_tokens(res: Resolution) -> None:
     streaming between steps, and a burst of prompts gets its first tokens in turn rather than all
     at the end of one long step."""
     bags = res.bags()
-    budget = CPU_PREFILL_TOKENS if device_of(bags.device).type == "cpu" else leaf_spec("max_prefill_tokens").default
+    budget = (
+        CPU_PREFILL_TOKENS if device_of(bags.device).type == "cpu" else leaf_spec("max_prefill_tokens", Bags).default
+    )
     if bags.memory.max_total_tokens is not None:
         budget = min(budget, bags.memory.max_total_tokens)
     if budget != bags.schedule.max_prefill_tokens:
@@ -71,4 +74,6 @@ def max_running_requests(res: Resolution) -> None:
     if args.max_total_tokens is None:
         return
     pages = max(1, args.max_total_tokens // args.page_size)
-    res.declare("max_running_requests", max_running_requests=min(leaf_spec("max_running_requests").default, pages))
+    res.declare(
+        "max_running_requests", max_running_requests=min(leaf_spec("max_running_requests", Bags).default, pages)
+    )

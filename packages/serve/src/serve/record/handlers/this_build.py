@@ -5,7 +5,7 @@ with its bags (serve.launch_rules)."""
 
 from __future__ import annotations
 
-from config_bags import deterministic_inference_of
+from config_bags.server import deterministic_inference_of
 from serve.absent_features import absent_feature_rules
 from serve.launch_rules import (
     ATTENTION_BACKENDS_RUN_HERE,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.constraints import NonNegativeInt, PositiveInt
 from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf

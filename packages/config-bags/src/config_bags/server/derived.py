@@ -1,14 +1,15 @@
-"""Derived values: pure `*_of(bag, ...)` helpers, each with an accessor over the published bags.
+"""Derived values of this server's bags: pure `*_of(bag, ...)` helpers.
 
-A consumer asks the accessor at the moment of use, so a derived value follows an override
-exactly like a leaf does. The record's own derived members (in `serve`) call the same helpers.
+Each has an accessor over the published bags in `derived_accessors`; the rules of `Bags` and the
+record's own derived members (in `serve`) call the same helpers, so no two tiers disagree.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from config_bags.bags import (
+from config_bags.errors import LeafValueError, UsageError
+from config_bags.server.bags import (
     ExecBag,
     GraphBag,
     KernelBag,
@@ -19,15 +20,13 @@ from config_bags.bags import (
     ScheduleBag,
     SpecBag,
 )
-from config_bags.bags.attention_names import (
+from config_bags.server.bags.attention_names import (
     BATCH_INVARIANT_KERNELS,
     AttentionBackendName,
     AttentionHalf,
     LinearAttnBackendName,
 )
-from config_bags.bags.exec import QuantizedActivations
-from config_bags.bags_accessors import get_exec, get_parallel, get_schedule, get_spec
-from config_bags.errors import LeafValueError
+from config_bags.server.bags.exec import QuantizedActivations
 
 
 class AttentionBackends(NamedTuple):
@@ -59,11 +58,6 @@ def attention_backends_of(kernel: KernelBag) -> AttentionBackends:
     return AttentionBackends(
         prefill=attention_leaf_of(kernel, "prefill")[1], decode=attention_leaf_of(kernel, "decode")[1]
     )
-
-
-def attention_backends() -> AttentionBackends:
-    """`attention_backends_of` over the published exec.kernel bag."""
-    return attention_backends_of(get_exec().kernel)
 
 
 # The device types this build has batch-invariant kernels for: attn-backends' cpu_paged attention
@@ -98,11 +92,6 @@ def quantized_activations_of(exec: ExecBag, reads_gguf: bool, integer_kernels: b
     return "int8" if reads_gguf and integer_kernels else "float32"
 
 
-def deterministic_inference(device_type: str) -> bool:
-    """`deterministic_inference_of` over the published exec bag."""
-    return deterministic_inference_of(get_exec(), device_type)
-
-
 def device_linear_attn_backend_of(device_type: str) -> LinearAttnBackendName:
     """The linear-attention kernels a `device_type` device runs where the operator named none:
     cpu_fused on a CPU, triton elsewhere (CUDA)."""
@@ -123,11 +112,6 @@ def linear_attn_backends_of(
     return LinearAttnBackends(decode=kernel.linear_attn_decode_backend or base, prefill=prefill, verify=prefill)
 
 
-def linear_attn_backends(device_type: str, prefill_default: LinearAttnBackendName | None = None) -> LinearAttnBackends:
-    """`linear_attn_backends_of` over the published exec.kernel bag."""
-    return linear_attn_backends_of(get_exec().kernel, device_type, prefill_default)
-
-
 def mamba_cache_slots_of(mamba: MambaBag, schedule: ScheduleBag) -> int:
     """Recurrent-state slots of a hybrid model's state pool: max_mamba_cache_size, else one per
     request that may run at once (max_running_requests). A running request holds one slot; a
@@ -135,22 +119,12 @@ def mamba_cache_slots_of(mamba: MambaBag, schedule: ScheduleBag) -> int:
     return mamba.max_mamba_cache_size if mamba.max_mamba_cache_size is not None else schedule.max_running_requests
 
 
-def mamba_cache_slots() -> int:
-    """`mamba_cache_slots_of` over the published exec.mamba and schedule bags."""
-    return mamba_cache_slots_of(get_exec().mamba, get_schedule())
-
-
 def mamba_snapshot_slots_of(mamba: MambaBag, bytes_per_slot: int) -> int:
     """Recurrent-state snapshots a hybrid model's prefix cache keeps: mamba_snapshot_memory_mb over
     the bytes one snapshot takes (one slot of the state pool); 0 keeps none."""
     if bytes_per_slot < 1:
-        raise ValueError(f"bytes_per_slot={bytes_per_slot} is not accepted; accepted: an int >= 1")
+        raise UsageError(f"bytes_per_slot={bytes_per_slot} is not accepted; accepted: an int >= 1")
     return int(mamba.mamba_snapshot_memory_mb * 1024 * 1024) // bytes_per_slot
-
-
-def mamba_snapshot_slots(bytes_per_slot: int) -> int:
-    """`mamba_snapshot_slots_of` over the published exec.mamba bag."""
-    return mamba_snapshot_slots_of(get_exec().mamba, bytes_per_slot)
 
 
 def snapshot_grid_refusal(mamba: MambaBag, schedule: ScheduleBag) -> str | None:
@@ -179,11 +153,6 @@ def max_prefill_buffer_tokens_of(schedule: ScheduleBag, parallel: ParallelBag) -
     return per_step * parallel.pp_size
 
 
-def max_prefill_buffer_tokens() -> int:
-    """`max_prefill_buffer_tokens_of` over the published schedule and parallel bags."""
-    return max_prefill_buffer_tokens_of(get_schedule(), get_parallel())
-
-
 def max_speculative_num_draft_tokens_of(spec: SpecBag) -> int:
     """The most tokens one verify pass adds per request (each gets a KV slot): the last accepted
     token and the drafts after it, so a request proposes one fewer. 0 without speculation; the
@@ -193,11 +162,6 @@ def max_speculative_num_draft_tokens_of(spec: SpecBag) -> int:
     if spec.speculative_algorithm == "ngram":
         return spec.speculative_num_draft_tokens
     return min(spec.speculative_num_draft_tokens, spec.speculative_num_steps * spec.speculative_eagle_topk + 1)
-
-
-def max_speculative_num_draft_tokens() -> int:
-    """`max_speculative_num_draft_tokens_of` over the published spec bag."""
-    return max_speculative_num_draft_tokens_of(get_spec())
 
 
 def cuda_graph_decode_bs_of(graph: GraphBag) -> tuple[int, ...]:
@@ -211,15 +175,10 @@ def cuda_graph_decode_bs_of(graph: GraphBag) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def cuda_graph_decode_bs() -> tuple[int, ...]:
-    """`cuda_graph_decode_bs_of` over the published exec.graph bag."""
-    return cuda_graph_decode_bs_of(get_exec().graph)
-
-
 def max_total_tokens_of(memory: MemoryBag, kv_bytes_per_token: int) -> int:
     """KV-cache slots: max_total_tokens when set, else kv_cache_memory_mb over the per-token size."""
     if kv_bytes_per_token < 1:
-        raise ValueError(f"kv_bytes_per_token must be positive, got {kv_bytes_per_token}")
+        raise UsageError(f"kv_bytes_per_token = {kv_bytes_per_token} is not accepted; accepted: an int >= 1")
     if memory.max_total_tokens is not None:
         return memory.max_total_tokens
     return max(1, memory.kv_cache_memory_mb * 1024 * 1024 // kv_bytes_per_token)
@@ -253,8 +212,3 @@ def chunk_size_of(schedule: ScheduleBag) -> int | None:
         return None
     page = schedule.page_size
     return max(page, schedule.chunked_prefill_size // page * page)
-
-
-def chunk_size() -> int | None:
-    """`chunk_size_of` over the published schedule bag."""
-    return chunk_size_of(get_schedule())

@@ -1,5 +1,5 @@
 """Turning the text an operator typed (a flag, an environment variable, a config string) into a
-leaf's value, then checking it against the leaf's type and constraints.
+leaf's value of any root, then checking it against the leaf's type and constraints.
 
 Booleans accept true/false/1/0/yes/no/on/off; an optional leaf accepts "none" or "" for unset;
 a tuple leaf accepts a comma-separated list.
@@ -11,7 +11,9 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
-from config_bags import LeafSpec, LeafValueError, checked_value
+from config_bags.errors import LeafValueError
+from config_bags.leaf_table import LeafSpec
+from config_bags.override import checked_value
 
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})

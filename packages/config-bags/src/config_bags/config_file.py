@@ -1,5 +1,9 @@
-"""Reading a launch config file: YAML (.yaml, .yml) or TOML (.toml), a flat mapping whose keys
-are flag names (`page-size` or `page_size`). Errors name the file and the line."""
+"""Reading a config file: YAML (.yaml, .yml) or TOML (.toml), a flat mapping whose keys are flag
+names (`page-size` or `page_size`). Errors name the file and the line.
+
+TOML is read by the standard library; YAML needs PyYAML (`pip install config-bags[yaml]`), which
+is imported only when a YAML file is read, so a stack reading TOML depends on msgspec alone.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
-from serve.record.errors import ConfigFileError
+from config_bags.errors import ConfigFileError
 
 SUFFIXES = {".yaml": "YAML", ".yml": "YAML", ".toml": "TOML"}
 
@@ -37,6 +40,12 @@ def config_file_entries(path: Path) -> list[FileEntry]:
 
 
 def _yaml_entries(path: Path, text: str) -> list[FileEntry]:
+    try:
+        import yaml  # optional: only a YAML file needs it
+    except ImportError:
+        raise ConfigFileError(
+            f"{path}: reading YAML needs PyYAML, which is not installed; install config-bags[yaml], or use a .toml file"
+        ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -64,6 +73,6 @@ def _toml_entries(path: Path, text: str) -> list[FileEntry]:
 
 
 def _toml_line(text: str, key: str) -> int:
-    pattern = re.compile(rf"^\s*(\[\s*)?[\"']?{re.escape(key)}[\"']?\s*(=|\])", re.MULTILINE)
+    pattern = re.compile(rf"^[ \t]*(\[[ \t]*)?[\"']?{re.escape(key)}[\"']?[ \t]*(=|\])", re.MULTILINE)
     found = pattern.search(text)
     return text.count("\n", 0, found.start()) + 1 if found else 0

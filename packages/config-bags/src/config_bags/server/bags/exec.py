@@ -6,11 +6,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config_bags.bags.attention_names import AttentionBackendName, LinearAttnBackendName
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.constraints import BatchSizes, NonNegativeFloat, PositiveInt
 from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
+from config_bags.server.bags.attention_names import AttentionBackendName, LinearAttnBackendName
 
 MoeRunnerBackend = Literal["auto", "torch_native", "triton"]
 MambaSsmDtype = Literal["float32", "bfloat16", "float16"]

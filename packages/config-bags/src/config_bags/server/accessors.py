@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from config_bags.accessors import accessor
-from config_bags.bags import (
-    Bags,
+from config_bags.server.bags import (
     DeviceBag,
     DisaggBag,
     ExecBag,
@@ -22,6 +21,7 @@ from config_bags.bags import (
     ServingBag,
     SpecBag,
 )
+from config_bags.server.root import Bags
 
 get_schedule: Callable[[], ScheduleBag] = accessor(Bags, "schedule", lambda b: b.schedule)
 get_memory: Callable[[], MemoryBag] = accessor(Bags, "memory", lambda b: b.memory)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.constraints import NonEmptyStr, Port, PositiveInt
 from config_bags.leaf import leaf
 

@@ -29,10 +29,22 @@ _checked_by_msgspec: ContextVar[bool] = ContextVar("checked_by_msgspec", default
 _FIELD_PATH = re.compile(r"at `\$\.(\w+)")
 
 
-class Bag(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A typed, frozen namespace of leaves. Assigning to a field raises `AttributeError`; building
-    one with a value its leaf refuses raises `LeafValueError` naming the bag, the leaf, the value
-    and what is accepted."""
+class BagMeta(msgspec.StructMeta):
+    """Makes every bag keyword-only without saying so (msgspec already inherits `frozen`), so a
+    stack writes `class CacheBag(Bag):`."""
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> Any:
+        kwargs.setdefault("kw_only", True)
+        return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+
+class Bag(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, metaclass=BagMeta):
+    """A typed, frozen, keyword-only namespace of leaves. Assigning to a field raises
+    `AttributeError`; building one with a value its leaf refuses raises `LeafValueError` naming
+    the bag, the leaf, the value and what is accepted.
+
+    A field holding a nested bag takes a bag as its default (`cache: CacheBag = CacheBag()`): a
+    bag is frozen, so one default instance is shared safely and no `default_factory` is needed."""
 
     def __post_init__(self) -> None:
         if not _checked_by_msgspec.get():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from config_bags.bags.attention_names import AttentionBackendName
-from config_bags.bags.base import Bag
+from config_bags.bag import Bag
 from config_bags.constraints import NonEmptyStr, PositiveInt, UnitFloat
 from config_bags.errors import LeafValueError
 from config_bags.leaf import leaf
+from config_bags.server.bags.attention_names import AttentionBackendName
 
 SpeculativeAlgorithm = Literal["ngram", "draft_model"]
 SpeculativeAttentionMode = Literal["prefill", "decode"]
