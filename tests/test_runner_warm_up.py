@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from attn_backends import paged_attention_kernel
+from attn_backends.kernels import paged_attention_kernel
 from runtime_runner.kernels import cpu_fused_ops
 from runtime_runner.runner import ModelRunner
 

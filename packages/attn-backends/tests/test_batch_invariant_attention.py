@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paged_reference import paged_tensors, scenario
 
-from attn_backends.paged_attention_kernel import bf16_on_tiles, paged_attention, paged_queries
+from attn_backends.kernels.paged_attention_kernel import bf16_on_tiles, paged_attention, paged_queries
 from native_build import amx_tiles_available
 
 # Requests as (cached prefix, new tokens): long enough to span several 256-key ranges, and prompts

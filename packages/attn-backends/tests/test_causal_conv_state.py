@@ -27,8 +27,8 @@ from types import ModuleType
 import pytest
 import torch
 
-from attn_backends.causal_conv_state import causal_conv_decode, causal_conv_prefill, causal_conv_verify
-from attn_backends.gated_delta_triton import INTERPRETED
+from attn_backends.linear.causal_conv_state import causal_conv_decode, causal_conv_prefill, causal_conv_verify
+from attn_backends.linear.triton_launch import INTERPRETED
 
 LENGTHS = [1, 5, 64, 70, 130]
 SLOTS = [6, 0, 3, 7, 2]  # out of order; 1, 4, 5 of the 8-slot pool are never in the batch
@@ -218,7 +218,7 @@ def test_refuses_operands_naming_what_it_takes() -> None:
 @pytest.mark.parametrize("pool_dtype", [torch.float32, torch.bfloat16])
 def test_triton_equals_torch(device: str, pool_dtype: torch.dtype) -> None:
     """Prefill, decode and verify; 200 channels span two channel blocks, the tokens many token blocks."""
-    from attn_backends import gated_delta_triton
+    from attn_backends.linear import causal_conv_triton
 
     x, weight, b, expected_pool = _operands(sum(LENGTHS), 200, 4, seed=10, device=device, pool_dtype=pool_dtype)
     pool = expected_pool.clone()
@@ -227,20 +227,20 @@ def test_triton_equals_torch(device: str, pool_dtype: torch.dtype) -> None:
     # on a cast where torch (and a GPU) round to nearest: then one bf16 step apart at most.
     stored = {"atol": 0.0, "rtol": 2.0**-7 if pool_dtype == torch.bfloat16 and device == "cpu" else 0.0}
     expected = causal_conv_prefill(x, weight, b, cu, expected_pool, slots, flags)
-    y = gated_delta_triton.causal_conv_prefill(x, weight, b, cu, pool, slots, flags)
+    y = causal_conv_triton.causal_conv_prefill(x, weight, b, cu, pool, slots, flags)
     torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(pool.float(), expected_pool.float(), **stored)
 
     pool = expected_pool.clone()
     expected = causal_conv_decode(x[:5], weight, None, expected_pool, slots)
-    y = gated_delta_triton.causal_conv_decode(x[:5], weight, None, pool, slots)
+    y = causal_conv_triton.causal_conv_decode(x[:5], weight, None, pool, slots)
     torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(pool.float(), expected_pool.float(), **stored)
 
     lengths = [1, 3, 4, 2, 1]
     before = pool.clone()
     expected, expected_windows = causal_conv_verify(x[:11], weight, b, _cu(lengths, device), pool, slots)
-    y, windows = gated_delta_triton.causal_conv_verify(x[:11], weight, b, _cu(lengths, device), pool, slots)
+    y, windows = causal_conv_triton.causal_conv_verify(x[:11], weight, b, _cu(lengths, device), pool, slots)
     assert torch.equal(pool, before)
     torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(windows.float(), expected_windows.float(), **stored)

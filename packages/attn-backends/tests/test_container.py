@@ -19,7 +19,7 @@ from attn_backends import (
     MultiStepDraftBackend,
     TorchNativeBackend,
 )
-from attn_backends.container import ContainerBackend
+from attn_backends.backends.container import ContainerBackend
 
 
 def _stamped(backend: AttentionBackend, name: str) -> AttentionBackend:

@@ -11,9 +11,9 @@ import torch
 from paged_reference import paged_tensors, reference, scenario
 
 from attn_backends import TorchNativeBackend
-from attn_backends.decode_attention import decode_attention
-from attn_backends.decode_plan import CHUNK_KEYS, chunked_decode_group, decode_group, padded_decode_group
-from attn_backends.gather_workspace import GatherWorkspace
+from attn_backends.kernels.decode_attention import decode_attention
+from attn_backends.kernels.decode_plan import CHUNK_KEYS, chunked_decode_group, decode_group, padded_decode_group
+from attn_backends.kernels.gather_workspace import GatherWorkspace
 
 # Around and across chunk boundaries: one key, one short of a chunk, exactly one, one past, several.
 RAGGED = [1, CHUNK_KEYS - 1, CHUNK_KEYS, CHUNK_KEYS + 1, 7, 3 * CHUNK_KEYS + 5, 40]

@@ -15,9 +15,9 @@ import pytest
 import torch
 from paged_reference import Metadata, paged_tensors, reference, scenario
 
-from attn_backends.flashinfer_backend import FlashInferBackend, flashinfer_unavailable_reason, hnd_pages_view
-from attn_backends.flashinfer_csr import PagedCsr, paged_csr_of
-from attn_backends.torch_native import TorchNativeBackend
+from attn_backends.backends.flashinfer_backend import FlashInferBackend, flashinfer_unavailable_reason, hnd_pages_view
+from attn_backends.backends.flashinfer_csr import PagedCsr, paged_csr_of
+from attn_backends.backends.torch_native import TorchNativeBackend
 
 FLASHINFER_MISSING = importlib.util.find_spec("flashinfer") is None
 

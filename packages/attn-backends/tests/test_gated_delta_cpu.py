@@ -33,8 +33,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_backends import AttentionBackendUnavailableError, causal_conv_state, gated_delta_cpu, gated_delta_rule
-from attn_backends.linear_attn_kernels import linear_attn_kernels_for
+from attn_backends import AttentionBackendUnavailableError
+from attn_backends.linear import causal_conv_state, gated_delta_cpu, gated_delta_rule
+from attn_backends.linear.kernels import linear_attn_kernels_for
 
 LENGTHS = [1, 5, 64, 70, 130, 0]
 SLOTS = [6, 0, 3, 7, 2, 4]  # out of order; 1 and 5 of the 8-slot pool are never in the batch

@@ -32,8 +32,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_backends.gated_delta_rule import gated_delta_decode, gated_delta_prefill, gated_delta_verify
-from attn_backends.gated_delta_triton import INTERPRETED
+from attn_backends.linear.gated_delta_rule import gated_delta_decode, gated_delta_prefill, gated_delta_verify
+from attn_backends.linear.triton_launch import INTERPRETED
 
 LENGTHS = [1, 5, 64, 70, 130]
 SLOTS = [6, 0, 3, 7, 2]  # out of order, and 1, 4, 5 of the 8-slot pool are never in the batch
@@ -276,7 +276,7 @@ def _triton_prefill_cases(device: str) -> list[tuple[list[int], int, int, int]]:
 @pytest.mark.parametrize("device", [ON_CPU, ON_CUDA])
 @pytest.mark.parametrize("pool_dtype", [torch.float32, torch.bfloat16])
 def test_triton_prefill_equals_torch(device: str, pool_dtype: torch.dtype) -> None:
-    from attn_backends import gated_delta_triton
+    from attn_backends.linear import gated_delta_triton
 
     for lengths, heads, dk, dv in _triton_prefill_cases(device):
         t = _tokens(lengths, heads, dk, dv, seed=dk + dv, device=device)
@@ -294,7 +294,7 @@ def test_triton_prefill_equals_torch(device: str, pool_dtype: torch.dtype) -> No
 
 @pytest.mark.parametrize("device", [ON_CPU, ON_CUDA])
 def test_triton_decode_and_verify_equal_torch(device: str) -> None:
-    from attn_backends import gated_delta_triton
+    from attn_backends.linear import gated_delta_triton
 
     heads, dk, dv = 2, 24, 80
     slots = _slots([5, 1, 2], device)

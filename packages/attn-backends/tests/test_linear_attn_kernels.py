@@ -10,14 +10,15 @@ import dataclasses
 
 import pytest
 
-from attn_backends import (
-    AttentionBackendUnavailableError,
-    UnknownAttentionBackendError,
+from attn_backends import AttentionBackendUnavailableError, UnknownAttentionBackendError
+from attn_backends.linear import (
     causal_conv_state,
+    causal_conv_triton,
     gated_delta_rule,
+    gated_delta_triton,
+    triton_launch,
 )
-from attn_backends import gated_delta_triton as triton_kernels
-from attn_backends.linear_attn_kernels import LinearAttnKernels, linear_attn_kernels_for
+from attn_backends.linear.kernels import LinearAttnKernels, linear_attn_kernels_for
 
 ENTRY_POINTS = (
     "gated_delta_prefill",
@@ -42,12 +43,13 @@ def test_torch_native_holds_the_torch_functions() -> None:
 
 def test_triton_holds_the_triton_functions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(triton_kernels, "INTERPRETED", True)
+    monkeypatch.setattr(triton_launch, "INTERPRETED", True)
     for device_type in ("cpu", "cuda"):
         kernels = linear_attn_kernels_for("triton", device_type)
         assert isinstance(kernels, LinearAttnKernels) and kernels.name == "triton"
         for entry in ENTRY_POINTS:
-            assert getattr(kernels, entry) is getattr(triton_kernels, entry)
+            family = gated_delta_triton if entry.startswith("gated_delta") else causal_conv_triton
+            assert getattr(kernels, entry) is getattr(family, entry)
 
 
 def test_triton_on_a_cpu_needs_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,9 +57,9 @@ def test_triton_on_a_cpu_needs_the_interpreter(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(AttentionBackendUnavailableError, match="only under TRITON_INTERPRET=1.*use torch_native"):
         linear_attn_kernels_for("triton", "cpu")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(triton_kernels, "INTERPRETED", False)
+    monkeypatch.setattr(triton_launch, "INTERPRETED", False)
     with pytest.raises(
-        AttentionBackendUnavailableError, match="set after attn_backends.gated_delta_triton was imported"
+        AttentionBackendUnavailableError, match="set after attn_backends.linear.triton_launch was imported"
     ):
         linear_attn_kernels_for("triton", "cpu")
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 import config_bags
-from attn_backends import LinearAttnBackendFactory, linear_attn_resolver, resolve_linear_attn_backends
+from attn_backends import LinearAttnBackendFactory, resolve_linear_attn_backends
+from attn_backends.linear import resolver as linear_attn_resolver
 from config_bags.server import Bags, ExecBag, KernelBag, LinearAttnBackends, device_linear_attn_backend_of
 
 

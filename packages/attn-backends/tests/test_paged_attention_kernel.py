@@ -13,7 +13,7 @@ import pytest
 import torch
 from paged_reference import paged_tensors, reference, scenario
 
-from attn_backends.paged_attention_kernel import (
+from attn_backends.kernels.paged_attention_kernel import (
     PagedQueries,
     paged_attention,
     paged_queries,

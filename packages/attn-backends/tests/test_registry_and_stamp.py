@@ -16,7 +16,7 @@ import pytest
 import torch
 from paged_reference import paged_tensors, scenario, was_planned
 
-import attn_backends.registry as registry_module
+import attn_backends.choice.registry as registry_module
 from attn_backends import (
     DEPRECATED_ALIASES,
     KERNEL_NAMES,

@@ -24,8 +24,8 @@ import torch
 from paged_reference import Metadata, paged_tensors, reference, scenario
 
 from attn_backends import TorchNativeBackend
-from attn_backends.triton_backend import TritonBackend
-from attn_backends.triton_kernels import INTERPRETED
+from attn_backends.backends.triton_backend import TritonBackend
+from attn_backends.kernels.triton_kernels import INTERPRETED
 
 ON_CPU = pytest.param(
     "cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="the kernels run on CPU tensors only interpreted")
@@ -173,7 +173,7 @@ def test_cpu_without_the_interpreter_is_refused() -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from paged_reference import scenario\n"
-        "from attn_backends.triton_backend import TritonBackend\n"
+        "from attn_backends.backends.triton_backend import TritonBackend\n"
         "try:\n"
         "    TritonBackend().plan(scenario([2], [3], 1, seed=0)[0])\n"
         "except RuntimeError as e:\n"

@@ -20,10 +20,25 @@ causal conv and the gated delta rule, varlen prefill, decode and verify over a s
 target's per-runner prefill default) and builds the backend that reads it off the stamped runner.
 """
 
-from attn_backends.attention_choice import AttentionChoice, attention_choice
 from attn_backends.backend import AttentionBackend, UnstampedBackendError
-from attn_backends.batch_invariance import batch_invariance_refusal
-from attn_backends.cpu_paged import CpuPagedBackend
+from attn_backends.backends.cpu_paged import CpuPagedBackend
+from attn_backends.backends.hybrid import HybridAttentionBackend
+from attn_backends.backends.torch_native import TorchNativeBackend
+from attn_backends.backends.wrapper import WrapperBackend
+from attn_backends.choice.attention_choice import AttentionChoice, attention_choice
+from attn_backends.choice.batch_invariance import batch_invariance_refusal
+from attn_backends.choice.effective_names import (
+    DEPRECATED_ALIASES,
+    UnknownAttentionBackendError,
+    auto_kernel_of,
+    effective_backend_name,
+    registered_attention_backends,
+)
+from attn_backends.choice.host_support import refusal_on
+from attn_backends.choice.kv_dtypes import kv_dtype_refusal
+from attn_backends.choice.pair import build_attention_pair
+from attn_backends.choice.registry import REGISTRY, AttentionBackendUnavailableError, build_attention_backend
+from attn_backends.choice.stamping import stamp_built
 from attn_backends.dispatch import (
     KERNEL_NAMES,
     AttentionStamp,
@@ -32,29 +47,14 @@ from attn_backends.dispatch import (
     dispatched_half_of,
     serving_attention_backend,
 )
-from attn_backends.draft_backend_factory import DraftBackendFactory
-from attn_backends.draft_extend import DraftExtendBackend
-from attn_backends.draft_runner_backend import DraftRunnerBackend
-from attn_backends.effective_names import (
-    DEPRECATED_ALIASES,
-    UnknownAttentionBackendError,
-    auto_kernel_of,
-    effective_backend_name,
-    registered_attention_backends,
-)
-from attn_backends.host_support import refusal_on
-from attn_backends.hybrid import HybridAttentionBackend
-from attn_backends.kv_dtypes import kv_dtype_refusal
-from attn_backends.linear_attn_backend import LinearAttnBackend, LinearAttnBackendFactory
-from attn_backends.linear_attn_kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
-from attn_backends.linear_attn_resolver import resolve_linear_attn_backends
+from attn_backends.drafts.extend import DraftExtendBackend
+from attn_backends.drafts.factory import DraftBackendFactory
+from attn_backends.drafts.multi_step import MultiStepDraftBackend
+from attn_backends.drafts.runner_backend import DraftRunnerBackend
+from attn_backends.linear.backend import LinearAttnBackend, LinearAttnBackendFactory
+from attn_backends.linear.kernels import TORCH_NATIVE_KERNELS, LinearAttnKernels, linear_attn_kernels_for
+from attn_backends.linear.resolver import resolve_linear_attn_backends
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.multi_step_draft import MultiStepDraftBackend
-from attn_backends.pair import build_attention_pair
-from attn_backends.registry import REGISTRY, AttentionBackendUnavailableError, build_attention_backend
-from attn_backends.stamping import stamp_built
-from attn_backends.torch_native import TorchNativeBackend
-from attn_backends.wrapper import WrapperBackend
 
 __all__ = [
     "KERNEL_NAMES",

@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 import torch
 
 from attn_backends.dispatch import KERNEL_NAMES
+from attn_backends.kernels.native_attention import NativeAttention
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.native_attention import NativeAttention
 
 
 class UnstampedBackendError(RuntimeError):

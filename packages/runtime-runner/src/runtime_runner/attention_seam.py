@@ -44,7 +44,7 @@ class AttentionMetadata:
 
 class NativeAttentionView(Protocol):
     """A planned forward's attention as C++ calls it (attn_backends.NativeAttention): the entry's
-    address and its plan's; the ABI is attn_backends/native_attention.py's."""
+    address and its plan's; the ABI is attn_backends/kernels/native_attention.py's."""
 
     @property
     def entry(self) -> int: ...

@@ -13,15 +13,15 @@ from __future__ import annotations
 import torch
 
 from attn_backends.backend import AttentionBackend
-from attn_backends.metadata import AttentionMetadataView
-from attn_backends.native_attention import NativeAttention
-from attn_backends.paged_attention_kernel import (
+from attn_backends.kernels.native_attention import NativeAttention
+from attn_backends.kernels.paged_attention_kernel import (
     NativePagedAttention,
     PagedQueries,
     native_paged_attention,
     paged_attention,
     paged_queries,
 )
+from attn_backends.metadata import AttentionMetadataView
 
 
 class CpuPagedBackend(AttentionBackend):

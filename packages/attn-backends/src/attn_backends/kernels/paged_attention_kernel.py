@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from attn_backends.native_attention import NativeAttention
+from attn_backends.kernels.native_attention import NativeAttention
 from native_build import load_library
 
 WHAT = "the cpu_paged attention kernel"

@@ -9,8 +9,8 @@ prefill-half backend this wraps; the count is the draft's extend work.
 from __future__ import annotations
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.backends.wrapper import WrapperBackend
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.wrapper import WrapperBackend
 
 
 class DraftExtendBackend(WrapperBackend):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
-from attn_backends.attention_choice import attention_choice
 from attn_backends.backend import AttentionBackend
-from attn_backends.cpu_paged import CpuPagedBackend
-from attn_backends.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
-from attn_backends.torch_native import TorchNativeBackend
+from attn_backends.backends.cpu_paged import CpuPagedBackend
+from attn_backends.backends.torch_native import TorchNativeBackend
+from attn_backends.choice.attention_choice import attention_choice
+from attn_backends.choice.effective_names import AUTO, DEPRECATED_ALIASES, effective_backend_name, kernel_named
 from config_bags.server import AttentionHalf, AttentionKernelName
 
 # (half, device type, batch_invariant) -> (the kernel it built, the backend)
@@ -35,13 +35,13 @@ def _cpu_paged(half: AttentionHalf, device_type: str, batch_invariant: bool) -> 
 
 
 def _triton(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
-    from attn_backends.triton_backend import TritonBackend
+    from attn_backends.backends.triton_backend import TritonBackend
 
     return "triton", TritonBackend()
 
 
 def _flashinfer(half: AttentionHalf, device_type: str, batch_invariant: bool) -> tuple[str, AttentionBackend]:
-    from attn_backends.flashinfer_backend import FlashInferBackend
+    from attn_backends.backends.flashinfer_backend import FlashInferBackend
 
     return "flashinfer", FlashInferBackend()
 

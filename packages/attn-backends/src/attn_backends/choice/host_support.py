@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from attn_backends.backends.flashinfer_backend import flashinfer_unavailable_reason
 from attn_backends.dispatch import KERNEL_NAMES
-from attn_backends.flashinfer_backend import flashinfer_unavailable_reason
 from config_bags.server import AttentionKernelName
 
 

@@ -8,12 +8,12 @@ the draft's own override; else the pair the runner was handed (the configured on
 
 from __future__ import annotations
 
+from attn_backends.choice.registry import build_attention_backend
+from attn_backends.choice.stamping import stamp_built
 from attn_backends.dispatch import AttentionStamp
-from attn_backends.draft_extend import DraftExtendBackend
-from attn_backends.draft_runner_backend import DraftRunnerBackend
-from attn_backends.multi_step_draft import MultiStepDraftBackend
-from attn_backends.registry import build_attention_backend
-from attn_backends.stamping import stamp_built
+from attn_backends.drafts.extend import DraftExtendBackend
+from attn_backends.drafts.multi_step import MultiStepDraftBackend
+from attn_backends.drafts.runner_backend import DraftRunnerBackend
 from config_bags.server import get_spec
 
 

@@ -9,11 +9,11 @@ idle forward has nothing to draft, so both are refused.
 from __future__ import annotations
 
 from attn_backends.backend import AttentionBackend
-from attn_backends.container import ContainerBackend
+from attn_backends.backends.container import ContainerBackend
 from attn_backends.dispatch import ForwardMode, dispatched_half
-from attn_backends.draft_extend import DraftExtendBackend
+from attn_backends.drafts.extend import DraftExtendBackend
+from attn_backends.drafts.multi_step import MultiStepDraftBackend
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.multi_step_draft import MultiStepDraftBackend
 
 _REFUSED: tuple[ForwardMode, ...] = ("target_verify", "idle")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_backends.decode_plan import DecodeGroup
-from attn_backends.gather_workspace import GatherWorkspace
+from attn_backends.kernels.decode_plan import DecodeGroup
+from attn_backends.kernels.gather_workspace import GatherWorkspace
 
 
 def decode_attention(

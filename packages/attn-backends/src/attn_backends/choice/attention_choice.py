@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attn_backends.batch_invariance import batch_invariance_refusal
-from attn_backends.effective_names import effective_backend_name
-from attn_backends.host_support import refusal_on
+from attn_backends.choice.batch_invariance import batch_invariance_refusal
+from attn_backends.choice.effective_names import effective_backend_name
+from attn_backends.choice.host_support import refusal_on
 from config_bags.server import AttentionHalf, AttentionKernelName
 
 

@@ -59,9 +59,9 @@ from pathlib import Path
 
 import torch
 
-from attn_backends.causal_conv_state import check_causal_conv_operands
-from attn_backends.gated_delta_rule import check_gated_delta_operands
-from attn_backends.varlen_layout import checked_offsets
+from attn_backends.linear.causal_conv_state import check_causal_conv_operands
+from attn_backends.linear.gated_delta_rule import check_gated_delta_operands
+from attn_backends.linear.varlen_layout import checked_offsets
 from native_build import load_library
 
 WHAT = "the cpu_fused linear-attention kernels"

@@ -14,8 +14,8 @@ from typing import ClassVar
 import torch
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.kernels.native_attention import NativeAttention
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.native_attention import NativeAttention
 
 
 class ContainerBackend(AttentionBackend):

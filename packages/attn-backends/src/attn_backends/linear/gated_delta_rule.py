@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_backends.varlen_layout import (
+from attn_backends.linear.varlen_layout import (
     VarlenLayout,
     check_batch_rows,
     check_one_device,

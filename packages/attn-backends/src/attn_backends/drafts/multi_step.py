@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from attn_backends.backend import AttentionBackend
-from attn_backends.container import ContainerBackend
+from attn_backends.backends.container import ContainerBackend
 from attn_backends.metadata import AttentionMetadataView
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.kernels.native_attention import NativeAttention
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.native_attention import NativeAttention
 
 
 class WrapperBackend(AttentionBackend):

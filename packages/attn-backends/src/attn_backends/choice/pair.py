@@ -8,10 +8,10 @@ kernel, else a hybrid container of the two, stamped on the children-stamping pat
 from __future__ import annotations
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.backends.hybrid import HybridAttentionBackend
+from attn_backends.choice.registry import build_attention_backend
+from attn_backends.choice.stamping import stamp_built
 from attn_backends.dispatch import AttentionStamp
-from attn_backends.hybrid import HybridAttentionBackend
-from attn_backends.registry import build_attention_backend
-from attn_backends.stamping import stamp_built
 
 
 def build_attention_pair(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_backends.paged_attention_kernel import POOL_DTYPES
+from attn_backends.kernels.paged_attention_kernel import POOL_DTYPES
 from config_bags.server import AttentionKernelName
 
 # kernel -> the (compute, KV) dtype pairs it reads beside the compute dtype's own: cpu_paged's are

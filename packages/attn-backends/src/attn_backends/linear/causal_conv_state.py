@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_backends.varlen_layout import (
+from attn_backends.linear.varlen_layout import (
     VarlenLayout,
     check_batch_rows,
     check_one_device,

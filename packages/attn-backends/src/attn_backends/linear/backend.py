@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from attn_backends.linear_attn_kernels import LinearAttnKernels, linear_attn_kernels_for
-from attn_backends.linear_attn_resolver import resolve_linear_attn_backends
+from attn_backends.linear.kernels import LinearAttnKernels, linear_attn_kernels_for
+from attn_backends.linear.resolver import resolve_linear_attn_backends
 from config_bags.server import LinearAttnBackends
 from config_bags.server.bags.attention_names import LinearAttnBackendName
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from attn_backends.backend import AttentionBackend
+from attn_backends.kernels.triton_kernels import EXTEND_BLOCK_M, INTERPRETED, launch_decode, launch_extend
 from attn_backends.metadata import AttentionMetadataView
-from attn_backends.triton_kernels import EXTEND_BLOCK_M, INTERPRETED, launch_decode, launch_extend
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from attn_backends.backend import AttentionBackend
-from attn_backends.flashinfer_csr import PagedCsr, paged_csr_of
+from attn_backends.backends.flashinfer_csr import PagedCsr, paged_csr_of
 from attn_backends.metadata import AttentionMetadataView
 
 INSTALL_HINT = "install attn-backends[flashinfer] (flashinfer-python), or choose torch_native / triton"

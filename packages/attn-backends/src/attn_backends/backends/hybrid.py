@@ -10,7 +10,7 @@ attends (container.py). The children carry the stamps: the container is built on
 from __future__ import annotations
 
 from attn_backends.backend import AttentionBackend
-from attn_backends.container import ContainerBackend
+from attn_backends.backends.container import ContainerBackend
 from attn_backends.dispatch import dispatched_half
 from attn_backends.metadata import AttentionMetadataView
 from config_bags.server import AttentionHalf

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 
 from attn_backends.backend import AttentionBackend
-from attn_backends.decode_attention import decode_attention
-from attn_backends.decode_plan import DecodeGroup, decode_group
-from attn_backends.gather_workspace import GatherWorkspace
+from attn_backends.kernels.decode_attention import decode_attention
+from attn_backends.kernels.decode_plan import DecodeGroup, decode_group
+from attn_backends.kernels.gather_workspace import GatherWorkspace
 from attn_backends.metadata import AttentionMetadataView
 
 

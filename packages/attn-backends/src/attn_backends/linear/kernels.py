@@ -6,9 +6,10 @@
 
 `torch_native` is pure torch on any device (gated_delta_rule.py, causal_conv_state.py); `cpu_fused`
 (gated_delta_cpu.py) is the same six entry points as C++ passes, on a CPU only; `triton`
-(gated_delta_triton.py) runs on CUDA, and on a CPU only in Triton's interpreter (TRITON_INTERPRET=1,
-for tests); `flashinfer` is a name the operator may give but this build has no kernels for it.
-The set's `name` is the kernels it holds: the caller stamps it on its runner, never on the config.
+(gated_delta_triton.py, causal_conv_triton.py) runs on CUDA, and on a CPU only in Triton's
+interpreter (TRITON_INTERPRET=1, for tests); `flashinfer` is a name the operator may give but
+this build has no kernels for it. The set's `name` is the kernels it holds: the caller stamps it
+on its runner, never on the config.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Protocol, get_args
 
 import torch
 
-from attn_backends import causal_conv_state, gated_delta_cpu, gated_delta_rule
-from attn_backends.effective_names import UnknownAttentionBackendError
-from attn_backends.registry import AttentionBackendUnavailableError
+from attn_backends.choice.effective_names import UnknownAttentionBackendError
+from attn_backends.choice.registry import AttentionBackendUnavailableError
+from attn_backends.linear import causal_conv_state, gated_delta_cpu, gated_delta_rule
 from config_bags.server.bags.attention_names import LinearAttnBackendName
 
 
@@ -192,12 +193,12 @@ def _triton_kernels(device_type: str) -> LinearAttnKernels:
             f"linear-attention backend 'triton' runs on CUDA devices (or a CPU under TRITON_INTERPRET=1), not on "
             f"{device_type}; there use torch_native"
         )
-    from attn_backends import gated_delta_triton
+    from attn_backends.linear import causal_conv_triton, gated_delta_triton, triton_launch
 
-    if device_type == "cpu" and not gated_delta_triton.INTERPRETED:
+    if device_type == "cpu" and not triton_launch.INTERPRETED:
         raise AttentionBackendUnavailableError(
             "linear-attention backend 'triton' on a CPU needs its kernels interpreted, but they were compiled: "
-            "TRITON_INTERPRET=1 was set after attn_backends.gated_delta_triton was imported; set it before, "
+            "TRITON_INTERPRET=1 was set after attn_backends.linear.triton_launch was imported; set it before, "
             "or use torch_native"
         )
     return LinearAttnKernels(
@@ -205,7 +206,7 @@ def _triton_kernels(device_type: str) -> LinearAttnKernels:
         gated_delta_prefill=gated_delta_triton.gated_delta_prefill,
         gated_delta_decode=gated_delta_triton.gated_delta_decode,
         gated_delta_verify=gated_delta_triton.gated_delta_verify,
-        causal_conv_prefill=gated_delta_triton.causal_conv_prefill,
-        causal_conv_decode=gated_delta_triton.causal_conv_decode,
-        causal_conv_verify=gated_delta_triton.causal_conv_verify,
+        causal_conv_prefill=causal_conv_triton.causal_conv_prefill,
+        causal_conv_decode=causal_conv_triton.causal_conv_decode,
+        causal_conv_verify=causal_conv_triton.causal_conv_verify,
     )
