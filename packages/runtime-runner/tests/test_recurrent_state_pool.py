@@ -10,7 +10,11 @@ import torch
 import config_bags
 from config_bags.server import Bags, ExecBag, MambaBag, ScheduleBag
 from runtime_runner.errors import BatchError
-from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool, state_bytes_per_slot
+from runtime_runner.linear_attention.recurrent_state_pool import (
+    LinearLayerState,
+    RecurrentStatePool,
+    state_bytes_per_slot,
+)
 
 LAYERS = (LinearLayerState(conv_channels=96, conv_width=4, heads=4, k_dim=16, v_dim=8),) * 3
 

@@ -9,9 +9,11 @@ builds a runner: serve its resolved bags, a test or a tool its own
 `ensure_default_model()` converts the bundled SmolLM2 once.
 
 Where things live: this folder holds the runner (`runner`, and `standalone`, which drives it
-without the scheduler), its pools (`kv_pool`, `recurrent_state_pool`, with `linear_attn_plan`)
-and the seams other packages see (`batch`, `attention_seam`, `linear_attn_seam`, `output`,
-`errors`, `placement`, `determinism`, `device_faults`); `models/` the decoders and their layers,
+without the scheduler), its KV pool (`kv_pool`) and the seams other packages see (`batch`,
+`attention_seam`, `output`, `errors`, `placement`, `determinism`, `device_faults`);
+`linear_attention/` a hybrid model's recurrent state pool, its per-forward plan and the seam
+attn-backends reads it through; `models/` the decoders and their layers (and the native step
+that runs a whole Llama-family forward in one call),
 `loading/` checkpoints and their weights (`loading/gguf/` GGUF files), `kernels/` the C++
 kernels beside their bindings, `parallel/` tensor parallelism, `sampling/` the sampler.
 """

@@ -33,19 +33,19 @@ from runtime_runner.batch import SERVED_FORWARD_MODES, ForwardBatchView
 from runtime_runner.determinism import batch_invariance_for
 from runtime_runner.device_faults import marked_device_faults
 from runtime_runner.errors import BatchError, UnsupportedConfigError
-from runtime_runner.kernels.native_step import NativeDecoderStep
 from runtime_runner.kv_pool import KVPool
-from runtime_runner.linear_attn_plan import LinearAttnPlanner
-from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnFactory
+from runtime_runner.linear_attention.plan import LinearAttnPlanner
+from runtime_runner.linear_attention.recurrent_state_pool import LinearLayerState, RecurrentStatePool
+from runtime_runner.linear_attention.seam import LinearAttnBackendView, LinearAttnFactory
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.models.compiled_decode import CompiledDecode, check_compiled_decode_traceable
 from runtime_runner.models.decoder import DecoderForCausalLM
 from runtime_runner.models.hybrid.decoder import HybridDecoder
 from runtime_runner.models.layer_attention import LayerAttention, LinearLayerAttention
 from runtime_runner.models.model_loading import draft_checkpoint, load_model, target_checkpoint
+from runtime_runner.models.native_step import NativeDecoderStep
 from runtime_runner.output import ForwardOutput
 from runtime_runner.placement import device_of, kv_dtype_of, model_dtype_of, torch_threads_of
-from runtime_runner.recurrent_state_pool import LinearLayerState, RecurrentStatePool
 from runtime_runner.sampling.sampler import sample
 from runtime_runner.sampling.verify import sample_verify
 from runtime_runner.standalone import StandaloneDriver

@@ -5,6 +5,6 @@ The batch-invariant linear (`batch_invariant_linear`), the linear and the embedd
 kept quantized (`quantized_linear`, `quantized_embedding`, over `quantized_tensor`), oneDNN's packed
 linear (`packed_linear`), the fused elementwise ops (`cpu_fused_ops`), the C entry every projection
 kind exports (`native_projection`), a group of projections run side by side through those entries
-(`projection_stack`), and the native step that runs a Llama-family forward in one
-call through those entries (`native_step`).
+(`projection_stack`); `runtime_runner.models.native_step` runs a Llama-family forward in one call
+through those entries.
 """

@@ -1,6 +1,6 @@
 """The C entry every CPU projection kind exports, so that a whole decoder step can run in C++.
 
-The runner's native step (runtime_runner.kernels.native_step) runs every layer of a forward in one call,
+The runner's native step (runtime_runner.models.native_step) runs every layer of a forward in one call,
 without returning to Python between ops. It calls each projection through this one ABI, whatever
 kind it is (the bf16/fp32 batch-invariant linear, a GGUF block-quantized matrix, per-channel int8):
 

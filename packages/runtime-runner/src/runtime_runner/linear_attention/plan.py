@@ -28,10 +28,10 @@ import torch
 
 from runtime_runner.batch import RequestView
 from runtime_runner.errors import BatchError
-from runtime_runner.linear_attn_seam import LinearAttnBackendView, LinearAttnKernelsView
+from runtime_runner.linear_attention.recurrent_state_pool import RecurrentStatePool
+from runtime_runner.linear_attention.seam import LinearAttnBackendView, LinearAttnKernelsView
 from runtime_runner.loading.hybrid_config import LinearAttnShape
 from runtime_runner.models.layer_attention import LinearLayerAttention
-from runtime_runner.recurrent_state_pool import RecurrentStatePool
 
 
 @dataclass
