@@ -11,7 +11,7 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from serve.assistant.turn import FamilyCalls, TurnReading
+from serve.assistant_turn import FamilyCalls, TurnReading
 from serve.http.chat_choice import ChoiceStream, deltas_of, whole_choice
 from serve.http.streams import ChoiceResult
 from serve.ipc.messages import TextOutput

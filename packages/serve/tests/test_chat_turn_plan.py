@@ -19,7 +19,7 @@ import pytest
 from config_bags import overriding, publish, unpublish
 from config_bags.server import Bags, ModelBag
 from runtime_scheduler import OutputConstraint
-from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
+from serve.assistant_turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
 from serve.http.chat_turn import TurnPlan, one_constraint, turn_plan
 from serve.http.errors import APIError
 from serve.http.protocol import ChatCompletionRequest

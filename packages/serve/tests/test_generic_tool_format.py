@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from serve.assistant.turn import FamilyCalls, TurnReading, read_whole
+from serve.assistant_turn import FamilyCalls, TurnReading, read_whole
 from serve.tool_calls.generic_format import generic_conversation, tools_section
 
 TOOL: Any = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from serve.assistant.events import Content, Reasoning
-from serve.assistant.turn import FamilyCalls, TurnReading, answer_of, read_whole
+from serve.assistant_turn import FamilyCalls, TurnReading, answer_of, read_whole
 
 QWEN3 = TurnReading(reasoning="qwen3")
 R1 = TurnReading(reasoning="deepseek-r1")

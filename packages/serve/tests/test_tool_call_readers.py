@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from serve.assistant.events import Arguments, CallOpened, Content, Event
-from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnAnswer, TurnReading, answer_of, read_whole
+from serve.assistant_turn import FamilyCalls, NamedCall, RequiredCalls, TurnAnswer, TurnReading, answer_of, read_whole
 
 NAMES = ("get_weather", "add")
 HERMES = TurnReading(calls=FamilyCalls("hermes", NAMES))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from serve.assistant.events import Arguments, CallOpened, Content, Event
-from serve.assistant.turn import AssistantTurn, TurnReading, read_whole
+from serve.assistant_turn import AssistantTurn, TurnReading, read_whole
 from serve.http.logprobs_format import chat_logprobs
 from serve.http.streams import ChoiceResult
 from serve.ipc.messages import TextOutput

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from config_bags.server import get_serving
 from config_bags.server.bags.serving import ToolCallParser
 from runtime_scheduler import OutputConstraint
-from serve.assistant.turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
+from serve.assistant_turn import FamilyCalls, NamedCall, RequiredCalls, TurnReading
 from serve.grammar.constraint_check import constraint_refusal
 from serve.grammar.schema_support import unenforced_feature_of
 from serve.http.errors import bad_request

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
-from serve.assistant.turn import TurnReading
+from serve.assistant_turn import TurnReading
 from serve.http.responses_object import ResponseHead, status_of
 from serve.http.responses_output import OutputItems, StreamEvent
 from serve.http.sse import sse_event
