@@ -35,7 +35,9 @@ export function figuresOf(metrics, info) {
 
 export function renderFigures(list, figures) {
   list.replaceChildren(
-    ...figures.flatMap(([label, value]) => [el("dt", { text: label }), el("dd", { text: value === undefined ? "–" : String(value) })]),
+    ...figures.map(([label, value]) =>
+      el("div", { class: "figure" }, el("dt", { text: label }), el("dd", { text: value === undefined ? "–" : String(value) })),
+    ),
   );
 }
 
