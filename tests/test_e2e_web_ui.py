@@ -311,6 +311,46 @@ def test_the_conversations_are_there_after_a_reload(browser: Any) -> None:
     screenshot(browser, "chat")
 
 
+def user_part(browser: Any, selector: str) -> str | None:
+    text: str | None = browser.execute_script(
+        "const part = document.querySelector('#messages .role-user ' + arguments[0]);"
+        "return part ? part.innerText : null;",
+        selector,
+    )
+    return text
+
+
+def test_an_edit_is_a_new_branch_beside_the_first(browser: Any) -> None:
+    """On the reloaded conversation: the edited question is asked on a branch of its own, and the
+    first question and its answer are still there one branch back."""
+    browser.find_element(By.XPATH, "//li[contains(@class, 'role-user')]//button[text()='Edit']").click()
+    set_field(browser, browser.find_element(By.CSS_SELECTOR, "#messages .editor textarea").get_attribute("id"), "Hi!")
+    browser.find_element(By.CSS_SELECTOR, "#messages .editor button[type=submit]").click()
+    finished_answer(browser, 1)
+    assert user_part(browser, ".plain") == "Hi!" and user_part(browser, ".branch-index") == "2/2"
+    browser.find_element(By.CSS_SELECTOR, "#messages .role-user button[aria-label='Previous branch']").click()
+    assert user_part(browser, ".plain") == "What is the capital of France?"
+    assert "Paris" in (answer_part(browser, ".markdown") or "")
+
+
+def test_an_exported_conversation_imports(browser: Any, tmp_path: Path) -> None:
+    """The page's export, given a new id and title, comes back through the Import file field."""
+    exported = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "import('/web/js/conversations.js').then((m) => done(m.exported(m.loadAll())));"
+    )
+    file = json.loads(exported)
+    copy = {**file["conversations"][0], "id": "imported-conversation", "title": "Imported chat"}
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps({**file, "conversations": [copy]}))
+    browser.find_element(By.ID, "import-conversations").send_keys(str(path))
+    titles = wait_for(
+        browser,
+        lambda d: "Imported chat" in (t := [b.text for b in d.find_elements(By.CSS_SELECTOR, ".conversation")]) and t,
+    )
+    assert len(titles) == len(file["conversations"]) + 1
+
+
 def test_the_dashboard_counts_requests_and_changes_a_hot_leaf(
     browser: Any, server: ServerProcess, http: httpx.Client
 ) -> None:
