@@ -2,9 +2,10 @@
 server on its default model, with an API key: the page asks for the key, streams an answer,
 regenerates it (greedy at temperature 0: the same answer, on a second branch), stops a long one
 (the server's running count returns to 0), renders a hostile answer inert, shows the server's
-400 in the bubble, has a forced tool call answered, and finds its conversations after a reload;
-the dashboard counts the requests and changes a hot leaf (the new config hash shown, a refused
-value's message shown).
+400 in the bubble, has a forced tool call answered, finds its conversations after a reload,
+branches on an edit, imports its own export, shapes an answer by a pasted JSON schema and folds
+reasoning above the answer; the dashboard counts the requests and changes a hot leaf (the new
+config hash shown, a refused value's message shown).
 
 The browser is Debian's chromium and chromium-driver (.ci/run installs them where it can) or a
 Chrome and chromedriver already on the machine; without one the module is skipped, saying so.
@@ -349,6 +350,49 @@ def test_an_exported_conversation_imports(browser: Any, tmp_path: Path) -> None:
         lambda d: "Imported chat" in (t := [b.text for b in d.find_elements(By.CSS_SELECTOR, ".conversation")]) and t,
     )
     assert len(titles) == len(file["conversations"]) + 1
+
+
+CITY = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20}, "country": {"type": "string", "maxLength": 20}},
+    "required": ["name", "country"],
+}
+
+
+def new_chat_without_tools(browser: Any) -> None:
+    """A new chat (it starts from the current one's settings) with the tools of earlier tests removed."""
+    browser.find_element(By.ID, "new-conversation").click()
+    open_settings(browser)
+    set_field(browser, "setting-tools", " ")
+
+
+def test_a_pasted_json_schema_shapes_the_answer(browser: Any) -> None:
+    new_chat_without_tools(browser)
+    set_field(browser, "setting-schema", json.dumps(CITY))
+    close_settings(browser)
+    send(browser, "Describe Paris as JSON.")
+    finished_answer(browser, 1)
+    city = json.loads(answer_part(browser, ".markdown") or "")
+    assert set(city) == {"name", "country"}
+
+
+def test_reasoning_is_folded_above_the_answer(browser: Any, http: httpx.Client) -> None:
+    """The default model writes no think block; the deepseek-r1 parser (the prompt opens the block)
+    reads all it writes as reasoning, which the page folds."""
+    assert http.patch("/v1/runtime_config", json={"reasoning_parser": "deepseek-r1"}).status_code == 200
+    try:
+        new_chat_without_tools(browser)
+        set_field(browser, "setting-schema", " ")
+        close_settings(browser)
+        send(browser, "Hello")
+        finished_answer(browser, 1)
+    finally:
+        http.patch("/v1/runtime_config", json={"reasoning_parser": None})
+    folded = browser.execute_script(
+        "const details = document.querySelector('#messages .role-assistant details.reasoning');"
+        "return details && [details.open, details.querySelector('summary').innerText, details.textContent.length];"
+    )
+    assert folded is not None and folded[:2] == [False, "Reasoning"] and folded[2] > len("Reasoning")
 
 
 def test_the_dashboard_counts_requests_and_changes_a_hot_leaf(
