@@ -55,6 +55,7 @@ def test_the_pages_and_their_files_are_served_without_the_key(keyed: TestClient)
     assert dashboard.status_code == 200 and "/web/js/dashboard.js" in dashboard.text
     script = keyed.get("/web/js/chat.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert script.headers["cache-control"] == "no-cache"
     assert keyed.get("/web/vendor/marked/LICENSE").status_code == 200
 
 

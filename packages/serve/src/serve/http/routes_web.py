@@ -9,12 +9,16 @@ that answers with data (see serve.http.auth)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.staticfiles import PathLike
+from starlette.types import Scope
 
 from config_bags import get_serving
 
@@ -45,6 +49,18 @@ def _page_endpoint(file_name: str) -> Callable[[], Awaitable[FileResponse]]:
     return page
 
 
+class _RevalidatedFiles(StaticFiles):
+    """The pages' files, each asked for again (answered 304 while unchanged): after an upgrade of
+    serve, a browser must not run an old script under a new page."""
+
+    def file_response(
+        self, full_path: PathLike, stat_result: os.stat_result, scope: Scope, status_code: int = 200
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
+
 def install_web_ui(app: FastAPI) -> None:
     """Add the pages' routes to `app`, unless serving.no_web_ui (then / and /dashboard are the 404
     of any route that is not here)."""
@@ -52,4 +68,4 @@ def install_web_ui(app: FastAPI) -> None:
         return
     for path, file_name in PAGES.items():
         app.add_api_route(path, _page_endpoint(file_name), methods=["GET"], include_in_schema=False)
-    app.mount(ASSETS_PREFIX.rstrip("/"), StaticFiles(directory=WEB_ROOT), name="web")
+    app.mount(ASSETS_PREFIX.rstrip("/"), _RevalidatedFiles(directory=WEB_ROOT), name="web")

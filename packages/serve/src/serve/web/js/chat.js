@@ -50,6 +50,8 @@ function nearBottom() {
 
 function render() {
   const pinned = nearBottom();
+  // Busy while an answer streams, so a screen reader reads the answer once, not every re-render.
+  messagesList.setAttribute("aria-busy", String(streamingId !== null));
   messagesList.replaceChildren(...messageItems(current, streamingId, handlers));
   if (pinned || streamingId) messagesList.scrollTop = messagesList.scrollHeight;
   sendButton.disabled = streamingId !== null;
