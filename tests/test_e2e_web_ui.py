@@ -21,23 +21,23 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Literal, TypeVar
 
 import httpx
 import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.wait import WebDriverWait
 
 from serve.testing.polling import first_satisfying
 from serve.testing.prometheus import metric_value
 from serve.testing.server import ServerProcess
-
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support.select import Select  # noqa: E402
-from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -90,7 +90,7 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[WebDriver]:
     found = _browser_and_driver()
     if found is None:
         pytest.skip("no chromium and chromedriver here (Debian: apt-get install chromium chromium-driver)")
@@ -110,12 +110,16 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def wait_for(browser: Any, condition: Callable[[Any], T], timeout_s: float = 180) -> T:
+def wait_for(
+    browser: WebDriver, condition: Callable[[WebDriver], T | None | Literal[False]], timeout_s: float = 180
+) -> T:
+    """What `condition` answers once it is truthy (a TimeoutException after `timeout_s`)."""
     # The page re-renders its messages as an answer streams: an element read mid-render is stale.
     waiting = WebDriverWait(
         browser, timeout_s, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
     )
-    value: T = waiting.until(condition)
+    value = waiting.until(condition)
+    assert value is not None  # until() answers only a truthy value
     return value
 
 
@@ -123,16 +127,16 @@ def metric(http: httpx.Client, name: str) -> float:
     return metric_value(http.get("/metrics").text, name)
 
 
-def assistant_messages(browser: Any) -> list[WebElement]:
+def assistant_messages(browser: WebDriver) -> list[WebElement]:
     found: list[WebElement] = browser.find_elements(By.CSS_SELECTOR, "#messages .role-assistant")
     return found
 
 
-def finished_answer(browser: Any, count: int) -> str:
+def finished_answer(browser: WebDriver, count: int) -> str:
     """The text of the last answer once there are `count` answers and the last one is done (Send
     enabled again); read the answer's parts afterwards through `answer_part`."""
 
-    def done(driver: Any) -> str | None:
+    def done(driver: WebDriver) -> str | None:
         answers = assistant_messages(driver)
         ready = len(answers) >= count and driver.find_element(By.ID, "send").is_enabled()
         return str(answers[-1].text) if ready else None
@@ -140,7 +144,7 @@ def finished_answer(browser: Any, count: int) -> str:
     return wait_for(browser, done)
 
 
-def answer_part(browser: Any, selector: str, index: int = -1) -> str | None:
+def answer_part(browser: WebDriver, selector: str, index: int = -1) -> str | None:
     """The text of the first element matching `selector` in answer `index` (the last by default),
     None when it has none; read in one script, so a re-render of the page cannot interleave."""
     text: str | None = browser.execute_script(
@@ -152,40 +156,44 @@ def answer_part(browser: Any, selector: str, index: int = -1) -> str | None:
     return text
 
 
-def in_last_answer(browser: Any, selector: str) -> WebElement:
+def in_last_answer(browser: WebDriver, selector: str) -> WebElement:
     found: WebElement = assistant_messages(browser)[-1].find_element(By.CSS_SELECTOR, selector)
     return found
 
 
-def send(browser: Any, text: str) -> None:
+def send(browser: WebDriver, text: str) -> None:
     box = browser.find_element(By.ID, "composer-input")
     box.send_keys(text)
     browser.find_element(By.ID, "send").click()
 
 
-def set_field(browser: Any, field_id: str, text: str) -> None:
+def set_field(browser: WebDriver, field_id: str, text: str) -> None:
     field = browser.find_element(By.ID, field_id)
     field.clear()
     field.send_keys(text)
 
 
-def open_settings(browser: Any) -> None:
+def open_settings(browser: WebDriver) -> None:
     if not browser.find_element(By.ID, "settings").is_displayed():
         browser.find_element(By.ID, "open-settings").click()
 
 
-def close_settings(browser: Any) -> None:
+def close_settings(browser: WebDriver) -> None:
     if browser.find_element(By.ID, "settings").is_displayed():
         browser.find_element(By.ID, "close-settings").click()
 
 
-def screenshot(browser: Any, name: str) -> None:
+def window_at_most(width: int) -> Callable[[WebDriver], bool]:
+    return lambda d: bool(d.execute_script("return window.innerWidth <= arguments[0]", width))
+
+
+def screenshot(browser: WebDriver, name: str) -> None:
     """Save the page as DIR/name-desktop.png and DIR/name-phone.png when WEB_UI_SCREENSHOTS=DIR;
     at phone width the page must not scroll sideways either way."""
     folder = os.environ.get("WEB_UI_SCREENSHOTS")
     for width_name, (width, height) in (("phone", PHONE), ("desktop", DESKTOP)):
         browser.set_window_size(width, height)
-        wait_for(browser, lambda d, w=width: d.execute_script("return window.innerWidth") <= w, 10)
+        wait_for(browser, window_at_most(width), 10)
         overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{name} scrolls sideways by {overflow} px at {width} px wide"
         if folder:
@@ -194,7 +202,7 @@ def screenshot(browser: Any, name: str) -> None:
             browser.save_screenshot(str(Path(folder) / f"{name}-{width_name}.png"))
 
 
-def test_the_page_asks_for_the_key_and_streams_an_answer(browser: Any, server: ServerProcess) -> None:
+def test_the_page_asks_for_the_key_and_streams_an_answer(browser: WebDriver, server: ServerProcess) -> None:
     browser.get(server.base_url + "/")
     dialog = wait_for(browser, lambda d: d.find_element(By.ID, "key-dialog").get_attribute("open") is not None and d)
     assert "API key" in dialog.find_element(By.ID, "key-reason").text
@@ -229,7 +237,7 @@ HOSTILE_ANSWER = (
 )
 
 
-def test_a_hostile_answer_is_rendered_inert(browser: Any) -> None:
+def test_a_hostile_answer_is_rendered_inert(browser: WebDriver) -> None:
     """What the page renders of a model's text (the page's own markdown module, as an answer uses
     it) keeps no script, no event handler and no javascript: link, and code stays text.
 
@@ -245,7 +253,7 @@ def test_a_hostile_answer_is_rendered_inert(browser: Any) -> None:
     assert '<code class="hljs" data-language="python">' in html and "&lt;b&gt;not bold&lt;/b&gt;" in html
 
 
-def test_stopping_a_long_answer_aborts_it_on_the_server(browser: Any, http: httpx.Client) -> None:
+def test_stopping_a_long_answer_aborts_it_on_the_server(browser: WebDriver, http: httpx.Client) -> None:
     """Reverse-verified: with Stop not aborting the page's fetch, the answer ran on to its 2000
     tokens and was not marked stopped."""
     aborted_before = metric(http, "serve_requests_aborted_total")
@@ -266,7 +274,7 @@ def test_stopping_a_long_answer_aborts_it_on_the_server(browser: Any, http: http
     assert settled == (0, aborted_before + 1)
 
 
-def test_a_refused_request_shows_the_servers_message(browser: Any) -> None:
+def test_a_refused_request_shows_the_servers_message(browser: WebDriver) -> None:
     browser.find_element(By.ID, "new-conversation").click()
     open_settings(browser)
     set_field(browser, "setting-max-tokens", "100000")
@@ -277,7 +285,7 @@ def test_a_refused_request_shows_the_servers_message(browser: Any) -> None:
     assert error.startswith("The server refused:") and "context" in error
 
 
-def test_a_forced_tool_call_is_a_card_the_user_answers(browser: Any) -> None:
+def test_a_forced_tool_call_is_a_card_the_user_answers(browser: WebDriver) -> None:
     browser.find_element(By.ID, "new-conversation").click()
     open_settings(browser)
     set_field(browser, "setting-max-tokens", "60")
@@ -303,7 +311,7 @@ def test_a_forced_tool_call_is_a_card_the_user_answers(browser: Any) -> None:
     assert "Sunny, 21 degrees" in (answer_part(browser, ".tool-result", 0) or "")
 
 
-def test_the_conversations_are_there_after_a_reload(browser: Any) -> None:
+def test_the_conversations_are_there_after_a_reload(browser: WebDriver) -> None:
     browser.refresh()
     titles = wait_for(browser, lambda d: [item.text for item in d.find_elements(By.CSS_SELECTOR, ".conversation")])
     assert len(titles) == 4 and "What is the capital of France?" in titles
@@ -312,7 +320,7 @@ def test_the_conversations_are_there_after_a_reload(browser: Any) -> None:
     screenshot(browser, "chat")
 
 
-def user_part(browser: Any, selector: str) -> str | None:
+def user_part(browser: WebDriver, selector: str) -> str | None:
     text: str | None = browser.execute_script(
         "const part = document.querySelector('#messages .role-user ' + arguments[0]);"
         "return part ? part.innerText : null;",
@@ -321,11 +329,12 @@ def user_part(browser: Any, selector: str) -> str | None:
     return text
 
 
-def test_an_edit_is_a_new_branch_beside_the_first(browser: Any) -> None:
+def test_an_edit_is_a_new_branch_beside_the_first(browser: WebDriver) -> None:
     """On the reloaded conversation: the edited question is asked on a branch of its own, and the
     first question and its answer are still there one branch back."""
     browser.find_element(By.XPATH, "//li[contains(@class, 'role-user')]//button[text()='Edit']").click()
-    set_field(browser, browser.find_element(By.CSS_SELECTOR, "#messages .editor textarea").get_attribute("id"), "Hi!")
+    editor = browser.find_element(By.CSS_SELECTOR, "#messages .editor textarea")
+    set_field(browser, str(editor.get_attribute("id")), "Hi!")
     browser.find_element(By.CSS_SELECTOR, "#messages .editor button[type=submit]").click()
     finished_answer(browser, 1)
     assert user_part(browser, ".plain") == "Hi!" and user_part(browser, ".branch-index") == "2/2"
@@ -334,7 +343,7 @@ def test_an_edit_is_a_new_branch_beside_the_first(browser: Any) -> None:
     assert "Paris" in (answer_part(browser, ".markdown") or "")
 
 
-def test_an_exported_conversation_imports(browser: Any, tmp_path: Path) -> None:
+def test_an_exported_conversation_imports(browser: WebDriver, tmp_path: Path) -> None:
     """The page's export, given a new id and title, comes back through the Import file field."""
     exported = browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
@@ -359,14 +368,14 @@ CITY = {
 }
 
 
-def new_chat_without_tools(browser: Any) -> None:
+def new_chat_without_tools(browser: WebDriver) -> None:
     """A new chat (it starts from the current one's settings) with the tools of earlier tests removed."""
     browser.find_element(By.ID, "new-conversation").click()
     open_settings(browser)
     set_field(browser, "setting-tools", " ")
 
 
-def test_a_pasted_json_schema_shapes_the_answer(browser: Any) -> None:
+def test_a_pasted_json_schema_shapes_the_answer(browser: WebDriver) -> None:
     new_chat_without_tools(browser)
     set_field(browser, "setting-schema", json.dumps(CITY))
     close_settings(browser)
@@ -376,7 +385,7 @@ def test_a_pasted_json_schema_shapes_the_answer(browser: Any) -> None:
     assert set(city) == {"name", "country"}
 
 
-def test_reasoning_is_folded_above_the_answer(browser: Any, http: httpx.Client) -> None:
+def test_reasoning_is_folded_above_the_answer(browser: WebDriver, http: httpx.Client) -> None:
     """The default model writes no think block; the deepseek-r1 parser (the prompt opens the block)
     reads all it writes as reasoning, which the page folds."""
     assert http.patch("/v1/runtime_config", json={"reasoning_parser": "deepseek-r1"}).status_code == 200
@@ -396,13 +405,13 @@ def test_reasoning_is_folded_above_the_answer(browser: Any, http: httpx.Client) 
 
 
 def test_the_dashboard_counts_requests_and_changes_a_hot_leaf(
-    browser: Any, server: ServerProcess, http: httpx.Client
+    browser: WebDriver, server: ServerProcess, http: httpx.Client
 ) -> None:
     browser.get(server.base_url + "/dashboard")
     finished = int(metric(http, "serve_requests_finished_total"))
     assert finished >= 4
 
-    def counted(driver: Any) -> str | None:
+    def counted(driver: WebDriver) -> str | None:
         terms = [term.text for term in driver.find_elements(By.CSS_SELECTOR, "#figures dt")]
         values = [value.text for value in driver.find_elements(By.CSS_SELECTOR, "#figures dd")]
         shown = dict(zip(terms, values, strict=True)).get("Requests finished")
