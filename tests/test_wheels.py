@@ -79,3 +79,16 @@ def test_the_runner_installs_without_a_model(wheels: dict[str, Path]) -> None:
     ]
     serve = _metadata(wheels["serve"]).get_all("Requires-Dist") or []
     assert "runtime-runner[default-model]" in serve
+
+
+def test_the_server_wheel_ships_the_web_pages_with_their_libraries_licenses(wheels: dict[str, Path]) -> None:
+    """The chat page and dashboard are served from the installed package (no CDN, no build step at
+    install time), so the wheel holds them, each vendored library beside its license, and the
+    record of their versions."""
+    with zipfile.ZipFile(wheels["serve"]) as archive:
+        names = set(archive.namelist())
+    web = "serve/web/"
+    for name in ("chat.html", "dashboard.html", "js/chat.js", "js/dashboard.js", "vendor/VERSIONS.json"):
+        assert web + name in names, f"{web + name} not in the serve wheel"
+    for library in ("marked", "dompurify", "highlightjs"):
+        assert f"{web}vendor/{library}/LICENSE" in names, f"{library} has no LICENSE in the serve wheel"

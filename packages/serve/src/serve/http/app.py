@@ -16,6 +16,7 @@ from serve.http.routes_chat import router as chat_router
 from serve.http.routes_completions import router as completions_router
 from serve.http.routes_native import router as native_router
 from serve.http.routes_responses import router as responses_router
+from serve.http.routes_web import install_web_ui
 from serve.resolved_view import ResolvedConfig
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.worker import TokenizerWorker
@@ -35,4 +36,5 @@ def create_app(manager: TokenizerManager, worker: TokenizerWorker, resolved: Res
     app.add_middleware(BodySizeLimit)  # added last: outermost, so no body is read before its check
     for router in (completions_router, chat_router, responses_router, native_router, admin_router):
         app.include_router(router)
+    install_web_ui(app)
     return app

@@ -1,4 +1,5 @@
-"""Bearer-token authentication: with serving.api_key set, every endpoint but /health needs it.
+"""Bearer-token authentication: with serving.api_key set, every endpoint but /health and the web
+pages' public files (serve.http.routes_web says why) needs it.
 
 Plain ASGI middleware rather than `@app.middleware("http")`: starlette's BaseHTTPMiddleware relays
 every chunk of a streamed body through an extra task and memory stream, a cost paid per token by
@@ -13,6 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config_bags.server import get_serving
 from serve.http.errors import APIError
+from serve.http.routes_web import is_web_ui_path
 
 OPEN_PATHS = frozenset({"/health"})
 
@@ -20,6 +22,10 @@ OPEN_PATHS = frozenset({"/health"})
 def authorization_of(scope: Scope) -> bytes:
     """The request's Authorization header, empty when it has none."""
     return next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+
+
+def _is_open(path: str) -> bool:
+    return path in OPEN_PATHS or is_web_ui_path(path)
 
 
 class BearerAuth:
@@ -31,7 +37,7 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = get_serving().api_key
-        if scope["type"] == "http" and key is not None and scope["path"] not in OPEN_PATHS:
+        if scope["type"] == "http" and key is not None and not _is_open(scope["path"]):
             if not secrets.compare_digest(authorization_of(scope), f"Bearer {key}".encode()):
                 refusal = APIError(
                     401,
