@@ -1,6 +1,6 @@
 """The web UI's routes on a real FastAPI app with the server's auth and error handlers: the pages
 and their files are public (a browser's navigation carries no key), every API route still needs
-the key, and serving.no_web_ui leaves / and /dashboard the 404 of a route that is not here."""
+the key, and serving.web_ui off leaves / and /dashboard the 404 of a route that is not here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 import config_bags
-from config_bags import Bags, ServingBag
+from config_bags.server import Bags, ServingBag
 from serve.http.auth import install_auth
 from serve.http.errors import install_error_handlers
 from serve.http.routes_web import install_web_ui
@@ -42,7 +42,7 @@ def keyed() -> Iterator[TestClient]:
 
 @pytest.fixture
 def without_web_ui() -> Iterator[TestClient]:
-    yield from _client(ServingBag(no_web_ui=True))
+    yield from _client(ServingBag(web_ui=False))
 
 
 def test_the_pages_and_their_files_are_served_without_the_key(keyed: TestClient) -> None:

@@ -1,6 +1,6 @@
 """The browser pages: the chat page at /, the dashboard at /dashboard and their scripts, styles and
 vendored libraries under /web/, all files shipped inside the package (serve/web/); none of them
-when serving.no_web_ui is set.
+when serving.web_ui is off (--no-web-ui).
 
 The pages are public files, the same for every install, holding nothing of the server's: a
 browser's navigation to / cannot carry an Authorization header, so the key the user types is kept
@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.staticfiles import PathLike
 from starlette.types import Scope
 
-from config_bags import get_serving
+from config_bags.server import get_serving
 
 WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 ASSETS_PREFIX = "/web/"
@@ -39,7 +39,7 @@ PAGE_HEADERS = {
 
 def is_web_ui_path(path: str) -> bool:
     """Whether `path` is one of the pages' public files (while the web UI is on)."""
-    return not get_serving().no_web_ui and (path in PAGES or path.startswith(ASSETS_PREFIX))
+    return get_serving().web_ui and (path in PAGES or path.startswith(ASSETS_PREFIX))
 
 
 def _page_endpoint(file_name: str) -> Callable[[], Awaitable[FileResponse]]:
@@ -62,9 +62,9 @@ class _RevalidatedFiles(StaticFiles):
 
 
 def install_web_ui(app: FastAPI) -> None:
-    """Add the pages' routes to `app`, unless serving.no_web_ui (then / and /dashboard are the 404
+    """Add the pages' routes to `app`, unless serving.web_ui is off (then / and /dashboard are the 404
     of any route that is not here)."""
-    if get_serving().no_web_ui:
+    if not get_serving().web_ui:
         return
     for path, file_name in PAGES.items():
         app.add_api_route(path, _page_endpoint(file_name), methods=["GET"], include_in_schema=False)

@@ -132,7 +132,7 @@ class ServerArgs:
     host: str
     port: int
     api_key: str | None
-    no_web_ui: bool
+    web_ui: bool
     max_n: int
     stream_interval: int
     max_request_body_mb: int

@@ -21,13 +21,10 @@ class ServingBag(Bag, frozen=True, kw_only=True):
     api_key: Annotated[
         NonEmptyStr | None, leaf("Bearer token every endpoint but /health requires (unset: open).", hot=False)
     ] = None
-    no_web_ui: Annotated[
+    web_ui: Annotated[
         bool,
-        leaf(
-            "Serve no chat page at / and no dashboard at /dashboard: the HTTP API only.",
-            hot=False,
-        ),
-    ] = False
+        leaf("Serve the chat page at / and the dashboard at /dashboard (--no-web-ui: the HTTP API only).", hot=False),
+    ] = True
     max_n: Annotated[PositiveInt, leaf("Most choices (n) one completion request may ask for.", hot=True)] = 16
     stream_interval: Annotated[PositiveInt, leaf("Decode steps between streamed chunks.", hot=True)] = 1
     max_request_body_mb: Annotated[
