@@ -45,8 +45,8 @@ def _bag_members() -> tuple[dict[str, frozenset[str]], dict[str, dict[str, str]]
             if isinstance(hints[n], type) and issubclass(hints[n], Bag)
         }
         leaves[cls.__name__] = frozenset(n for n in cls.__struct_fields__ if n not in subs[cls.__name__])
-        for sub in subs[cls.__name__].values():
-            walk(getattr(config_bags, sub))
+        for name in subs[cls.__name__]:
+            walk(hints[name])
 
     walk(Bags)
     return leaves, subs
