@@ -7,7 +7,8 @@ traceback and exit 1.
 
 Each case breaks a copy of a valid tiny checkpoint (serve.testing.tiny_checkpoint) and runs
 `serve`'s own entry point in this process with --dump-config, as tests/test_gguf_broken_files.py
-does for GGUF files; one case runs the real console command in a subprocess.
+does for GGUF files; a tiny BERT checkpoint (serve.testing.tiny_bert_checkpoint) is broken the
+same way, and one case runs the real console command in a subprocess on a cut BERT.
 
 Reverse-verified by hand: with the safetensors_fit_their_decoder and tokenizer_loads handlers
 taken out of the pipeline, every case resolved and printed its config (exit 0).
@@ -28,6 +29,7 @@ from safetensors.torch import load_file, save_file
 
 import config_bags
 from serve.main import main
+from serve.testing.tiny_bert_checkpoint import build_tiny_bert_checkpoint
 from serve.testing.tiny_checkpoint import build_tiny_checkpoint
 
 Break = Callable[[Path], None]
@@ -85,7 +87,7 @@ CASES: list[tuple[str, Break, list[str]]] = [
     (
         "an architecture with no model code",
         _architecture("GPT2LMHeadModel"),
-        ["config.json: architecture 'GPT2LMHeadModel' is not supported", "supported: LlamaForCausalLM"],
+        ["config.json: architecture 'GPT2LMHeadModel' is not supported", "supported: BertModel, LlamaForCausalLM"],
     ),
     (
         "config.json and no weights",
@@ -147,12 +149,57 @@ def test_an_unservable_checkpoint_exits_2_with_one_line_naming_it(
         assert needle in lines[0], lines[0]
 
 
-def test_the_console_command_refuses_a_bert_checkpoint_in_one_line(valid: Path, tmp_path: Path) -> None:
-    """The issue's report: `serve --model` at a BertModel checkpoint gave a 28-line traceback from
-    the scheduler process, exit 1 and a leaked-semaphore warning. The real command, without
-    --dump-config: refused at resolution, before any child starts."""
-    bert = shutil.copytree(valid, tmp_path / "bert")
-    _architecture("BertModel")(bert)
+@pytest.fixture(scope="module")
+def valid_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_bert_checkpoint(tmp_path_factory.mktemp("bert") / "tiny-bert")
+
+
+BERT_CASES: list[tuple[str, Break, list[str]]] = [
+    (
+        "a layer's tensor missing",
+        _tensors(lambda tensors: tensors.__delitem__("encoder.layer.1.output.dense.bias")),
+        [
+            "no safetensors file holds tensor 'encoder.layer.1.output.dense.bias' (shape [64])",
+            "which BertEncoder reads",
+        ],
+    ),
+    (
+        "positions short of config.json",
+        _tensors(lambda tensors: tensors.update({"embeddings.position_embeddings.weight": torch.zeros(64, 64)})),
+        ["tensor 'embeddings.position_embeddings.weight' has shape [64, 64], but config.json implies [128, 64]"],
+    ),
+    (
+        "a pooling module not computed",
+        lambda folder: (folder / "modules.json").write_text(
+            '[{"path": "2_Dense", "type": "sentence_transformers.models.Dense"}]'
+        ),
+        ["modules.json lists module 'sentence_transformers.models.Dense'", "accepted: sentence-transformers'"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("patch", "needles"), [c[1:] for c in BERT_CASES], ids=[c[0] for c in BERT_CASES])
+def test_an_unservable_bert_checkpoint_exits_2_with_one_line_naming_it(
+    patch: Break, needles: list[str], valid_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reverse-verified by hand: without the encoder's tensors in safetensors_fit, the first two
+    resolved (and would have failed in the loading child)."""
+    broken = shutil.copytree(valid_bert, tmp_path / "broken")
+    patch(broken)
+    assert main(["--model-path", str(broken), "--dump-config"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith("serve: error: "), captured.err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_the_console_command_refuses_a_cut_bert_checkpoint_in_one_line(valid_bert: Path, tmp_path: Path) -> None:
+    """The issue's report: `serve --model` at all-MiniLM-L6-v2 with its model.safetensors cut in
+    half gave a 27-37 line traceback from the scheduler process and exit 1. The real command,
+    without --dump-config: refused at resolution, before any child starts."""
+    bert = shutil.copytree(valid_bert, tmp_path / "bert")
+    _cut_to(0.5)(bert)
     result = subprocess.run(
         [sys.executable, "-m", "serve.main", "--model", str(bert), "--device", "cpu"],
         capture_output=True,
@@ -161,5 +208,5 @@ def test_the_console_command_refuses_a_bert_checkpoint_in_one_line(valid: Path, 
     )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "config.json: architecture 'BertModel' is not supported" in lines[0], lines[0]
+    assert "model.safetensors is not a readable safetensors file" in lines[0], lines[0]
     assert "loading" not in result.stdout

@@ -22,12 +22,10 @@ import torch.nn.functional as F
 from runtime_runner.errors import BatchError
 from runtime_runner.loading.checkpoint import CheckpointReader
 from runtime_runner.loading.encoder_config import EncoderConfig, read_encoder_config
-from runtime_runner.loading.sentence_pooling import PoolingSpec, pooling_spec_at
+from runtime_runner.loading.encoder_layout import WORD_EMBEDDINGS, encoder_prefix, encoder_tensors
+from runtime_runner.loading.sentence_pooling import PoolingMode, PoolingSpec, pooling_spec_at
 from runtime_runner.models.matrix_projection import Projection, linear_of
 from runtime_runner.models.pooling import pooled
-
-# BertForSequenceClassification and kin hold the encoder under this prefix; BertModel at the top.
-_WRAPPED_PREFIX = "bert."
 
 
 @dataclass(frozen=True)
@@ -59,21 +57,24 @@ class BertEncoder:
         self.config = config
         self.pooling = pooling
         self.dtype = dtype
-        prefix = _WRAPPED_PREFIX if reader.has(_WRAPPED_PREFIX + "embeddings.word_embeddings.weight") else ""
-        hidden, inter = config.hidden_size, config.intermediate_size
+        prefix = encoder_prefix(set(reader.names()))
+        shapes = {spec.name: spec.shape for spec in encoder_tensors(config, prefix)}
         cpu = torch.device("cpu")
+        linear = linear_of(batch_invariant=True, activation_dtype=dtype)
 
-        def read(name: str, *shape: int) -> torch.Tensor:
-            return reader.read(prefix + name, tuple(shape), dtype, cpu)
+        def read(name: str) -> torch.Tensor:
+            return reader.read(prefix + name, shapes[prefix + name], dtype, cpu)
 
         def norm(name: str) -> Norm:
-            return Norm(read(name + ".weight", hidden), read(name + ".bias", hidden))
+            return Norm(read(name + ".weight"), read(name + ".bias"))
 
-        linear = linear_of(batch_invariant=True, activation_dtype=dtype)
-        self.word = read("embeddings.word_embeddings.weight", config.vocab_size, hidden)
-        self.position = read("embeddings.position_embeddings.weight", config.max_position_embeddings, hidden)
+        def dense(name: str) -> Projection:
+            return linear(read(name + ".weight"), read(name + ".bias"))
+
+        self.word = read(WORD_EMBEDDINGS)
+        self.position = read("embeddings.position_embeddings.weight")
         # Every input is one segment: token type 0 throughout.
-        self.segment = read("embeddings.token_type_embeddings.weight", config.type_vocab_size, hidden)[0]
+        self.segment = read("embeddings.token_type_embeddings.weight")[0]
         self.embedding_norm = norm("embeddings.LayerNorm")
         self.layers: list[EncoderLayer] = []
         for i in range(config.num_layers):
@@ -82,32 +83,29 @@ class BertEncoder:
             self.layers.append(
                 EncoderLayer(
                     qkv=linear(
-                        torch.cat([read(p + ".weight", hidden, hidden) for p in parts]),
-                        torch.cat([read(p + ".bias", hidden) for p in parts]),
+                        torch.cat([read(p + ".weight") for p in parts]), torch.cat([read(p + ".bias") for p in parts])
                     ),
-                    attention_out=linear(
-                        read(at + "attention.output.dense.weight", hidden, hidden),
-                        read(at + "attention.output.dense.bias", hidden),
-                    ),
+                    attention_out=dense(at + "attention.output.dense"),
                     attention_norm=norm(at + "attention.output.LayerNorm"),
-                    intermediate=linear(
-                        read(at + "intermediate.dense.weight", inter, hidden),
-                        read(at + "intermediate.dense.bias", inter),
-                    ),
-                    output=linear(
-                        read(at + "output.dense.weight", hidden, inter), read(at + "output.dense.bias", hidden)
-                    ),
+                    intermediate=dense(at + "intermediate.dense"),
+                    output=dense(at + "output.dense"),
                     output_norm=norm(at + "output.LayerNorm"),
                 )
             )
 
     @classmethod
-    def load(cls, model_dir: Path, dtype: torch.dtype = torch.float32) -> BertEncoder:
+    def load(
+        cls, model_dir: Path, dtype: torch.dtype = torch.float32, pooling: PoolingMode | None = None
+    ) -> BertEncoder:
         """The encoder of the checkpoint at `model_dir`, on the CPU in `dtype` (float32 or bfloat16:
-        the batch-invariant linear's), pooled as its sentence-transformers config says."""
+        the batch-invariant linear's), pooled as its sentence-transformers config says, or by
+        `pooling` where given (its normalization kept)."""
         if dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"the encoder runs in float32 or bfloat16; got {dtype}")
-        return cls(read_encoder_config(model_dir), CheckpointReader(model_dir), pooling_spec_at(model_dir), dtype)
+        spec = pooling_spec_at(model_dir)
+        if pooling is not None:
+            spec = PoolingSpec(mode=pooling, normalize=spec.normalize)
+        return cls(read_encoder_config(model_dir), CheckpointReader(model_dir), spec, dtype)
 
     def _layer_norm(self, rows: torch.Tensor, norm: Norm) -> torch.Tensor:
         return F.layer_norm(rows, (self.config.hidden_size,), norm.weight, norm.bias, self.config.layer_norm_eps)

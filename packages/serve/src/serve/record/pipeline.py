@@ -27,6 +27,7 @@ HANDLERS: tuple[Handler, ...] = (
     this_build.draft_attention_runs_here,
     model.default_model,
     model.safetensors_fit_their_decoder,
+    model.task,
     model.quantized_kernels,
     model.quantized_weights_run_here,
     model.gguf_fits_its_decoder,

@@ -20,6 +20,7 @@ from serve.parallel_rules import tensor_parallel_fits_model
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 from serve.served_model import ServedModel
+from serve.task_rules import task_of_architecture, task_served
 from serve.tokenizer.tokenizer_files import tokenizer_refusal_of
 
 
@@ -90,8 +91,15 @@ def safetensors_fit_their_decoder(res: Resolution) -> None:
         return
     try:
         refuse_unservable_safetensors(Path(model_path), res.model)
-    except CheckpointError as err:
+    except (CheckpointError, UnsupportedConfigError) as err:
         raise ResolutionError(f"model_path {model_path}: {err}") from None
+
+
+def task(res: Resolution) -> None:
+    """The checkpoint's task unless the operator named one: embed for an encoder (BertModel),
+    generate for a decoder; the rule task_served refuses one this build does not serve on it."""
+    res.declare("task", task=task_of_architecture(res.model.architecture))
+    res.check(task_served(ServedModel.of(res.model)))
 
 
 def tokenizer_path(res: Resolution) -> None:
