@@ -192,7 +192,7 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
         ["--task", "embed"],
         ["task = 'embed': LlamaForCausalLM is a decoder", "accepted: 'generate'", "rule task_served", "--task embed"],
     ),
-    ("rerank without a cross-encoder", ["--task", "rerank"], ["task = 'rerank': this build has no cross-encoder"]),
+    ("rerank on a decoder", ["--task", "rerank"], ["task = 'rerank': LlamaForCausalLM is a decoder"]),
     ("pooling a generation", ["--pooling", "mean"], ["pooling = 'mean' configures embeddings, and task = 'generate'"]),
     ("unknown task", ["--task", "classify"], ["task", "accepted: one of generate, embed, rerank"]),
     (

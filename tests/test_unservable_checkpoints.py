@@ -87,7 +87,10 @@ CASES: list[tuple[str, Break, list[str]]] = [
     (
         "an architecture with no model code",
         _architecture("GPT2LMHeadModel"),
-        ["config.json: architecture 'GPT2LMHeadModel' is not supported", "supported: BertModel, LlamaForCausalLM"],
+        [
+            "config.json: architecture 'GPT2LMHeadModel' is not supported",
+            "supported: BertForSequenceClassification, BertModel, LlamaForCausalLM",
+        ],
     ),
     (
         "config.json and no weights",

@@ -35,13 +35,11 @@ def _write_pooling(folder: Path, flag: str, normalize: bool) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """A 2-layer random BertModel in fp32 with a mean-pooling, normalizing sentence-transformers config."""
+def _config(**more: Any) -> Any:
+    """A 2-layer BERT of 64 features over VOCAB tokens and POSITIONS positions, drawn wide."""
     import transformers
 
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
+    return transformers.BertConfig(
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=128,
@@ -49,8 +47,17 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
         num_attention_heads=4,
         max_position_embeddings=POSITIONS,
         initializer_range=0.2,
+        **more,
     )
-    model = transformers.BertModel(config).eval()
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A 2-layer random BertModel in fp32 with a mean-pooling, normalizing sentence-transformers config."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.BertModel(_config()).eval()
     folder = tmp_path_factory.mktemp("bert") / "tiny-bert"
     model.save_pretrained(folder)
     _write_pooling(folder, "pooling_mode_mean_tokens", normalize=True)
@@ -134,3 +141,22 @@ def test_an_input_the_encoder_cannot_take_is_refused_naming_it(
 ) -> None:
     with pytest.raises(BatchError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         BertEncoder.load(bert[0]).embed(inputs)
+
+
+def test_a_cross_encoder_scores_as_transformers_classifier_through_a_sigmoid(tmp_path: Path) -> None:
+    """BertForSequenceClassification with one label: the encoder over two segments, the pooler, the
+    classifier, and the sigmoid sentence-transformers' CrossEncoder applies by default."""
+    import transformers
+
+    from runtime_runner.models.cross_encoder import BertCrossEncoder
+
+    torch.manual_seed(3)
+    model = transformers.BertForSequenceClassification(_config(num_labels=1)).eval()
+    model.save_pretrained(tmp_path)
+    pairs = _inputs(6, seed=4)
+    types = [[0] * (len(ids) // 2) + [1] * (len(ids) - len(ids) // 2) for ids in pairs]
+    ours = BertCrossEncoder.load(tmp_path).score(pairs, types)
+    for ids, kinds, score in zip(pairs, types, ours, strict=True):
+        with torch.no_grad():
+            logit = model(torch.tensor([ids]), token_type_ids=torch.tensor([kinds])).logits[0, 0]
+        assert score == pytest.approx(float(torch.sigmoid(logit)), rel=1e-5, abs=1e-6)

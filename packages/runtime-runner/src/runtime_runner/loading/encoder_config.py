@@ -5,11 +5,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 
-ENCODER_ARCHITECTURES = ("BertModel",)
+# The cross-encoders: a BERT whose pooled [CLS] row a classifier turns into a relevance score.
+CROSS_ENCODER_ARCHITECTURES = ("BertForSequenceClassification",)
+ENCODER_ARCHITECTURES = ("BertModel", *CROSS_ENCODER_ARCHITECTURES)
+# sentence-transformers' CrossEncoder activations of its logits, by the path its config names.
+_ACTIVATIONS = {
+    "torch.nn.modules.activation.Sigmoid": "sigmoid",
+    "torch.nn.Sigmoid": "sigmoid",
+    "torch.nn.modules.linear.Identity": "identity",
+    "torch.nn.Identity": "identity",
+}
+ScoreActivation = Literal["sigmoid", "identity"]
 
 
 @dataclass(frozen=True)
@@ -25,11 +35,30 @@ class EncoderConfig:
     max_position_embeddings: int
     type_vocab_size: int
     layer_norm_eps: float
+    num_labels: int  # a cross-encoder's classifier outputs
+    score_activation: ScoreActivation  # what a cross-encoder's score is of its logit
 
     @property
     def head_dim(self) -> int:
         """Features per attention head."""
         return self.hidden_size // self.num_heads
+
+
+def _score_activation(raw: dict[str, Any]) -> ScoreActivation:
+    """The activation sentence-transformers' CrossEncoder applies to the logit: the one its config
+    names (sentence_transformers.activation_fn, or the older sbert_ce_default_activation_function),
+    else sigmoid, as CrossEncoder defaults for one label."""
+    named = (raw.get("sentence_transformers") or {}).get("activation_fn") or raw.get(
+        "sbert_ce_default_activation_function"
+    )
+    if named is None:
+        return "sigmoid"
+    if named not in _ACTIVATIONS:
+        raise UnsupportedConfigError(
+            f"config.json names the score activation {named!r}; accepted: {', '.join(sorted(_ACTIVATIONS))}"
+        )
+    activation: ScoreActivation = "sigmoid" if _ACTIVATIONS[named] == "sigmoid" else "identity"
+    return activation
 
 
 def encoder_config_of(raw: dict[str, Any]) -> EncoderConfig:
@@ -58,6 +87,8 @@ def encoder_config_of(raw: dict[str, Any]) -> EncoderConfig:
             max_position_embeddings=int(raw["max_position_embeddings"]),
             type_vocab_size=int(raw.get("type_vocab_size", 2)),
             layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
+            num_labels=len(raw.get("id2label") or {}) or int(raw.get("num_labels", 2)),
+            score_activation=_score_activation(raw),
         )
     except KeyError as missing:
         raise CheckpointError(f"config.json lacks required key {missing}; accepted: a BERT config") from None

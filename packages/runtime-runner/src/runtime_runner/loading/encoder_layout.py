@@ -36,6 +36,18 @@ def encoder_tensors(cfg: EncoderConfig, prefix: str = "") -> tuple[TensorSpec, .
     return tuple(TensorSpec(prefix + name, shape) for name, shape in shapes.items())
 
 
+def cross_encoder_head_tensors(cfg: EncoderConfig) -> tuple[TensorSpec, ...]:
+    """The tensors a BertForSequenceClassification reads after its encoder: the pooler (a dense
+    layer over the [CLS] row) under `bert.`, and the classifier."""
+    hidden = cfg.hidden_size
+    return (
+        TensorSpec(WRAPPED_PREFIX + "pooler.dense.weight", (hidden, hidden)),
+        TensorSpec(WRAPPED_PREFIX + "pooler.dense.bias", (hidden,)),
+        TensorSpec("classifier.weight", (cfg.num_labels, hidden)),
+        TensorSpec("classifier.bias", (cfg.num_labels,)),
+    )
+
+
 def encoder_prefix(names: frozenset[str] | set[str]) -> str:
     """The prefix the checkpoint holding tensors `names` keeps its encoder under."""
     return WRAPPED_PREFIX if WRAPPED_PREFIX + WORD_EMBEDDINGS in names else ""

@@ -73,8 +73,7 @@ class BertEncoder:
 
         self.word = read(WORD_EMBEDDINGS)
         self.position = read("embeddings.position_embeddings.weight")
-        # Every input is one segment: token type 0 throughout.
-        self.segment = read("embeddings.token_type_embeddings.weight")[0]
+        self.segments = read("embeddings.token_type_embeddings.weight")
         self.embedding_norm = norm("embeddings.LayerNorm")
         self.layers: list[EncoderLayer] = []
         for i in range(config.num_layers):
@@ -133,14 +132,23 @@ class BertEncoder:
         return torch.cat(out)
 
     @torch.inference_mode()
-    def hidden_rows(self, inputs: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        """Each input's last hidden rows [length, hidden]; BatchError for an empty input, one longer
-        than the model's positions, or a token id outside its vocabulary."""
+    def hidden_rows(
+        self, inputs: Sequence[Sequence[int]], token_types: Sequence[Sequence[int]] = ()
+    ) -> list[torch.Tensor]:
+        """Each input's last hidden rows [length, hidden], its tokens in the segments
+        `token_types` gives (unset: all segment 0, one text); BatchError for an empty input, one
+        longer than the model's positions, a token id outside its vocabulary, or token types that
+        do not match the inputs."""
         self._check(inputs)
         lengths = [len(ids) for ids in inputs]
+        if token_types and [len(types) for types in token_types] != lengths:
+            raise BatchError("token_types holds other lengths than the inputs; accepted: one type per token")
         ids = torch.tensor([t for one in inputs for t in one], dtype=torch.long)
+        types = torch.tensor([t for one in token_types for t in one] if token_types else [0] * len(ids))
+        if token_types and not bool(((types >= 0) & (types < self.config.type_vocab_size)).all()):
+            raise BatchError(f"a token type is outside 0 to {self.config.type_vocab_size - 1}")
         positions = torch.cat([torch.arange(n) for n in lengths])
-        x = self.word[ids] + self.position[positions] + self.segment
+        x = self.word[ids] + self.position[positions] + self.segments[types]
         x = self._layer_norm(x, self.embedding_norm)
         for layer in self.layers:
             attended = layer.attention_out(self._attention(layer.qkv(x), lengths))

@@ -17,8 +17,17 @@ from runtime_runner.errors import CheckpointError
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint import safetensors_files, safetensors_shapes
 from runtime_runner.loading.checkpoint_layout import TensorSpec
-from runtime_runner.loading.encoder_config import ENCODER_ARCHITECTURES, read_encoder_config
-from runtime_runner.loading.encoder_layout import encoder_prefix, encoder_tensors
+from runtime_runner.loading.encoder_config import (
+    CROSS_ENCODER_ARCHITECTURES,
+    ENCODER_ARCHITECTURES,
+    read_encoder_config,
+)
+from runtime_runner.loading.encoder_layout import (
+    WRAPPED_PREFIX,
+    cross_encoder_head_tensors,
+    encoder_prefix,
+    encoder_tensors,
+)
 from runtime_runner.loading.loader_hooks import decisions_of
 from runtime_runner.loading.sentence_pooling import pooling_spec_at
 from runtime_runner.models.architectures import MODEL_CLASSES, model_class_for
@@ -27,8 +36,11 @@ from runtime_runner.models.architectures import MODEL_CLASSES, model_class_for
 def _read_tensors(model_dir: Path, cfg: ArchConfig, held: frozenset[str]) -> tuple[str, tuple[TensorSpec, ...]]:
     """The model that reads the checkpoint (its name, for messages) and every tensor it reads."""
     if cfg.architecture in ENCODER_ARCHITECTURES:
+        encoder = read_encoder_config(model_dir)
+        if cfg.architecture in CROSS_ENCODER_ARCHITECTURES:
+            return "BertCrossEncoder", (*encoder_tensors(encoder, WRAPPED_PREFIX), *cross_encoder_head_tensors(encoder))
         pooling_spec_at(model_dir)  # for its raise: a pooling the encoder does not compute
-        return "BertEncoder", encoder_tensors(read_encoder_config(model_dir), encoder_prefix(held))
+        return "BertEncoder", encoder_tensors(encoder, encoder_prefix(held))
     entry = model_class_for(cfg.architecture)
     return entry.__name__, decisions_of(entry, cfg).expected_tensors
 

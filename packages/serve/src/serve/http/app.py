@@ -16,6 +16,7 @@ from serve.http.routes_chat import router as chat_router
 from serve.http.routes_completions import router as completions_router
 from serve.http.routes_embeddings import router as embeddings_router
 from serve.http.routes_native import router as native_router
+from serve.http.routes_rerank import router as rerank_router
 from serve.http.routes_responses import router as responses_router
 from serve.http.task_routes import install_task_routes
 from serve.resolved_view import ResolvedConfig
@@ -36,6 +37,14 @@ def create_app(manager: TokenizerManager, worker: TokenizerWorker, resolved: Res
     install_task_routes(app)  # before auth: added later, auth runs first
     install_auth(app)
     app.add_middleware(BodySizeLimit)  # added last: outermost, so no body is read before its check
-    for router in (completions_router, chat_router, responses_router, native_router, embeddings_router, admin_router):
+    for router in (
+        completions_router,
+        chat_router,
+        responses_router,
+        native_router,
+        embeddings_router,
+        rerank_router,
+        admin_router,
+    ):
         app.include_router(router)
     return app

@@ -17,6 +17,8 @@ TASK_OF_PATH = {
     "/v1/responses": "generate",
     "/generate": "generate",
     "/v1/embeddings": "embed",
+    "/v1/rerank": "rerank",
+    "/rerank": "rerank",
 }
 
 

@@ -311,3 +311,7 @@ def served_fields(
 EMBEDDING_FIELDS = _table(
     user=Metadata("an end-user id for the caller's monitoring"),
 )
+
+RERANK_FIELDS = _table(
+    user=Metadata("an end-user id for the caller's monitoring"),
+)

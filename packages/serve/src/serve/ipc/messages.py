@@ -171,15 +171,17 @@ class TextBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class EmbedRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """Inputs of token ids to embed, one vector each (an encoder's task: no KV, no sampling)."""
+    """Inputs of token ids for the encoder, one output each (an encoder's task: no KV, no
+    sampling): an embedding, or a cross-encoder's score of a pair in segments `token_types`."""
 
     rid: str
     inputs: tuple[tuple[int, ...], ...]
+    token_types: tuple[tuple[int, ...], ...] = ()  # one per token of each input (unset: segment 0)
 
 
 class EmbedResult(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """The embeddings of an EmbedRequest's inputs, in order, each its float32 values as bytes
-    (little-endian, as OpenAI's base64 encoding carries them); or why it failed."""
+    """The outputs of an EmbedRequest's inputs, in order, each its float32 values as bytes
+    (little-endian, as OpenAI's base64 encoding carries them; a score is one value); or why it failed."""
 
     rid: str
     vectors: tuple[bytes, ...] = ()

@@ -39,7 +39,7 @@ class ServerMetrics:
         self.requests_finished = 0
         self.requests_aborted = 0
         self.requests_failed = 0
-        self.embedding_requests = 0  # /v1/embeddings requests sent to the encoder
+        self.embedding_requests = 0  # /v1/embeddings and /v1/rerank requests sent to the encoder
         self.embedding_inputs = 0
         self.embedding_tokens = 0
         self._recent: deque[tuple[float, int]] = deque()  # (time, tokens) of the last window
@@ -90,16 +90,16 @@ class ServerMetrics:
             (
                 "serve_embedding_requests_total",
                 "counter",
-                "Embedding requests sent to the encoder.",
+                "Embedding and rerank requests sent to the encoder.",
                 self.embedding_requests,
             ),
             (
                 "serve_embedding_inputs_total",
                 "counter",
-                "Inputs of embedding requests (one vector each).",
+                "Inputs of those requests (one vector or score each).",
                 self.embedding_inputs,
             ),
-            ("serve_embedding_tokens_total", "counter", "Tokens of embedding requests' inputs.", self.embedding_tokens),
+            ("serve_embedding_tokens_total", "counter", "Tokens of those inputs.", self.embedding_tokens),
             (
                 "serve_gen_throughput_tokens_per_second",
                 "gauge",

@@ -1,20 +1,23 @@
-"""The scheduler process of a launch whose task is embed: an encoder and a loop that batches the
-pending inputs into one forward.
+"""The scheduler process of a launch whose task is embed or rerank: an encoder (or cross-encoder)
+and a loop that batches the pending inputs into one forward.
 
 An embedding input needs none of the scheduler's machinery (runtime_scheduler is a KV-page
 machine: admission by free pages, a prefix cache, chunked prefill, retraction, decode steps and
 sampling over requests that live across steps): one forward gives its vector and it is done. So
 the loop takes every message that arrived, embeds the waiting requests' inputs together (whole
 requests, in arrival order, up to schedule.max_prefill_tokens tokens, at least one request, read
-at each step), and answers each request with its vectors. The encoder is batch-invariant
-(runtime_runner.models.encoder), so whatever a request is batched with, its vectors are the same.
+at each step), and answers each request with its outputs (vectors, or scores). The encoder is
+batch-invariant (runtime_runner.models.encoder), so whatever a request is batched with, its
+outputs are the same.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ import zmq
 import config_bags
 from config_bags.server import context_length_of, get_model, get_schedule
 from runtime_runner.errors import BatchError
+from runtime_runner.models.cross_encoder import BertCrossEncoder
 from runtime_runner.models.encoder import BertEncoder
 from runtime_runner.placement import model_dtype_of
 from serve.config_override import apply_override
@@ -44,11 +48,25 @@ logger = logging.getLogger(__name__)
 _IDLE_POLL_MS = 500
 
 
-class EncoderLoop:
-    """Routes embedding requests into batched encoder forwards and their vectors out."""
+# inputs, their token types (empty: one segment) -> each input's output as float32 bytes
+Compute = Callable[[list[tuple[int, ...]], list[tuple[int, ...]]], list[bytes]]
 
-    def __init__(self, encoder: BertEncoder, inbox: Receiver, out: Sender, name: str) -> None:
-        self._encoder = encoder
+
+def embeddings_of(encoder: BertEncoder) -> Compute:
+    """The encoder's embeddings, each as its float32 bytes."""
+    return lambda inputs, _types: [vector.numpy().tobytes() for vector in encoder.embed(inputs)]
+
+
+def scores_of(cross_encoder: BertCrossEncoder) -> Compute:
+    """The cross-encoder's scores of pairs, each as one float32's bytes."""
+    return lambda inputs, types: [struct.pack("<f", score) for score in cross_encoder.score(inputs, types)]
+
+
+class EncoderLoop:
+    """Routes encoder requests into batched forwards and their outputs out."""
+
+    def __init__(self, compute: Compute, inbox: Receiver, out: Sender, name: str) -> None:
+        self._compute = compute
         self._inbox = inbox
         self._out = out
         self._name = name
@@ -93,8 +111,9 @@ class EncoderLoop:
 
     def _embed(self, batch: list[EmbedRequest]) -> None:
         inputs = [ids for request in batch for ids in request.inputs]
+        types = [t for request in batch for t in request.token_types]
         try:
-            vectors = self._encoder.embed(inputs)
+            outputs = self._compute(inputs, types)
         except BatchError as err:
             # The API checks every input first; one that got here anyway fails its batch, not the process.
             for request in batch:
@@ -102,14 +121,14 @@ class EncoderLoop:
             return
         at = 0
         for request in batch:
-            mine = vectors[at : at + len(request.inputs)]
+            mine = outputs[at : at + len(request.inputs)]
             at += len(request.inputs)
-            self._out.send(EmbedResult(rid=request.rid, vectors=tuple(v.numpy().tobytes() for v in mine)))
+            self._out.send(EmbedResult(rid=request.rid, vectors=tuple(mine)))
 
 
 def run_encoder(addresses: Addresses, placement: RankPlacement) -> None:
-    """The rest of a scheduler process serving task embed (published, alone: task_served refuses
-    replicas and tensor parallelism): load the encoder, report ready, serve."""
+    """The rest of a scheduler process serving task embed or rerank (published, alone:
+    task_served refuses replicas and tensor parallelism): load the encoder, report ready, serve."""
     context: zmq.Context[Any] = zmq.Context()
     inbox = Receiver(context, addresses.schedulers[placement.replica])
     to_detokenizer = Sender(context, addresses.detokenizer)
@@ -117,17 +136,19 @@ def run_encoder(addresses: Addresses, placement: RankPlacement) -> None:
     if model_bag.model_path is None:
         raise RuntimeError("model.model_path is unset; the launcher resolves it before starting the scheduler")
     logger.info("loading the encoder")
-    encoder = BertEncoder.load(
-        Path(model_bag.model_path),
-        model_dtype_of(model_bag, "float32", torch.device("cpu")),
-        model_bag.pooling,
-    )
+    path, dtype = Path(model_bag.model_path), model_dtype_of(model_bag, "float32", torch.device("cpu"))
+    compute: Compute
+    if model_bag.task == "rerank":
+        cross_encoder = BertCrossEncoder.load(path, dtype)
+        config, compute = cross_encoder.encoder.config, scores_of(cross_encoder)
+    else:
+        encoder = BertEncoder.load(path, dtype, model_bag.pooling)
+        config, compute = encoder.config, embeddings_of(encoder)
     config_bags.begin_serving()
-    positions = encoder.config.max_position_embeddings
     model = ModelInfo(
-        context_length=context_length_of(get_model(), positions),
+        context_length=context_length_of(get_model(), config.max_position_embeddings),
         max_total_tokens=0,
-        vocab_size=encoder.config.vocab_size,
+        vocab_size=config.vocab_size,
         runners={},
     )
     logger.info("encoder loaded: %s; torch threads: %d", model, torch.get_num_threads())
@@ -141,4 +162,4 @@ def run_encoder(addresses: Addresses, placement: RankPlacement) -> None:
             model=model,
         )
     )
-    EncoderLoop(encoder, inbox, to_detokenizer, placement.name).run_forever()
+    EncoderLoop(compute, inbox, to_detokenizer, placement.name).run_forever()

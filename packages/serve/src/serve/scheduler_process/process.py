@@ -93,7 +93,7 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
     detokenizer; with tp_size > 1 its other ranks follow it in lockstep over torch.distributed."""
     die_with_parent()
     publish_received(handover, "scheduler", placement.name)
-    if config_bags.server.get_model().task == "embed":
+    if config_bags.server.get_model().task in ("embed", "rerank"):
         run_encoder(addresses, placement)
         return
     lockstep, group = Lockstep.alone(), None

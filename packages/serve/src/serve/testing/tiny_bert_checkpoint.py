@@ -1,6 +1,6 @@
-"""A tiny random BERT embedding checkpoint: BertModel weights, a WordPiece tokenizer trained
-offline ([CLS] text [SEP]) and a sentence-transformers config (mean pooling, normalized), as
-all-MiniLM-L6-v2 is laid out; built in about a second."""
+"""Tiny random BERT checkpoints, built in about a second: an embedding model (BertModel weights, a
+WordPiece tokenizer trained offline, [CLS] text [SEP], and a sentence-transformers config: mean
+pooling, normalized, as all-MiniLM-L6-v2 is laid out) and a cross-encoder reranker."""
 
 from __future__ import annotations
 
@@ -44,6 +44,20 @@ def build_bert_tokenizer(folder: Path, vocab_size: int = 200) -> int:
     return int(tokenizer.get_vocab_size())
 
 
+def _tiny_config(transformers: Any, vocab: int, max_position_embeddings: int, **more: Any) -> Any:
+    """A 2-layer BERT of 64 features, drawn wide (initializer_range 0.2) so outputs differ visibly."""
+    return transformers.BertConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=max_position_embeddings,
+        initializer_range=0.2,
+        **more,
+    )
+
+
 def build_tiny_bert_checkpoint(folder: Path, *, max_position_embeddings: int = 128, seed: int = 0) -> Path:
     """A 2-layer random BertModel in float32 with the tokenizer above and sentence-transformers'
     modules.json (Transformer, Pooling, Normalize) and 1_Pooling/config.json (mean), saved in `folder`."""
@@ -53,15 +67,7 @@ def build_tiny_bert_checkpoint(folder: Path, *, max_position_embeddings: int = 1
     folder.mkdir(parents=True, exist_ok=True)
     vocab = build_bert_tokenizer(folder)
     torch.manual_seed(seed)
-    config = transformers.BertConfig(
-        vocab_size=vocab,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=max_position_embeddings,
-        initializer_range=0.2,
-    )
+    config = _tiny_config(transformers, vocab, max_position_embeddings)
     transformers.BertModel(config).to(torch.float32).save_pretrained(folder)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -73,4 +79,20 @@ def build_tiny_bert_checkpoint(folder: Path, *, max_position_embeddings: int = 1
     (folder / "1_Pooling" / "config.json").write_text(
         json.dumps({"word_embedding_dimension": 64, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True})
     )
+    return folder
+
+
+def build_tiny_cross_encoder_checkpoint(folder: Path, *, max_position_embeddings: int = 128, seed: int = 0) -> Path:
+    """A 2-layer random BertForSequenceClassification with one label (a relevance score), as
+    sentence-transformers' CrossEncoder rerankers are laid out, with the tokenizer above, saved in `folder`."""
+    import torch
+
+    transformers: Any = importlib.import_module("transformers")
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = build_bert_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = _tiny_config(
+        transformers, vocab, max_position_embeddings, num_labels=1, architectures=["BertForSequenceClassification"]
+    )
+    transformers.BertForSequenceClassification(config).to(torch.float32).save_pretrained(folder)
     return folder

@@ -198,8 +198,11 @@ class TokenizerManager:
                 if self.fault is None:
                     self._to_schedulers[replica].send(AbortRequest(rid=request.rid, reason="client disconnected"))
 
-    async def embed(self, rid: str, inputs: tuple[tuple[int, ...], ...]) -> tuple[bytes, ...]:
-        """The embeddings of `inputs` (token ids, checked by the caller), each its float32 bytes.
+    async def embed(
+        self, rid: str, inputs: tuple[tuple[int, ...], ...], token_types: tuple[tuple[int, ...], ...] = ()
+    ) -> tuple[bytes, ...]:
+        """The encoder's output for each of `inputs` (token ids, checked by the caller; in segments
+        `token_types` for a cross-encoder's pairs), each its float32 bytes.
         A request the encoder failed raises RequestFailedError; leaving early (the client went
         away) drops the request from the encoder's queue."""
         if self.fault is not None:
@@ -211,7 +214,7 @@ class TokenizerManager:
         self.metrics.embedding_inputs += len(inputs)
         self.metrics.embedding_tokens += tokens
         try:
-            self._to_schedulers[0].send(EmbedRequest(rid=rid, inputs=inputs))
+            self._to_schedulers[0].send(EmbedRequest(rid=rid, inputs=inputs, token_types=token_types))
             result = await done
         finally:
             if self._embeddings.pop(rid, None) is not None and self.fault is None:
