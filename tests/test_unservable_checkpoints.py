@@ -197,6 +197,26 @@ def test_an_unservable_bert_checkpoint_exits_2_with_one_line_naming_it(
         assert needle in lines[0], lines[0]
 
 
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--dtype", "float16"], "task = 'embed' runs the encoder in float32 or bfloat16, and dtype = 'float16'"),
+        (["--device", "cuda"], "task = 'embed' runs the encoder on the CPU, and device = 'cuda'"),
+        (["--tp-size", "2"], "task = 'embed' runs the encoder in one process, and tp_size = 2"),
+        (["--task", "generate"], "task = 'generate': BertModel is an encoder without a classifier: it embeds"),
+    ],
+    ids=["float16", "cuda", "tensor parallel", "generate"],
+)
+def test_an_encoder_launch_this_build_does_not_run_is_refused_in_one_line(
+    argv: list[str], needle: str, valid_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reverse-verified by hand: without the dtype check the float16 launch resolved (exit 0), and
+    its scheduler process would have raised ValueError loading the encoder."""
+    assert main(["--model-path", str(valid_bert), *argv, "--dump-config"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
 def test_the_console_command_refuses_a_cut_bert_checkpoint_in_one_line(valid_bert: Path, tmp_path: Path) -> None:
     """The issue's report: `serve --model` at all-MiniLM-L6-v2 with its model.safetensors cut in
     half gave a 27-37 line traceback from the scheduler process and exit 1. The real command,

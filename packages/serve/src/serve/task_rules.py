@@ -2,8 +2,8 @@
 (BertForSequenceClassification) reranks, another encoder (BertModel) embeds, a decoder
 generates. What this build cannot do is refused by the rule `task_served`, in resolution and in
 every process: a decoder's embeddings wait for their model code, an encoder has no LM head to
-generate with, pooling configures embeddings only, and an encoder runs in one process (no
-tensor-parallel split, no replicas, no speculation)."""
+generate with, pooling configures embeddings only, and an encoder runs on the CPU in float32 or
+bfloat16, in one process (no tensor-parallel split, no replicas, no speculation)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,16 @@ _WHAT_IT_IS: dict[Task, str] = {
 }
 
 
-def _one_process(bags: Bags, task: str) -> str | None:
+def _encoder_as_built(bags: Bags, task: str) -> str | None:
+    """An encoder runs on the CPU, in float32 or bfloat16 (the batch-invariant linear's), in one process."""
     parallel, spec = bags.parallel, bags.spec
+    if bags.device.device == "cuda":
+        return f"task = {task!r} runs the encoder on the CPU, and device = 'cuda'; accepted: cpu or auto"
+    if bags.model.dtype == "float16":
+        return (
+            f"task = {task!r} runs the encoder in float32 or bfloat16, and dtype = 'float16'; accepted: auto, "
+            "float32, bfloat16"
+        )
     if parallel.tp_size > 1 or parallel.dp_size > 1:
         return (
             f"task = {task!r} runs the encoder in one process, and tp_size = {parallel.tp_size}, dp_size = "
@@ -58,6 +66,8 @@ def task_served(model: ServedModel) -> Rule:
             return f"task = {task!r}: {architecture} is {_WHAT_IT_IS[native]}; accepted: {native!r}"
         if pooling is not None and task != "embed":
             return f"pooling = {pooling!r} configures embeddings, and task = {task!r}; accepted: unset"
-        return None if task == "generate" else _one_process(bags, task)
+        return None if task == "generate" else _encoder_as_built(bags, task)
 
-    return Rule("task_served", ("task", "pooling", "tp_size", "dp_size", "speculative_algorithm"), broken)
+    return Rule(
+        "task_served", ("task", "pooling", "tp_size", "dp_size", "speculative_algorithm", "device", "dtype"), broken
+    )
