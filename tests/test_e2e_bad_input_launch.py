@@ -188,6 +188,14 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
     ("decreasing graph sizes", ["--cuda-graph-decode-bs", "4,2"], ["cuda_graph_decode_bs", "strictly increasing"]),
     ("cuda without a device", ["--device", "cuda"], ["device='cuda'", "no CUDA device"]),
     (
+        "embeddings from a decoder",
+        ["--task", "embed"],
+        ["task = 'embed': LlamaForCausalLM is a decoder", "accepted: 'generate'", "rule task_served", "--task embed"],
+    ),
+    ("rerank on a decoder", ["--task", "rerank"], ["task = 'rerank': LlamaForCausalLM is a decoder"]),
+    ("pooling a generation", ["--pooling", "mean"], ["pooling = 'mean' configures embeddings, and task = 'generate'"]),
+    ("unknown task", ["--task", "classify"], ["task", "accepted: one of generate, embed, rerank"]),
+    (
         "explain an unknown leaf",
         ["--explain", "page-sise"],
         ["--explain: unknown flag 'page-sise'", "did you mean --page-size"],

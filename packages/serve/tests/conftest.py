@@ -9,19 +9,22 @@ from pathlib import Path
 import pytest
 
 from config_bags import unpublish
+from serve.testing.tiny_checkpoint import build_tokenizer
 
 LAYERS, KV_HEADS, HEAD_DIM, MAX_POSITIONS = 2, 2, 16, 512
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkpoint directory holding only a tiny Llama config.json (transformers' own writer):
-    all resolution reads of a model."""
+    """A tiny random Llama checkpoint in bfloat16 (transformers' own writer) with a tokenizer:
+    what resolution reads of a model (config.json, the safetensors headers, tokenizer.json)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers import LlamaConfig
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     path = tmp_path_factory.mktemp("models") / "tiny-llama"
-    LlamaConfig(
+    build_tokenizer(path, vocab_size=256)
+    config = LlamaConfig(
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=LAYERS,
@@ -31,7 +34,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         vocab_size=256,
         dtype="bfloat16",
         architectures=["LlamaForCausalLM"],
-    ).save_pretrained(path)
+    )
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
     return path
 
 

@@ -28,6 +28,7 @@ from runtime_runner.models.compiled_decode import TRACEABLE_DECODE_KERNELS
 from serve.absent_features import absent_feature_rules
 from serve.parallel_rules import PARALLEL_AS_BUILT, tensor_parallel_fits_model
 from serve.served_model import ServedModel
+from serve.task_rules import task_served
 from serve.visible_device import visible_device_type
 
 ATTENTION_BACKEND_LEAVES = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
@@ -212,6 +213,7 @@ def launch_rules(model: ServedModel) -> tuple[Rule, ...]:
         QUANTIZED_WEIGHTS_RUN_HERE,
         PARALLEL_AS_BUILT,
         tensor_parallel_fits_model(model),
+        task_served(model),
         context_length_within_model(model.max_positions),
         *((SNAPSHOT_GRID,) if model.linear_attention else ()),
     )

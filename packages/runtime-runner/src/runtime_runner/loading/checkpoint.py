@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from runtime_runner.errors import CheckpointError
 
@@ -16,7 +16,13 @@ def safetensors_files(model_dir: Path) -> dict[str, Path]:
     """Tensor name -> file holding it, from the shard index when there is one, else every *.safetensors."""
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
-        weight_map: Mapping[str, str] = json.loads(index.read_text())["weight_map"]
+        try:
+            weight_map: Mapping[str, str] = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise CheckpointError(
+                f"{index.name} is not a shard index ({type(err).__name__}: {err}); accepted: JSON whose "
+                "'weight_map' maps each tensor name to its file"
+            ) from None
         return {name: model_dir / file for name, file in weight_map.items()}
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
@@ -25,10 +31,25 @@ def safetensors_files(model_dir: Path) -> dict[str, Path]:
         )
     located: dict[str, Path] = {}
     for file in files:
-        with safe_open(str(file), framework="pt") as handle:
-            for name in handle.keys():
-                located[name] = file
+        for name in safetensors_shapes(file):
+            located[name] = file
     return located
+
+
+def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from the header of one safetensors file (the data is not read, but
+    the library checks that the file holds every byte its header places); CheckpointError naming
+    the file where it is absent, truncated or corrupt."""
+    if not file.is_file():
+        raise CheckpointError(f"{file.name} is absent from {file.parent}; accepted: every file the checkpoint names")
+    try:
+        with safe_open(str(file), framework="pt") as handle:
+            return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except SafetensorError as err:
+        raise CheckpointError(
+            f"{file.name} is not a readable safetensors file ({err}): truncated or corrupt; accepted: the file as "
+            "its writer left it"
+        ) from None
 
 
 class CheckpointReader:

@@ -18,6 +18,7 @@ from serve.detokenizer.request_text import RequestText
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import (
     AbortRequest,
+    EmbedResult,
     GenerateRequest,
     Message,
     OverrideAck,
@@ -55,7 +56,7 @@ class Detokenizer:
             if message.seq > self._applied_override:
                 self._applied_override = message.seq
                 self._to_tokenizer.send(apply_override(message, DETOKENIZER))
-        elif isinstance(message, (OverrideAck, ProcessReady, SchedulerStats)):
+        elif isinstance(message, (OverrideAck, ProcessReady, SchedulerStats, EmbedResult)):
             self._to_tokenizer.send(message)
         else:
             logger.error("detokenizer got an unexpected %s", type(message).__name__)

@@ -306,3 +306,12 @@ def served_fields(
                 f"{decision.accepted(data)}, got {shown(value)}",
             )
     return served
+
+
+EMBEDDING_FIELDS = _table(
+    user=Metadata("an end-user id for the caller's monitoring"),
+)
+
+RERANK_FIELDS = _table(
+    user=Metadata("an end-user id for the caller's monitoring"),
+)

@@ -2,11 +2,11 @@
 
 Routes (each arrow one ZMQ PUSH/PULL pipe; "scheduler" is the first rank of a data-parallel
 replica, which takes every message of its replica):
-    tokenizer manager -> scheduler:   GenerateRequest, AbortRequest, OverrideRequest
+    tokenizer manager -> scheduler:   GenerateRequest, AbortRequest, OverrideRequest, EmbedRequest
     detokenizer -> scheduler:         AbortRequest (a stop string matched; to the request's replica)
     scheduler -> detokenizer:         GenerateRequest, TokenBatch, SchedulerStats, OverrideRequest,
-                                      OverrideAck, ProcessReady
-    detokenizer -> tokenizer manager: TextBatch, SchedulerStats, OverrideAck, ProcessReady
+                                      OverrideAck, ProcessReady, EmbedResult
+    detokenizer -> tokenizer manager: TextBatch, SchedulerStats, OverrideAck, ProcessReady, EmbedResult
 The scheduler forwards each request before admitting it (so the detokenizer knows its stop strings before
 its first token) and each override it applied (so the detokenizer applies it next); its acks and
 readiness travel through the detokenizer too, so the tokenizer manager hears everything in order.
@@ -170,6 +170,24 @@ class TextBatch(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     outputs: tuple[TextOutput, ...]
 
 
+class EmbedRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Inputs of token ids for the encoder, one output each (an encoder's task: no KV, no
+    sampling): an embedding, or a cross-encoder's score of a pair in segments `token_types`."""
+
+    rid: str
+    inputs: tuple[tuple[int, ...], ...]
+    token_types: tuple[tuple[int, ...], ...] = ()  # one per token of each input (unset: segment 0)
+
+
+class EmbedResult(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The outputs of an EmbedRequest's inputs, in order, each its float32 values as bytes
+    (little-endian, as OpenAI's base64 encoding carries them; a score is one value); or why it failed."""
+
+    rid: str
+    vectors: tuple[bytes, ...] = ()
+    error: str | None = None
+
+
 class SchedulerStats(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A replica's scheduler snapshot, sent between steps (a few times a second at most) and when idle."""
 
@@ -186,4 +204,6 @@ Message = (
     | TokenBatch
     | TextBatch
     | SchedulerStats
+    | EmbedRequest
+    | EmbedResult
 )

@@ -39,6 +39,9 @@ class ServerMetrics:
         self.requests_finished = 0
         self.requests_aborted = 0
         self.requests_failed = 0
+        self.embedding_requests = 0  # /v1/embeddings and /v1/rerank requests sent to the encoder
+        self.embedding_inputs = 0
+        self.embedding_tokens = 0
         self._recent: deque[tuple[float, int]] = deque()  # (time, tokens) of the last window
         self.replicas: dict[int, SchedulerMetrics] = {}  # each replica's last stats, by replica
 
@@ -84,6 +87,19 @@ class ServerMetrics:
                 "Requests that failed alone while being served (answered a 500; the server went on).",
                 self.requests_failed,
             ),
+            (
+                "serve_embedding_requests_total",
+                "counter",
+                "Embedding and rerank requests sent to the encoder.",
+                self.embedding_requests,
+            ),
+            (
+                "serve_embedding_inputs_total",
+                "counter",
+                "Inputs of those requests (one vector or score each).",
+                self.embedding_inputs,
+            ),
+            ("serve_embedding_tokens_total", "counter", "Tokens of those inputs.", self.embedding_tokens),
             (
                 "serve_gen_throughput_tokens_per_second",
                 "gauge",

@@ -69,6 +69,8 @@ class ServerArgs:
     dtype: Literal["auto", "float32", "bfloat16", "float16"]
     context_length: int | None
     trust_remote_code: bool
+    task: Literal["generate", "embed", "rerank"] | None
+    pooling: Literal["mean", "cls", "last"] | None
     quantization: Literal["int8"] | None
     # parallel
     tp_size: int

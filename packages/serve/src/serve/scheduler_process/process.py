@@ -23,6 +23,7 @@ from serve.grammar.xgrammar_engine import XGrammarEngine, tokenizer_info_of
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import ModelInfo, ProcessReady
 from serve.scheduler_process.distributed import join_world, serve_leaders_bags
+from serve.scheduler_process.encoder_loop import run_encoder
 from serve.scheduler_process.lockstep import Lockstep
 from serve.scheduler_process.loop import SchedulerLoop
 from serve.scheduler_process.placement import ALONE, RankPlacement
@@ -92,6 +93,9 @@ def run_scheduler(handover: Handover, addresses: Addresses, placement: RankPlace
     detokenizer; with tp_size > 1 its other ranks follow it in lockstep over torch.distributed."""
     die_with_parent()
     publish_received(handover, "scheduler", placement.name)
+    if config_bags.server.get_model().task in ("embed", "rerank"):
+        run_encoder(addresses, placement)
+        return
     lockstep, group = Lockstep.alone(), None
     if config_bags.server.get_parallel().tp_size > 1:
         groups = join_world(placement)

@@ -25,6 +25,8 @@ from serve.config_override import check_runtime_override
 from serve.ipc.channels import Addresses, AsyncReceiver, AsyncSender
 from serve.ipc.messages import (
     AbortRequest,
+    EmbedRequest,
+    EmbedResult,
     GenerateRequest,
     Message,
     ModelInfo,
@@ -60,6 +62,7 @@ class TokenizerManager:
         self.metrics = ServerMetrics()
         self.router = ReplicaRouter()
         self._requests: dict[str, RequestState] = {}
+        self._embeddings: dict[str, asyncio.Future[EmbedResult]] = {}
         # Each child process by name (serve.process_names): its config hash, pid, role and role-check mode.
         self.process_hashes: dict[str, str] = {}
         self.process_pids: dict[str, int] = {}
@@ -98,6 +101,10 @@ class TokenizerManager:
             now = time.monotonic()
             for out in message.outputs:
                 self._deliver(out, now)
+        elif isinstance(message, EmbedResult):
+            waiting = self._embeddings.pop(message.rid, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
         elif isinstance(message, SchedulerStats):
             self.metrics.replicas[message.replica] = message.metrics
         elif isinstance(message, OverrideAck):
@@ -191,11 +198,39 @@ class TokenizerManager:
                 if self.fault is None:
                     self._to_schedulers[replica].send(AbortRequest(rid=request.rid, reason="client disconnected"))
 
+    async def embed(
+        self, rid: str, inputs: tuple[tuple[int, ...], ...], token_types: tuple[tuple[int, ...], ...] = ()
+    ) -> tuple[bytes, ...]:
+        """The encoder's output for each of `inputs` (token ids, checked by the caller; in segments
+        `token_types` for a cross-encoder's pairs), each its float32 bytes.
+        A request the encoder failed raises RequestFailedError; leaving early (the client went
+        away) drops the request from the encoder's queue."""
+        if self.fault is not None:
+            raise ServerFaultError(self.fault)
+        done: asyncio.Future[EmbedResult] = asyncio.get_running_loop().create_future()
+        self._embeddings[rid] = done
+        tokens = sum(len(ids) for ids in inputs)
+        self.metrics.embedding_requests += 1
+        self.metrics.embedding_inputs += len(inputs)
+        self.metrics.embedding_tokens += tokens
+        try:
+            self._to_schedulers[0].send(EmbedRequest(rid=rid, inputs=inputs, token_types=token_types))
+            result = await done
+        finally:
+            if self._embeddings.pop(rid, None) is not None and self.fault is None:
+                self._to_schedulers[0].send(AbortRequest(rid=rid, reason="client disconnected"))
+        if result.error is not None:
+            raise RequestFailedError(result.error)
+        return result.vectors
+
     def fail_all(self, reason: str) -> None:
         """A process died: every in-flight request and a pending override end with `reason`."""
         self.fault = reason
         for state in self._requests.values():
             state.queue.put_nowait(ServerFaultError(reason))
+        for waiting in self._embeddings.values():
+            if not waiting.done():
+                waiting.set_exception(ServerFaultError(reason))
         if self._override_pending is not None and not self._override_pending[1].done():
             self._override_pending[1].set_exception(OverrideFailedError(reason))
 

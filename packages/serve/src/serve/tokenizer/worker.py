@@ -57,6 +57,15 @@ def _encode(texts: Sequence[str], add_special_tokens: bool) -> list[array[int]]:
     return [array("q", _tokenizer.encode(text, add_special_tokens=add_special_tokens)) for text in texts]
 
 
+def _encode_pairs(first: str, seconds: Sequence[str]) -> list[tuple[array[int], array[int]]]:
+    pairs = []
+    for second in seconds:
+        encoded = _tokenizer(first, second)
+        types = encoded.get("token_type_ids") or [0] * len(encoded["input_ids"])
+        pairs.append((array("q", encoded["input_ids"]), array("q", types)))
+    return pairs
+
+
 def _chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> array[int]:
     return array("q", chat_prompt_ids(_tokenizer, messages, tools))
 
@@ -129,6 +138,11 @@ class TokenizerWorker:
     async def encode(self, texts: Sequence[str], *, add_special_tokens: bool = True) -> list[array[int]]:
         """The token ids of each text."""
         return await self._call(_encode, list(texts), add_special_tokens)
+
+    async def encode_pairs(self, first: str, seconds: Sequence[str]) -> list[tuple[array[int], array[int]]]:
+        """The token ids and token types (segment 0, then 1) of `first` paired with each of `seconds`,
+        as the tokenizer joins a pair ([CLS] first [SEP] second [SEP] for BERT)."""
+        return await self._call(_encode_pairs, first, list(seconds))
 
     async def chat_prompt(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()

@@ -10,6 +10,8 @@ from config_bags.leaf import leaf
 
 ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
 Quantization = Literal["int8"]
+Task = Literal["generate", "embed", "rerank"]
+Pooling = Literal["mean", "cls", "last"]
 
 
 class ModelBag(Bag, frozen=True, kw_only=True):
@@ -51,6 +53,22 @@ class ModelBag(Bag, frozen=True, kw_only=True):
         PositiveInt | None, leaf("Longest prompt plus completion in tokens (unset: the model's maximum).", hot=False)
     ] = None
     trust_remote_code: Annotated[bool, leaf("Allow checkpoint-provided tokenizer code.", hot=False)] = False
+    task: Annotated[
+        Task | None,
+        leaf(
+            "What the server does with the model: generate text, embed inputs (/v1/embeddings) or rerank documents "
+            "(unset: the checkpoint's: embed for an encoder such as BertModel, generate for a decoder).",
+            hot=False,
+        ),
+    ] = None
+    pooling: Annotated[
+        Pooling | None,
+        leaf(
+            "How an embedding pools its input's last hidden rows: mean, cls (the first row) or last (unset: as the "
+            "checkpoint's sentence-transformers config says).",
+            hot=False,
+        ),
+    ] = None
     quantization: Annotated[
         Quantization | None,
         leaf(

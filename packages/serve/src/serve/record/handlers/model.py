@@ -14,11 +14,14 @@ from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_fil
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
 from runtime_runner.loading.quantization_support import activations_of, cpu_tier_of
 from runtime_runner.models.gguf_fit import refuse_misfit_gguf
+from runtime_runner.models.safetensors_fit import refuse_unservable_safetensors
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.parallel_rules import tensor_parallel_fits_model
 from serve.record.errors import ResolutionError
 from serve.record.resolution import Resolution
 from serve.served_model import ServedModel
+from serve.task_rules import task_of_architecture, task_served
+from serve.tokenizer.tokenizer_files import tokenizer_refusal_of
 
 
 def bundled_default_model() -> Path:
@@ -78,6 +81,27 @@ def gguf_fits_its_decoder(res: Resolution) -> None:
         raise ResolutionError(f"model_path {gguf}: {err}") from None
 
 
+def safetensors_fit_their_decoder(res: Resolution) -> None:
+    """A Hugging Face checkpoint names an architecture with model code and holds every tensor it
+    reads, in the shape config.json implies, in safetensors files that are whole: read from the
+    files' headers here, so an unservable checkpoint ends the launch in one line before any process
+    starts (runtime_runner.models.safetensors_fit)."""
+    model_path = res.bags().model.model_path
+    if model_path is None or _gguf_file(res) is not None:
+        return
+    try:
+        refuse_unservable_safetensors(Path(model_path), res.model)
+    except (CheckpointError, UnsupportedConfigError) as err:
+        raise ResolutionError(f"model_path {model_path}: {err}") from None
+
+
+def task(res: Resolution) -> None:
+    """The checkpoint's task unless the operator named one: embed for an encoder (BertModel),
+    generate for a decoder; the rule task_served refuses one this build does not serve on it."""
+    res.declare("task", task=task_of_architecture(res.model.architecture))
+    res.check(task_served(ServedModel.of(res.model)))
+
+
 def tokenizer_path(res: Resolution) -> None:
     """The tokenizer lives with the model unless the operator named another directory; a GGUF
     checkpoint's is written from the file's metadata once, into the model cache."""
@@ -94,6 +118,17 @@ def tokenizer_path(res: Resolution) -> None:
             f"model_path {gguf}: its tokenizer: {err}; or name a Hugging Face tokenizer directory with --tokenizer-path"
         ) from None
     res.declare("tokenizer_path", tokenizer_path=str(written))
+
+
+def tokenizer_loads(res: Resolution) -> None:
+    """The tokenizer directory holds a tokenizer that loads (a tokenizer.json that parses, or the
+    vocabulary files a slow tokenizer converts), checked before the tokenizer process starts."""
+    model = res.bags().model
+    if model.tokenizer_path is None:
+        return
+    refusal = tokenizer_refusal_of(Path(model.tokenizer_path), custom_code=model.trust_remote_code)
+    if refusal is not None:
+        raise ResolutionError(f"tokenizer_path: {refusal} (from {res.origin('tokenizer_path')})")
 
 
 def served_model_name(res: Resolution) -> None:

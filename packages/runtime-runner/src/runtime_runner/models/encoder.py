@@ -1,0 +1,171 @@
+"""A BERT-family encoder (all-MiniLM-L6-v2, bge-small): bidirectional attention over each input,
+no KV cache, its last hidden rows pooled into one embedding per input.
+
+Many inputs run as one forward: their tokens are packed into one [tokens, hidden] matrix for every
+row-wise step (embedding lookup, the projections, the norms, GELU), and attention runs input by
+input over that input's rows only. The projections are the batch-invariant linear (each output row
+a function of its input row alone), the norms and GELU are row-wise, and an input's attention and
+pooling see only its own rows in a computation of the same shape however many inputs share the
+forward, so an input's embedding is bitwise the same alone or in any batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from runtime_runner.errors import BatchError
+from runtime_runner.loading.checkpoint import CheckpointReader
+from runtime_runner.loading.encoder_config import EncoderConfig, read_encoder_config
+from runtime_runner.loading.encoder_layout import WORD_EMBEDDINGS, encoder_prefix, encoder_tensors
+from runtime_runner.loading.sentence_pooling import PoolingMode, PoolingSpec, pooling_spec_at
+from runtime_runner.models.matrix_projection import Projection, linear_of
+from runtime_runner.models.pooling import pooled
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A LayerNorm's weight and bias."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+
+
+@dataclass(frozen=True)
+class EncoderLayer:
+    """One transformer block, post-norm as BERT computes it."""
+
+    qkv: Projection  # rows -> q|k|v side by side
+    attention_out: Projection
+    attention_norm: Norm
+    intermediate: Projection
+    output: Projection
+    output_norm: Norm
+
+
+class BertEncoder:
+    """The encoder of a BERT checkpoint and its pooling: `embed(inputs)` -> one vector per input."""
+
+    def __init__(
+        self, config: EncoderConfig, reader: CheckpointReader, pooling: PoolingSpec, dtype: torch.dtype
+    ) -> None:
+        self.config = config
+        self.pooling = pooling
+        self.dtype = dtype
+        prefix = encoder_prefix(set(reader.names()))
+        shapes = {spec.name: spec.shape for spec in encoder_tensors(config, prefix)}
+        cpu = torch.device("cpu")
+        linear = linear_of(batch_invariant=True, activation_dtype=dtype)
+
+        def read(name: str) -> torch.Tensor:
+            return reader.read(prefix + name, shapes[prefix + name], dtype, cpu)
+
+        def norm(name: str) -> Norm:
+            return Norm(read(name + ".weight"), read(name + ".bias"))
+
+        def dense(name: str) -> Projection:
+            return linear(read(name + ".weight"), read(name + ".bias"))
+
+        self.word = read(WORD_EMBEDDINGS)
+        self.position = read("embeddings.position_embeddings.weight")
+        self.segments = read("embeddings.token_type_embeddings.weight")
+        self.embedding_norm = norm("embeddings.LayerNorm")
+        self.layers: list[EncoderLayer] = []
+        for i in range(config.num_layers):
+            at = f"encoder.layer.{i}."
+            parts = [at + f"attention.self.{p}" for p in ("query", "key", "value")]
+            self.layers.append(
+                EncoderLayer(
+                    qkv=linear(
+                        torch.cat([read(p + ".weight") for p in parts]), torch.cat([read(p + ".bias") for p in parts])
+                    ),
+                    attention_out=dense(at + "attention.output.dense"),
+                    attention_norm=norm(at + "attention.output.LayerNorm"),
+                    intermediate=dense(at + "intermediate.dense"),
+                    output=dense(at + "output.dense"),
+                    output_norm=norm(at + "output.LayerNorm"),
+                )
+            )
+
+    @classmethod
+    def load(
+        cls, model_dir: Path, dtype: torch.dtype = torch.float32, pooling: PoolingMode | None = None
+    ) -> BertEncoder:
+        """The encoder of the checkpoint at `model_dir`, on the CPU in `dtype` (float32 or bfloat16:
+        the batch-invariant linear's), pooled as its sentence-transformers config says, or by
+        `pooling` where given (its normalization kept)."""
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"the encoder runs in float32 or bfloat16; got {dtype}")
+        spec = pooling_spec_at(model_dir)
+        if pooling is not None:
+            spec = PoolingSpec(mode=pooling, normalize=spec.normalize)
+        return cls(read_encoder_config(model_dir), CheckpointReader(model_dir), spec, dtype)
+
+    def _layer_norm(self, rows: torch.Tensor, norm: Norm) -> torch.Tensor:
+        return F.layer_norm(rows, (self.config.hidden_size,), norm.weight, norm.bias, self.config.layer_norm_eps)
+
+    def _check(self, inputs: Sequence[Sequence[int]]) -> None:
+        limit, vocab = self.config.max_position_embeddings, self.config.vocab_size
+        for i, ids in enumerate(inputs):
+            if not 1 <= len(ids) <= limit:
+                raise BatchError(f"input {i} holds {len(ids)} tokens; accepted: 1 to {limit} (the model's positions)")
+            outside = [t for t in ids if not 0 <= t < vocab]
+            if outside:
+                raise BatchError(f"input {i} holds token id {outside[0]}; accepted: 0 to {vocab - 1}")
+
+    def _attention(self, qkv: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
+        """Each input's bidirectional attention over its own rows of qkv [tokens, 3 * hidden], on
+        one torch thread: an input's matmuls and softmax are too small to share, and each call on
+        two threads is an OpenMP region whose cost dominated (all-MiniLM-L6-v2, 256 inputs, bf16,
+        on a busy 2-core machine: 5 to 28 inputs/s on two threads, 75 to 83 on one)."""
+        heads, head_dim, hidden = self.config.num_heads, self.config.head_dim, self.config.hidden_size
+        scale = 1.0 / math.sqrt(head_dim)
+        out: list[torch.Tensor] = []
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for rows in torch.split(qkv, list(lengths)):
+                q, k, v = (
+                    rows[:, j * hidden : (j + 1) * hidden].reshape(-1, heads, head_dim).transpose(0, 1)
+                    for j in range(3)
+                )
+                weights = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * scale, dim=-1)
+                out.append(torch.matmul(weights, v).transpose(0, 1).reshape(-1, hidden))
+        finally:
+            torch.set_num_threads(threads)
+        return torch.cat(out)
+
+    @torch.inference_mode()
+    def hidden_rows(
+        self, inputs: Sequence[Sequence[int]], token_types: Sequence[Sequence[int]] = ()
+    ) -> list[torch.Tensor]:
+        """Each input's last hidden rows [length, hidden], its tokens in the segments
+        `token_types` gives (unset: all segment 0, one text); BatchError for an empty input, one
+        longer than the model's positions, a token id outside its vocabulary, or token types that
+        do not match the inputs."""
+        self._check(inputs)
+        lengths = [len(ids) for ids in inputs]
+        if token_types and [len(types) for types in token_types] != lengths:
+            raise BatchError("token_types holds other lengths than the inputs; accepted: one type per token")
+        ids = torch.tensor([t for one in inputs for t in one], dtype=torch.long)
+        types = torch.tensor([t for one in token_types for t in one] if token_types else [0] * len(ids))
+        if token_types and not bool(((types >= 0) & (types < self.config.type_vocab_size)).all()):
+            raise BatchError(f"a token type is outside 0 to {self.config.type_vocab_size - 1}")
+        positions = torch.cat([torch.arange(n) for n in lengths])
+        x = self.word[ids] + self.position[positions] + self.segments[types]
+        x = self._layer_norm(x, self.embedding_norm)
+        for layer in self.layers:
+            attended = layer.attention_out(self._attention(layer.qkv(x), lengths))
+            x = self._layer_norm(attended + x, layer.attention_norm)
+            widened = F.gelu(layer.intermediate(x))
+            x = self._layer_norm(layer.output(widened) + x, layer.output_norm)
+        return list(torch.split(x, lengths))
+
+    def embed(self, inputs: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """One fp32 embedding [hidden] per input of token ids (the tokenizer's, [CLS] and [SEP] included)."""
+        return [pooled(rows, self.pooling) for rows in self.hidden_rows(inputs)]
