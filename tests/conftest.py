@@ -1,7 +1,7 @@
 """Tiny random checkpoints and standalone runners over them, shared by the runner's cross-package tests.
 
 Test modules do not import conftest: they ask for these fixtures by name. Nothing here is autouse,
-so the other tests of this folder run as before. (serve.testing's tiny checkpoint is a Llama with a
+so the other tests of this folder run as before. (serve_testing's tiny checkpoint is a Llama with a
 trained tokenizer at fixed sizes for the end-to-end server; these tests need Llama, Qwen2 and Qwen3
 at their own sizes and no tokenizer, so they build their own.) One server of the real default
 model is shared by the end-to-end modules that take it as it is (`default_model_server`).
@@ -31,7 +31,7 @@ from config_bags import publish, unpublish
 from config_bags.server import Bags, ExecBag, MemoryBag, ModelBag, ScheduleBag
 from runtime_runner.attention_seam import AttentionPairFactory
 from runtime_runner.runner import ModelRunner
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 # The sizes every tiny checkpoint starts from; a test overrides what it needs.
 SMALL = dict(

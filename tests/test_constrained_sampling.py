@@ -27,7 +27,7 @@ from runtime_runner.standalone import Sampling
 from runtime_scheduler import OutputConstraint, Request, SamplingParams, Scheduler, StopConditions
 from serve.grammar.xgrammar_engine import XGrammarEngine, tokenizer_info_of
 from serve.scheduler_process.process import build_scheduler
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 SCHEDULE = ScheduleBag(page_size=4, chunked_prefill_size=16, max_prefill_tokens=64, max_running_requests=4)
 SCHEMA = {

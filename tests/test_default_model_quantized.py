@@ -1,7 +1,7 @@
 """The default model served from its bundled GGUF file as it is (Q4_1 projections, a Q8_0 embedding
 that is also the tied LM head), and its dense checkpoint quantized to int8 at load, each against the
 de-quantized model: the GGUF's weights de-quantized to fp32 and written back under gguf-py's names
-with the Q/K rows put back apart from the loader (serve.testing.gguf_reference), run by transformers
+with the Q/K rows put back apart from the loader (serve_testing.gguf_reference), run by transformers
 in fp32.
 
 Tolerances, and why:
@@ -41,7 +41,7 @@ from runtime_runner.loading.default_model import bundled_gguf
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
-from serve.testing.gguf_reference import write_dequantized_checkpoint
+from serve_testing.gguf_reference import write_dequantized_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from serve.main import main
-from serve.testing.server import ServerProcess, free_port
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.server import ServerProcess, free_port
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.testing.polling import first_satisfying
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.polling import first_satisfying
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -10,7 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

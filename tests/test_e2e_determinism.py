@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from serve.testing.polling import first_satisfying
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
+from serve_testing.polling import first_satisfying
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(1200)
 

@@ -1,4 +1,4 @@
-"""End to end, /v1/embeddings on a real server over a tiny random BERT checkpoint (serve.testing.
+"""End to end, /v1/embeddings on a real server over a tiny random BERT checkpoint (serve_testing.
 tiny_bert_checkpoint: BertModel, WordPiece, mean pooling and Normalize as all-MiniLM-L6-v2 has
 them), started once for the module: the task inferred from the checkpoint, embeddings equal to
 transformers' BertModel pooled as sentence-transformers pools, every input form OpenAI takes,
@@ -20,8 +20,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_bert_checkpoint import build_tiny_bert_checkpoint
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_bert_checkpoint import build_tiny_bert_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.testing.server import ServerProcess, process_alive
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.server import ServerProcess, process_alive
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(300)
 

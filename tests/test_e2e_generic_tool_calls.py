@@ -22,9 +22,9 @@ import jsonschema
 import openai
 import pytest
 
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
-from serve.testing.tool_schemas import WEATHER
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.tool_schemas import WEATHER
 
 pytestmark = pytest.mark.timeout(600)
 

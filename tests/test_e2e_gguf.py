@@ -24,10 +24,10 @@ import torch
 
 import native_build
 from runtime_runner.loading.default_model import bundled_gguf
-from serve.testing.llama_quantize_mix import q4_k_m_types
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tokenizer
-from serve.testing.tiny_gguf import write_tiny_gguf
+from serve_testing.llama_quantize_mix import q4_k_m_types
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tokenizer
+from serve_testing.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint, reference_greedy
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint, reference_greedy
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -4,7 +4,7 @@ default model with no server flag: `bind_tools` (tool_choice left to the server'
 `with_structured_output` (the library's default method, a strict json_schema response format)
 comes back as the typed object; `stream` delivers the answer in chunks that add up to it.
 
-The model is steered to its call by the one token of `serve.testing.weather_agent.call_steering`,
+The model is steered to its call by the one token of `serve_testing.weather_agent.call_steering`,
 bound as the `logit_bias` request field.
 """
 
@@ -18,8 +18,8 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from serve.testing import weather_agent as conversation
-from serve.testing.server import ServerProcess
+from serve_testing import weather_agent as conversation
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

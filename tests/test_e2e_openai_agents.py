@@ -4,7 +4,7 @@ sends it) runs its tool round trip on the library's default Responses model and 
 chat-completions model; an `output_type` comes back as the typed object; a streamed run delivers
 its text as deltas and ends with the same answer.
 
-The model is steered to its call by the one token of `serve.testing.weather_agent.call_steering`
+The model is steered to its call by the one token of `serve_testing.weather_agent.call_steering`
 (sent through the library's `extra_body`); tracing is off because the library would otherwise
 export traces to OpenAI's servers, which says nothing about this one.
 """
@@ -31,8 +31,8 @@ from openai import AsyncOpenAI
 from openai.types.responses import ResponseTextDeltaEvent
 from pydantic import BaseModel
 
-from serve.testing import weather_agent as conversation
-from serve.testing.server import ServerProcess
+from serve_testing import weather_agent as conversation
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

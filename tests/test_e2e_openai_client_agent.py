@@ -5,7 +5,7 @@ Responses API streamed, its result sent as a `previous_response_id` continuation
 named calls, plain Responses and their streams are in tests/test_e2e_responses.py; the generic
 format's grammar under "auto" on a random model in tests/test_e2e_generic_tool_calls.py.
 
-The model is steered to its call by the one token of `serve.testing.weather_agent.call_steering`.
+The model is steered to its call by the one token of `serve_testing.weather_agent.call_steering`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import jsonschema
 import openai
 import pytest
 
-from serve.testing import weather_agent as conversation
-from serve.testing.server import ServerProcess
+from serve_testing import weather_agent as conversation
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

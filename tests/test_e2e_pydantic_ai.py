@@ -4,7 +4,7 @@ server flag, on both of its OpenAI models (chat completions and Responses): an `
 an `output_type` (the library's default tool output: a forced call of its `final_result` tool)
 comes back as the typed object.
 
-The model is steered to its call by the one token of `serve.testing.weather_agent.call_steering`:
+The model is steered to its call by the one token of `serve_testing.weather_agent.call_steering`:
 chat's `logit_bias` setting, and the same field through `extra_body` on Responses.
 """
 
@@ -28,8 +28,8 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from serve.testing import weather_agent as conversation
-from serve.testing.server import ServerProcess
+from serve_testing import weather_agent as conversation
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -1,4 +1,4 @@
-"""End to end, /v1/rerank on a real server over a tiny random cross-encoder (serve.testing.
+"""End to end, /v1/rerank on a real server over a tiny random cross-encoder (serve_testing.
 tiny_bert_checkpoint: BertForSequenceClassification with one label), started once for the module:
 the task inferred from the checkpoint, each document's score equal to sentence-transformers'
 CrossEncoder.predict on the same files (fp32), results ordered by score with top_n and
@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_bert_checkpoint import build_tiny_cross_encoder_checkpoint
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_bert_checkpoint import build_tiny_cross_encoder_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,7 +18,7 @@ import jsonschema
 import openai
 import pytest
 
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

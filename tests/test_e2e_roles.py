@@ -20,8 +20,8 @@ import pytest
 
 from config_bags.server import ROLE_READS
 from serve.main import ROLE_CHECK_ENV
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

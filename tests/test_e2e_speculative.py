@@ -26,10 +26,10 @@ import httpx
 import pytest
 
 from config_bags.server import SpecBag
-from serve.testing.polling import first_satisfying
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.polling import first_satisfying
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 pytestmark = pytest.mark.timeout(1200)
 

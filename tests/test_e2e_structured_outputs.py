@@ -17,9 +17,9 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel, Field
 
-from serve.testing.polling import first_satisfying
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
+from serve_testing.polling import first_satisfying
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -27,10 +27,10 @@ import jsonschema
 import openai
 import pytest
 
-from serve.testing.server import ServerProcess
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
-from serve.testing.tool_schemas import WEATHER
-from serve.testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
+from serve_testing.server import ServerProcess
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.tool_schemas import WEATHER
+from serve_testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -2,7 +2,7 @@
 `serve --model FILE` exits 2 with one line naming the file and what is wrong (a count, length,
 dim or offset the file's bytes do not bear out, or metadata its own tensors contradict).
 
-Each case patches a valid tiny file (serve.testing.tiny_gguf) at a place found by its bytes (a
+Each case patches a valid tiny file (serve_testing.tiny_gguf) at a place found by its bytes (a
 tensor's name, a key's name), apart from the reader under test, and runs `serve`'s own entry point
 in this process with --dump-config (as tests/test_gguf_launch.py does); one case runs the real
 console command in a subprocess. A broken tokenizer is refused by the tokenizer reader directly.
@@ -27,7 +27,7 @@ import config_bags
 from runtime_runner.errors import CheckpointError
 from runtime_runner.loading.gguf.tokenizer import read_gguf_tokenizer
 from serve.main import main
-from serve.testing.tiny_gguf import write_tiny_gguf
+from serve_testing.tiny_gguf import write_tiny_gguf
 
 Patch = Callable[[bytearray], bytes]
 

@@ -1,8 +1,8 @@
 """A GGUF checkpoint served as it is: tiny random Llama (with attention biases), Qwen2 (tied) and
-Qwen3 models written as llama.cpp lays a GGUF file out (serve.testing.tiny_gguf: gguf-py's names,
+Qwen3 models written as llama.cpp lays a GGUF file out (serve_testing.tiny_gguf: gguf-py's names,
 Llama's Q/K rows interleaved for its rotary layout), their matrices in Q8_0, Q4_0 or Q4_1, a mix
 of every K-quant (Q2_K..Q6_K) and 32-value type (Q5_0, Q5_1, IQ4_NL), or llama-quantize's Q4_K_M
-choices (serve.testing.llama_quantize_mix: fused groups of mixed types, K-quants substituted where
+choices (serve_testing.llama_quantize_mix: fused groups of mixed types, K-quants substituted where
 rows are not whole super-blocks, F16 where not whole blocks), kept in their blocks, and their
 reference: the same weights de-quantized, saved as a safetensors checkpoint.
 
@@ -41,8 +41,8 @@ from runtime_runner.loading.weight_matrix import KernelOwned, kind_of
 from runtime_runner.models.decoder import DecoderForCausalLM
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
-from serve.testing.llama_quantize_mix import q4_k_m_types
-from serve.testing.tiny_gguf import rewritten_gguf, write_tiny_gguf
+from serve_testing.llama_quantize_mix import q4_k_m_types
+from serve_testing.tiny_gguf import rewritten_gguf, write_tiny_gguf
 
 TINY: dict[str, Any] = dict(
     vocab_size=128,

@@ -32,10 +32,10 @@ from runtime_runner.loading.gguf.tokenizer_cache import gguf_tokenizer_dir
 from serve.launch_rules import QUANTIZED_WEIGHTS_RUN_HERE
 from serve.main import main
 from serve.record import ServerArgs, project, resolve
-from serve.testing.llama_quantize_mix import q4_k_m_types
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
-from serve.testing.tiny_gguf import rewritten_gguf, write_tiny_gguf
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
+from serve_testing.llama_quantize_mix import q4_k_m_types
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.tiny_gguf import rewritten_gguf, write_tiny_gguf
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 
 @pytest.fixture(autouse=True)

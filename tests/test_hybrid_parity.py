@@ -27,7 +27,7 @@ from config_bags.server import Bags, ExecBag, KernelBag, MemoryBag, ModelBag, Sc
 from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
 from serve.scheduler_process.process import build_scheduler
 from serve.scheduler_process.runners import ModelRunners
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint, reference_greedy
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint, reference_greedy
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -26,7 +26,7 @@ import config_bags
 from config_bags.server import Bags, ExecBag, MambaBag, MemoryBag, ModelBag, ScheduleBag, SpecBag
 from runtime_scheduler import Request, SamplingParams, Scheduler, StopConditions
 from serve.scheduler_process.process import build_scheduler
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 pytestmark = pytest.mark.timeout(900)
 

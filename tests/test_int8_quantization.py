@@ -33,7 +33,7 @@ from runtime_runner.kernels.quantized_tensor import int8_per_channel_of
 from runtime_runner.loading.weight_matrix import KernelOwned
 from runtime_runner.runner import ModelRunner
 from runtime_runner.standalone import StandaloneDriver
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 TINY: dict[str, Any] = dict(
     vocab_size=128,

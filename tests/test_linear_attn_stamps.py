@@ -25,7 +25,7 @@ import config_bags.server
 from attn_backends import DraftBackendFactory, LinearAttnBackendFactory, build_attention_pair
 from config_bags.server import Bags, LinearAttnBackends, ModelBag, SpecBag
 from runtime_runner.runner import ModelRunner
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 TARGET_CHOICE = LinearAttnBackends(decode="cpu_fused", prefill="torch_native", verify="torch_native")
 DRAFT_CHOICE = LinearAttnBackends(decode="cpu_fused", prefill="cpu_fused", verify="cpu_fused")

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 
-from serve.testing.tensor_parallel_ranks import GreedyRun, RunnerCase, greedy_run, run_ranks
+from serve_testing.tensor_parallel_ranks import GreedyRun, RunnerCase, greedy_run, run_ranks
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -5,9 +5,9 @@ names but the directory lacks, a tensor missing or of the wrong shape, a tokeniz
 load. Before, each got through resolution and failed in a child process with a 27-37 line
 traceback and exit 1.
 
-Each case breaks a copy of a valid tiny checkpoint (serve.testing.tiny_checkpoint) and runs
+Each case breaks a copy of a valid tiny checkpoint (serve_testing.tiny_checkpoint) and runs
 `serve`'s own entry point in this process with --dump-config, as tests/test_gguf_broken_files.py
-does for GGUF files; a tiny BERT checkpoint (serve.testing.tiny_bert_checkpoint) is broken the
+does for GGUF files; a tiny BERT checkpoint (serve_testing.tiny_bert_checkpoint) is broken the
 same way, and one case runs the real console command in a subprocess on a cut BERT.
 
 Reverse-verified by hand: with the safetensors_fit_their_decoder and tokenizer_loads handlers
@@ -29,8 +29,8 @@ from safetensors.torch import load_file, save_file
 
 import config_bags
 from serve.main import main
-from serve.testing.tiny_bert_checkpoint import build_tiny_bert_checkpoint
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.tiny_bert_checkpoint import build_tiny_bert_checkpoint
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 Break = Callable[[Path], None]
 

@@ -23,9 +23,10 @@ PACKAGES = {
     "attn-backends": "packages/attn-backends",
     "spec-workers": "packages/spec-workers",
     "serve": "packages/serve",
+    "serve-testing": "packages/serve-testing",
     "record-census": "tools/census",
 }
-LIBRARIES = set(PACKAGES) - {"serve"}
+LIBRARIES = set(PACKAGES) - {"serve", "serve-testing"}
 PINNABLE = ("torch", "triton", "transformers")
 ONE_MINOR = re.compile(r"==\s*\d+\.\d+\.\*")
 
@@ -92,3 +93,16 @@ def test_the_server_wheel_ships_the_web_pages_with_their_libraries_licenses(whee
         assert web + name in names, f"{web + name} not in the serve wheel"
     for library in ("marked", "dompurify", "highlightjs"):
         assert f"{web}vendor/{library}/LICENSE" in names, f"{library} has no LICENSE in the serve wheel"
+
+
+def test_the_server_wheel_ships_no_test_kit(wheels: dict[str, Path]) -> None:
+    """The test kit (the server as a subprocess, tiny checkpoints, tool schemas) is its own
+    test-only distribution, serve-testing; serve's wheel holds none of it.
+
+    Reverse-verified: with the kit back under serve/testing/, serve's wheel held its 15 modules and
+    this test failed naming the first."""
+    with zipfile.ZipFile(wheels["serve"]) as archive:
+        kit = [name for name in archive.namelist() if "testing" in name.split("/")]
+    assert kit == [], f"serve's wheel ships test code: {kit[:3]}"
+    with zipfile.ZipFile(wheels["serve-testing"]) as archive:
+        assert "serve_testing/server.py" in archive.namelist()

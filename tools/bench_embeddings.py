@@ -31,7 +31,7 @@ import httpx
 import numpy as np
 import torch
 
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 WORDS = (
     "the capital of france is paris and a journey of a thousand miles begins with a single step while the quick "

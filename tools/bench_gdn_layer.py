@@ -180,7 +180,7 @@ def our_decode(kernels: LinearAttnKernels, w: Layer, x: torch.Tensor, pools: Poo
 
 def assert_torch_fallbacks() -> None:
     """Raise unless transformers' Gated-DeltaNet functions are bound to its own torch code, as the
-    project's reference model checks (serve.testing.tiny_hybrid_checkpoint)."""
+    project's reference model checks (serve_testing.tiny_hybrid_checkpoint)."""
     for name in TORCH_FALLBACKS:
         bound = inspect.getclosurevars(getattr(reference, name)).nonlocals
         if bound.get("torch_function") is None or bound.get("implementation") is not bound.get("torch_function"):

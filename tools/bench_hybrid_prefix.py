@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from serve.testing.server import ServerProcess
+from serve_testing.server import ServerProcess
 
 PROMPTS = (
     "Describe a person called Ada who is 36 and has a cat, as JSON.",

@@ -65,7 +65,7 @@ from runtime_runner.kernels.quantized_tensor import (
     int8_per_channel_of,
 )
 from runtime_runner.models.matrix_projection import ConcatProjection
-from serve.testing.gguf_quantizer import quantize_rows
+from serve_testing.gguf_quantizer import quantize_rows
 
 HIDDEN = 576
 # Each model's layers, (out_features, in_features): the default model's, and the 1B-shaped one's.
@@ -143,7 +143,7 @@ def bench(
 
 
 def quantized(kind: QuantKind, weight: torch.Tensor) -> QuantizedTensor:
-    """`weight` (fp32) quantized as `kind`: by the test fixtures' quantizer (serve.testing.gguf_quantizer:
+    """`weight` (fp32) quantized as `kind`: by the test fixtures' quantizer (serve_testing.gguf_quantizer:
     gguf-py's own for the 32-value types it quantizes, its packer for the K-quants and IQ4_NL)."""
     if kind == "int8":
         return int8_per_channel_of(weight)

@@ -199,7 +199,7 @@ class OursEngine(HttpEngine):
         self.server: Any = None
 
     def __enter__(self) -> OursEngine:
-        from serve.testing.server import ServerProcess
+        from serve_testing.server import ServerProcess
 
         self.server = ServerProcess(None, *self.flags)  # its own session: stopped below as a group
         try:

@@ -362,7 +362,7 @@ def main() -> None:
     for launch_flags in launches if args.launch else [[]]:
         server = None
         if args.launch:
-            from serve.testing.server import ServerProcess
+            from serve_testing.server import ServerProcess
 
             server = ServerProcess(Path(model_path) if model_path else None, *launch_flags)
             server.wait_ready(timeout_s=600)

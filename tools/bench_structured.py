@@ -28,9 +28,9 @@ from typing import Any
 
 import httpx
 
-from serve.testing.polling import first_satisfying
-from serve.testing.prometheus import metric_value
-from serve.testing.server import ServerProcess
+from serve_testing.polling import first_satisfying
+from serve_testing.prometheus import metric_value
+from serve_testing.server import ServerProcess
 
 PROMPT = "List the names of many fruits and vegetables as a JSON object."
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from serve.testing.tiny_checkpoint import SPECIAL_TOKENS, build_tokenizer
+from serve_testing.tiny_checkpoint import SPECIAL_TOKENS, build_tokenizer
 
 
 def build(args: argparse.Namespace) -> int:

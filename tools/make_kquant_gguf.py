@@ -1,8 +1,8 @@
 """The default model (SmolLM2-135M-Instruct: its bf16 conversion in the model cache) written as a
-GGUF file of llama-quantize's Q4_K_M per-tensor choices (serve.testing.llama_quantize_mix: its
+GGUF file of llama-quantize's Q4_K_M per-tensor choices (serve_testing.llama_quantize_mix: its
 576-wide rows take Q5_0 for Q4_K and Q8_0 for Q6_K, so q|k|v mixes Q5_0 with a Q8_0 v in the
 layers given more bits, down projections of 1536 are Q4_K or Q6_K, the tied embedding Q8_0), packed
-by the test fixtures' quantizer (serve.testing.gguf_quantizer, no search for the best scales), beside
+by the test fixtures' quantizer (serve_testing.gguf_quantizer, no search for the best scales), beside
 its de-quantized reference (a float32 Hugging Face checkpoint of the very values the blocks stand for).
 
 Then, unless --no-check, the runner serves both in float32 with deterministic inference (the native
@@ -43,8 +43,8 @@ def write(out: Path) -> tuple[Path, Path, Path]:
 
     from runtime_runner.loading.default_model import ensure_default_model
     from runtime_runner.loading.gguf.file import GgufFile
-    from serve.testing.llama_quantize_mix import q4_k_m_types
-    from serve.testing.tiny_gguf import write_tiny_gguf
+    from serve_testing.llama_quantize_mix import q4_k_m_types
+    from serve_testing.tiny_gguf import write_tiny_gguf
 
     source = ensure_default_model()
     started = time.perf_counter()

@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--output-len", type=int, default=256)
     parser.add_argument("--serve-flag", action="append", default=[], help="a flag for the server, --serve-flag=--X=Y")
     args = parser.parse_args()
-    from serve.testing.server import ServerProcess
+    from serve_testing.server import ServerProcess
 
     flags = [part for flag in args.serve_flag for part in flag.split("=", 1)]
     server = ServerProcess(None, *flags)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from config_bags import unpublish
-from serve.testing.tiny_checkpoint import build_tokenizer
+from serve_testing.tiny_checkpoint import build_tokenizer
 
 LAYERS, KV_HEADS, HEAD_DIM, MAX_POSITIONS = 2, 2, 16, 512
 

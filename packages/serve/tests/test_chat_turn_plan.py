@@ -24,11 +24,11 @@ from serve.http.chat_turn import TurnPlan, one_constraint, turn_plan
 from serve.http.errors import APIError
 from serve.http.protocol import ChatCompletionRequest
 from serve.http.tool_fields import NO_PARAMETERS
-from serve.testing.tiny_checkpoint import build_tokenizer
-from serve.testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
 from serve.tokenizer.chat_template import chat_template_text
 from serve.tokenizer.worker import TokenizerWorker
 from serve.tool_calls.families import calls_constraint, family_of_template
+from serve_testing.tiny_checkpoint import build_tokenizer
+from serve_testing.tool_templates import HERMES_TEMPLATE, LLAMA3_TEMPLATE, with_chat_template
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,4 +1,4 @@
-"""serve.testing.gguf_quantizer writes ggml's block layouts: gguf-py's own de-quantization (written
+"""serve_testing.gguf_quantizer writes ggml's block layouts: gguf-py's own de-quantization (written
 apart from it, from ggml's) reads its blocks back to the input within the error each type's levels
 imply, so a field in the wrong place, a nibble on the wrong side or a scale bit lost shows as an
 error of the value's own size."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
-from serve.testing.gguf_quantizer import QUANTIZED_TYPES, quantize_rows
+from serve_testing.gguf_quantizer import QUANTIZED_TYPES, quantize_rows
 
 # Type -> (bound on a row's RMS error over its RMS, bound on a value's error over its block's largest
 # magnitude): a level's width is the block's range over the levels (3 for Q2_K, 7 for Q3_K, 15 for

@@ -16,7 +16,7 @@ import pytest
 
 from serve.main import main
 from serve.record import ResolutionError, ServerArgs, resolve
-from serve.testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
+from serve_testing.tiny_hybrid_checkpoint import build_tiny_hybrid_checkpoint
 
 FLOAT32_BYTES = 4
 

@@ -22,11 +22,11 @@ from serve.detokenizer.request_text import RequestText
 from serve.http.streams import fault_error
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import GenerateRequest, Message, TextBatch, TextOutput, TokenDelta
-from serve.testing.tiny_checkpoint import build_tokenizer
 from serve.tokenizer.eos import eos_token_ids
 from serve.tokenizer.loading import load_tokenizer
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.request_state import RequestFailedError, ServerFaultError
+from serve_testing.tiny_checkpoint import build_tokenizer
 
 CAUSE = "request failed while sampling: ValueError: Overflow when unpacking long long"
 

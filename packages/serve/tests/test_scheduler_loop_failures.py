@@ -23,7 +23,7 @@ from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import GenerateRequest, SchedulerStats, TokenBatch, TokenDelta
 from serve.scheduler_process.loop import SchedulerLoop
 from serve.scheduler_process.process import build_scheduler
-from serve.testing.tiny_checkpoint import build_tiny_checkpoint
+from serve_testing.tiny_checkpoint import build_tiny_checkpoint
 
 STOP = StopConditions(max_new_tokens=6, ignore_eos=True)
 

@@ -16,7 +16,7 @@ from serve.detokenizer.incremental import INCOMPLETE, IncrementalText
 from serve.detokenizer.request_text import RequestText
 from serve.detokenizer.stop_strings import StopMatch
 from serve.ipc.messages import GenerateRequest, TokenDelta
-from serve.testing.tiny_checkpoint import build_tokenizer
+from serve_testing.tiny_checkpoint import build_tokenizer
 
 TEXT = "Héllo wörld, 東京 😀 naïve café. The quick brown fox."
 

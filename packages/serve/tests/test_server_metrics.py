@@ -11,7 +11,7 @@ from config_bags.server import Bags, ParallelBag
 from runtime_scheduler import SchedulerMetrics
 from serve.metrics.histogram import Histogram
 from serve.metrics.server_metrics import ServerMetrics
-from serve.testing.prometheus import metric_value
+from serve_testing.prometheus import metric_value
 
 
 def test_histogram_buckets_are_cumulative() -> None:

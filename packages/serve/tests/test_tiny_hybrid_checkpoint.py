@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from serve.testing.tiny_hybrid_checkpoint import (
+from serve_testing.tiny_hybrid_checkpoint import (
     ARCHITECTURES,
     Family,
     build_tiny_hybrid_checkpoint,

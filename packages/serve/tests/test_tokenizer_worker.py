@@ -19,9 +19,9 @@ from config_bags.server import Bags, ModelBag
 from serve.http.chat_run import rendered_prompt
 from serve.http.errors import APIError
 from serve.http.protocol import ChatMessage
-from serve.testing.tiny_checkpoint import CHAT_TEMPLATE, build_tokenizer
 from serve.tokenizer.chat_template import chat_prompt_ids
 from serve.tokenizer.worker import TokenizerWorker, TokenizerWorkerDiedError
+from serve_testing.tiny_checkpoint import CHAT_TEMPLATE, build_tokenizer
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from serve.testing.tiny_checkpoint import SPECIAL_TOKENS, build_tokenizer
+from serve_testing.tiny_checkpoint import SPECIAL_TOKENS, build_tokenizer
 
 Family = Literal["qwen3_next", "qwen3_5"]
 FAMILIES: tuple[Family, ...] = get_args(Family)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serve.testing.gguf_quantizer import SUPER
+from serve_testing.gguf_quantizer import SUPER
 
 # What llama-quantize's Q4_K_M gives a matrix by default, and to the picked layers' attn_v and ffn_down.
 Q4_K_M_DEFAULT, Q4_K_M_MORE_BITS = "Q4_K", "Q6_K"

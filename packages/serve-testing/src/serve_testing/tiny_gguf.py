@@ -4,8 +4,8 @@ its reference: the same weights de-quantized, saved as a Hugging Face checkpoint
 The tensor names come from gguf-py's own name map (llama.cpp's), not from the runner's, and a Llama
 model's Q and K rows are interleaved per head as the converter does for its rotary layout, so a
 reader that mis-maps or fails to undo the interleave reads other weights than the reference holds.
-Matrices are quantized (serve.testing.gguf_quantizer) to one GGUF type or a mix named per tensor
-(llama-quantize's Q4_K_M choices: serve.testing.llama_quantize_mix), K-quants where a row is not
+Matrices are quantized (serve_testing.gguf_quantizer) to one GGUF type or a mix named per tensor
+(llama-quantize's Q4_K_M choices: serve_testing.llama_quantize_mix), K-quants where a row is not
 whole super-blocks substituted as llama-quantize does; norms stay F32.
 
 Quantizing works on blocks along a row, so interleaving rows commutes with it: the reference is each
@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from serve.testing.gguf_quantizer import QUANTIZED_TYPES, SUPER, quantize_rows
+from serve_testing.gguf_quantizer import QUANTIZED_TYPES, SUPER, quantize_rows
 
-# GGUF type name -> the type: dense, every block type serve.testing.gguf_quantizer writes, and
+# GGUF type name -> the type: dense, every block type serve_testing.gguf_quantizer writes, and
 # MXFP4, one the runner does not serve (gguf-py quantizes it).
 GGUF_TYPES = {
     t.name: t

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from serve.testing.server import free_port
+from serve_testing.server import free_port
 
 
 class RunnerCase(msgspec.Struct, frozen=True, kw_only=True):
