@@ -86,7 +86,8 @@ def test_seed_and_logit_bias_sample_as_chat_does(client: openai.OpenAI) -> None:
     the chat completion with the same fields, and another seed draws another.
 
     Reverse-verified: with the seed left out of the chat request a Responses request runs as,
-    the seeded answers differed from chat's."""
+    the seeded answers differed from chat's. (The bias here touches a token neither samples; the
+    next test is the one a dropped bias fails.)"""
     answers = []
     for seed in (7, 8):
         extensions: dict[str, Any] = {"seed": seed, "logit_bias": {"0": -100}}
@@ -96,6 +97,22 @@ def test_seed_and_logit_bias_sample_as_chat_does(client: openai.OpenAI) -> None:
         assert response.output_text == chat.choices[0].message.content
         answers.append(response.output_text)
     assert answers[0] != answers[1]
+
+
+def test_logit_bias_steers_a_response_as_it_steers_chat(client: openai.OpenAI, server: ServerProcess) -> None:
+    """A bias of -100 on the greedy answer's first token turns a response off it, to the answer the
+    chat completion gives under the same bias.
+
+    Reverse-verified: with the Responses request's `logit_bias` left out of the chat request it runs
+    as, the steered response was the plain one and the test failed."""
+    plain = client.responses.create(input=QUESTION, **GREEDY).output_text
+    tokens = httpx.post(server.base_url + "/tokenize", json={"prompt": plain, "add_special_tokens": False}, timeout=30)
+    bias: dict[str, Any] = {"logit_bias": {str(tokens.json()["tokens"][0]): -100}}
+    steered = client.responses.create(input=QUESTION, extra_body=bias, **GREEDY).output_text
+    chat = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": QUESTION}], temperature=0, max_tokens=24, extra_body=bias
+    )
+    assert steered != plain and steered == chat.choices[0].message.content
 
 
 def test_a_stream_parses_to_the_completed_response_with_usage(client: openai.OpenAI) -> None:
