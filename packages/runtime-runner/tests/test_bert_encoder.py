@@ -160,3 +160,23 @@ def test_a_cross_encoder_scores_as_transformers_classifier_through_a_sigmoid(tmp
         with torch.no_grad():
             logit = model(torch.tensor([ids]), token_type_ids=torch.tensor([kinds])).logits[0, 0]
         assert score == pytest.approx(float(torch.sigmoid(logit)), rel=1e-5, abs=1e-6)
+
+
+def test_every_cross_encoder_score_is_the_same_bytes_alone_and_among_300(tmp_path: Path) -> None:
+    """Reverse-verified by hand: with torch's own tanh and sigmoid in place of the whole-vector
+    ones, 17 of these 300 short pairs score differently in their last bits alone (scalar tail)
+    and among the 300 (vector body), as CI once caught end to end."""
+    import transformers
+
+    from runtime_runner.models.cross_encoder import BertCrossEncoder
+
+    torch.manual_seed(5)
+    transformers.BertForSequenceClassification(_config(num_labels=1)).eval().save_pretrained(tmp_path)
+    generator = torch.Generator().manual_seed(6)
+    lengths = torch.randint(2, 12, (300,), generator=generator).tolist()
+    pairs = [torch.randint(0, VOCAB, (n,), generator=generator).tolist() for n in lengths]
+    types = [[0] * (n // 2) + [1] * (n - n // 2) for n in lengths]
+    cross = BertCrossEncoder.load(tmp_path)
+    together = cross.score(pairs, types)
+    differing = [at for at in range(300) if cross.score([pairs[at]], [types[at]]) != [together[at]]]
+    assert differing == []

@@ -3,8 +3,9 @@ serves rerankers): each (query, document) pair runs through the encoder as one i
 segments, its [CLS] row through the pooler (dense, tanh) and the classifier, and the logit through
 the activation the checkpoint's config names (sigmoid by default), as CrossEncoder.predict scores.
 
-The pooler and classifier are the batch-invariant linear over the pairs' [CLS] rows, so a pair's
-score, like an embedding, is bitwise the same whatever it is batched with."""
+The pooler and classifier are the batch-invariant linear over the pairs' [CLS] rows, and tanh and
+sigmoid run in whole vectors (torch's scalar tail rounds otherwise), so a pair's score, like an
+embedding, is bitwise the same whatever it is batched with."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from runtime_runner.loading.encoder_layout import cross_encoder_head_tensors
 from runtime_runner.loading.sentence_pooling import UNCONFIGURED
 from runtime_runner.models.encoder import BertEncoder
 from runtime_runner.models.matrix_projection import linear_of
+from runtime_runner.models.whole_vectors import in_whole_vectors
 
 
 class BertCrossEncoder:
@@ -53,5 +55,5 @@ class BertCrossEncoder:
         """One score per pair of token ids (the tokenizer's pair encoding) in segments `token_types`."""
         rows = self.encoder.hidden_rows(pairs, token_types)
         first = torch.stack([one[0] for one in rows])
-        logits = self.classifier(torch.tanh(self.pooler(first))).float()[:, 0]
-        return (torch.sigmoid(logits) if self.sigmoid else logits).tolist()
+        logits = self.classifier(in_whole_vectors(torch.tanh, self.pooler(first))).float()[:, 0]
+        return (in_whole_vectors(torch.sigmoid, logits) if self.sigmoid else logits).tolist()

@@ -4,9 +4,10 @@ no KV cache, its last hidden rows pooled into one embedding per input.
 Many inputs run as one forward: their tokens are packed into one [tokens, hidden] matrix for every
 row-wise step (embedding lookup, the projections, the norms, GELU), and attention runs input by
 input over that input's rows only. The projections are the batch-invariant linear (each output row
-a function of its input row alone), the norms and GELU are row-wise, and an input's attention and
-pooling see only its own rows in a computation of the same shape however many inputs share the
-forward, so an input's embedding is bitwise the same alone or in any batch.
+a function of its input row alone), the norms are row-wise, GELU runs in whole vectors (torch's
+scalar tail rounds otherwise), and an input's attention and pooling see only its own rows in a
+computation of the same shape however many inputs share the forward, so an input's embedding is
+bitwise the same alone or in any batch.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from runtime_runner.loading.encoder_layout import WORD_EMBEDDINGS, encoder_prefi
 from runtime_runner.loading.sentence_pooling import PoolingMode, PoolingSpec, pooling_spec_at
 from runtime_runner.models.matrix_projection import Projection, linear_of
 from runtime_runner.models.pooling import pooled
+from runtime_runner.models.whole_vectors import in_whole_vectors
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class BertEncoder:
         for layer in self.layers:
             attended = layer.attention_out(self._attention(layer.qkv(x), lengths))
             x = self._layer_norm(attended + x, layer.attention_norm)
-            widened = F.gelu(layer.intermediate(x))
+            widened = in_whole_vectors(F.gelu, layer.intermediate(x))
             x = self._layer_norm(layer.output(widened) + x, layer.output_norm)
         return list(torch.split(x, lengths))
 
