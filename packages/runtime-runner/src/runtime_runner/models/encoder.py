@@ -13,7 +13,8 @@ bitwise the same alone or in any batch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,21 @@ from runtime_runner.loading.sentence_pooling import PoolingMode, PoolingSpec, po
 from runtime_runner.models.matrix_projection import Projection, linear_of
 from runtime_runner.models.pooling import pooled
 from runtime_runner.models.whole_vectors import in_whole_vectors
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """torch on one thread for the per-input steps (attention, pooling): each is too small to share,
+    and each call on two threads is an OpenMP region that waits for both, which a busy machine
+    stretches (all-MiniLM-L6-v2, 256 inputs, bf16, a busy 2-core machine: the encoder ran 5 to 28
+    inputs/s with every step on two threads, 75 to 83 with the attention's matmuls on one, 110 to
+    119 with its concatenation and the pooling on one too). The projections keep every thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -121,25 +137,17 @@ class BertEncoder:
                 raise BatchError(f"input {i} holds token id {outside[0]}; accepted: 0 to {vocab - 1}")
 
     def _attention(self, qkv: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
-        """Each input's bidirectional attention over its own rows of qkv [tokens, 3 * hidden], on
-        one torch thread: an input's matmuls and softmax are too small to share, and each call on
-        two threads is an OpenMP region whose cost dominated (all-MiniLM-L6-v2, 256 inputs, bf16,
-        on a busy 2-core machine: 5 to 28 inputs/s on two threads, 75 to 83 on one)."""
+        """Each input's bidirectional attention over its own rows of qkv [tokens, 3 * hidden] (call
+        on one torch thread: see `_one_torch_thread`)."""
         heads, head_dim, hidden = self.config.num_heads, self.config.head_dim, self.config.hidden_size
         scale = 1.0 / math.sqrt(head_dim)
         out: list[torch.Tensor] = []
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for rows in torch.split(qkv, list(lengths)):
-                q, k, v = (
-                    rows[:, j * hidden : (j + 1) * hidden].reshape(-1, heads, head_dim).transpose(0, 1)
-                    for j in range(3)
-                )
-                weights = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * scale, dim=-1)
-                out.append(torch.matmul(weights, v).transpose(0, 1).reshape(-1, hidden))
-        finally:
-            torch.set_num_threads(threads)
+        for rows in torch.split(qkv, list(lengths)):
+            q, k, v = (
+                rows[:, j * hidden : (j + 1) * hidden].reshape(-1, heads, head_dim).transpose(0, 1) for j in range(3)
+            )
+            weights = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * scale, dim=-1)
+            out.append(torch.matmul(weights, v).transpose(0, 1).reshape(-1, hidden))
         return torch.cat(out)
 
     @torch.inference_mode()
@@ -162,7 +170,10 @@ class BertEncoder:
         x = self.word[ids] + self.position[positions] + self.segments[types]
         x = self._layer_norm(x, self.embedding_norm)
         for layer in self.layers:
-            attended = layer.attention_out(self._attention(layer.qkv(x), lengths))
+            qkv = layer.qkv(x)
+            with _one_torch_thread():
+                mixed = self._attention(qkv, lengths)
+            attended = layer.attention_out(mixed)
             x = self._layer_norm(attended + x, layer.attention_norm)
             widened = in_whole_vectors(F.gelu, layer.intermediate(x))
             x = self._layer_norm(layer.output(widened) + x, layer.output_norm)
@@ -170,4 +181,6 @@ class BertEncoder:
 
     def embed(self, inputs: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """One fp32 embedding [hidden] per input of token ids (the tokenizer's, [CLS] and [SEP] included)."""
-        return [pooled(rows, self.pooling) for rows in self.hidden_rows(inputs)]
+        rows = self.hidden_rows(inputs)
+        with _one_torch_thread():
+            return [pooled(one, self.pooling) for one in rows]
