@@ -358,6 +358,25 @@ def test_a_tensor_without_a_place_is_refused_naming_it(
         runner_of(gguf_file)
 
 
+def test_an_architecture_not_served_from_gguf_is_refused_naming_it(
+    written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
+) -> None:
+    """llama.cpp's BERT embedding files (all-MiniLM-L6-v2 through its converter) hold tensors such
+    as token_embd_norm.bias: the architecture is named, not the first odd tensor. Reverse-verified:
+    without GgufFile's architecture check the refusal named token_embd_norm.bias instead."""
+    gguf_file = rewritten_gguf(
+        written["llama-q8_0"][0],
+        tmp_path / "bert.gguf",
+        extra=[("token_embd_norm.bias", np.zeros(8, dtype=np.float32), gguf.GGMLQuantizationType.F32)],
+        architecture="bert",
+    )
+    with pytest.raises(
+        UnsupportedConfigError,
+        match=r"bert\.gguf: GGUF architecture 'bert' is not served from GGUF; accepted: llama, qwen2, qwen3",
+    ):
+        runner_of(gguf_file)
+
+
 def test_a_tensor_its_decoder_never_reads_is_refused_at_load(
     written: dict[str, tuple[Path, Path]], tmp_path: Path, runner_of: Build
 ) -> None:

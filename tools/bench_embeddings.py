@@ -12,6 +12,10 @@ times, and the figure is the median: inputs/s and tokens/s (the tokens usage.pro
 [CLS] and [SEP] included). sentence-transformers runs in this process with the server stopped, in
 float32 (its default) with its default batch_size of 32, on the same inputs, timed the same way.
 Each row also gives the largest difference of our float32 vectors from sentence-transformers'.
+
+`--llama-server` adds llama.cpp's llama-server (tools/llama_cpp_peer.py builds it) on the GGUF
+llama.cpp's own converter writes of the same checkpoint (bf16), with `--embedding`, 2 threads,
+32 slots and batches large enough for every input; it runs alone too, timed the same way.
 """
 
 from __future__ import annotations
@@ -91,6 +95,34 @@ def ours(model: Path, dtype: str, levels: dict[int, list[str]], repeat: int) -> 
     return results
 
 
+def llama_server(model: Path, levels: dict[int, list[str]], repeat: int) -> dict[int, tuple[float, Any]]:
+    """Per level: llama-server's median seconds and vectors, on llama.cpp's bf16 GGUF of `model`."""
+    from llama_cpp_peer import LlamaServer, cache_root, convert_checkpoint, ensure_llama_server
+
+    gguf = cache_root() / "gguf" / f"{model.name}.bf16.gguf"
+    if not gguf.exists():
+        gguf.parent.mkdir(parents=True, exist_ok=True)
+        convert_checkpoint(model, gguf)
+    extra = ("--embedding", "-b", "8192", "-ub", "8192")
+    results = {}
+    with LlamaServer(ensure_llama_server().binary, gguf, threads=2, extra=extra) as server:
+        server.wait_ready()
+        with httpx.Client(base_url=server.base_url, timeout=600) as http:
+
+            def embed(texts: list[str]) -> dict[str, Any]:
+                answer = http.post("/v1/embeddings", json={"input": texts})
+                answer.raise_for_status()
+                body: dict[str, Any] = answer.json()
+                return body
+
+            embed(sentences(8, seed=99))  # warm up
+            for count, texts in levels.items():
+                seconds, body = timed(lambda texts=texts: embed(texts), repeat)
+                by_index = sorted(body["data"], key=lambda d: d["index"])
+                results[count] = (seconds, np.asarray([d["embedding"] for d in by_index], dtype=np.float32))
+    return results
+
+
 def reference(model: Path, levels: dict[int, list[str]], repeat: int) -> dict[int, tuple[float, Any]]:
     """Per level: sentence-transformers' median seconds and vectors."""
     from sentence_transformers import SentenceTransformer
@@ -106,11 +138,13 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, nargs="+", default=[1, 32, 256], help="inputs per request")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
     parser.add_argument("--repeat", type=int, default=3, help="timed requests per level (median)")
+    parser.add_argument("--llama-server", action="store_true", help="also llama-server on llama.cpp's GGUF")
     args = parser.parse_args()
     levels = {count: sentences(count, seed=count) for count in args.inputs}
     with tempfile.TemporaryDirectory() as scratch:
         model = minilm_dir(Path(scratch))
         served = {dtype: ours(model, dtype, levels, args.repeat) for dtype in args.dtypes}
+        peer = llama_server(model, levels, args.repeat) if args.llama_server else {}
         st = reference(model, levels, args.repeat)
     print(f"torch threads here: {torch.get_num_threads()}")
     print("| inputs | mean tokens | engine | inputs/s | tokens/s | x sentence-transformers | max abs diff vs ST |")
@@ -126,6 +160,13 @@ def main() -> None:
             diff = float(np.abs(vectors - np.asarray(st_vectors)).max())
             print(
                 f"| {count} | {mean:.0f} | ours ({dtype}) | {count / seconds:.1f} | {tokens / seconds:.0f} | "
+                f"{st_seconds / seconds:.2f} | {diff:.1e} |"
+            )
+        if peer:
+            seconds, vectors = peer[count]
+            diff = float(np.abs(vectors - np.asarray(st_vectors)).max())
+            print(
+                f"| {count} | {mean:.0f} | llama-server (bf16 GGUF) | {count / seconds:.1f} | {tokens / seconds:.0f} | "
                 f"{st_seconds / seconds:.2f} | {diff:.1e} |"
             )
 

@@ -144,14 +144,15 @@ def rewritten_gguf(
     target: Path,
     drop: Callable[[str], bool] = lambda _name: False,
     extra: Sequence[tuple[str, np.ndarray, GGMLQuantizationType]] = (),
+    architecture: str | None = None,
 ) -> Path:
-    """A copy of the GGUF file `source` at `target`, its metadata as it is, without the tensors
-    `drop` names and with `extra` (name, values, type) added: a file that disagrees with itself
-    in one chosen way, for the refusal tests."""
+    """A copy of the GGUF file `source` at `target`, its metadata as it is (its architecture named
+    `architecture` where given), without the tensors `drop` names and with `extra` (name, values,
+    type) added: a file that disagrees with itself in one chosen way, for the refusal tests."""
     reader = gguf.GGUFReader(source)
-    architecture = reader.get_field("general.architecture")
-    assert architecture is not None, f"{source} names no general.architecture"
-    writer = gguf.GGUFWriter(target, str(architecture.contents()))
+    written = reader.get_field("general.architecture")
+    assert written is not None, f"{source} names no general.architecture"
+    writer = gguf.GGUFWriter(target, architecture or str(written.contents()))
     for field in reader.fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue

@@ -6,32 +6,19 @@ the families served from GGUF are the Llama-family ones the decoder runs: llama,
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.arch_config import ArchConfig, RopeSpec
-from runtime_runner.loading.gguf.file import GgufFile
+from runtime_runner.loading.gguf.file import GGUF_ARCHITECTURES, GgufFile
 from runtime_runner.loading.tensor_names import LM_HEAD, layer_prefix
 
-# llama.cpp's architecture name -> the entry class's architecture (config.json's architectures[0]).
-GGUF_ARCHITECTURES: MappingProxyType[str, str] = MappingProxyType(
-    {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
-)
 # llama.cpp's converter interleaves the rotary halves of each Q and K head of these (its rotary
 # layout pairs adjacent features), so the loader puts each head's rows back in halves.
 PERMUTED_QK = frozenset({"llama"})
 
 
 def architecture_of(file: GgufFile) -> str:
-    """The entry class's architecture of the file; UnsupportedConfigError naming the file's
-    architecture and those accepted for any other."""
-    served = GGUF_ARCHITECTURES.get(file.architecture)
-    if served is None:
-        raise UnsupportedConfigError(
-            f"{file.path.name}: GGUF architecture {file.architecture!r} is not served from GGUF; "
-            f"accepted: {', '.join(GGUF_ARCHITECTURES)} (or its Hugging Face checkpoint directory)"
-        )
-    return served
+    """The entry class's architecture of the file (GgufFile refused any other at opening)."""
+    return GGUF_ARCHITECTURES[file.architecture]
 
 
 def gguf_arch_config(file: GgufFile) -> ArchConfig:

@@ -1,9 +1,10 @@
 """A GGUF file as this decoder reads it: its metadata, and its tensors under the Hugging Face names
 the loader asks for, each of a type the runner serves.
 
-Opening one refuses, in one line, a tensor this decoder has no place for (llama.cpp's `rope_freqs`
-of Llama 3 scaling, say) or of a type it does not serve (IQ4_XS, TQ2_0, ...): the file is refused at
-resolution and at load, never half-served.
+Opening one refuses, in one line, an architecture this decoder does not run (llama.cpp's BERT
+embedding files, say), a tensor it has no place for (llama.cpp's `rope_freqs` of Llama 3 scaling)
+or of a type it does not serve (IQ4_XS, TQ2_0, ...): the file is refused at resolution and at load,
+never half-served.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from runtime_runner.loading.gguf.names import hf_name_of
 DENSE_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
 BLOCK_TYPES = tuple(KIND_OF_TYPE)
 ACCEPTED_TYPES = ", ".join(t.name for t in (*DENSE_TYPES, *BLOCK_TYPES))
+# llama.cpp's architecture name -> the entry class's architecture (config.json's architectures[0]).
+GGUF_ARCHITECTURES: MappingProxyType[str, str] = MappingProxyType(
+    {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+)
 
 
 class GgufFile:
@@ -34,11 +39,17 @@ class GgufFile:
 
     def __init__(self, path: Path) -> None:
         """Read `path`'s header and index its tensors by Hugging Face name; CheckpointError for a file
-        that is not GGUF, UnsupportedConfigError for a tensor without a place here or of a type not served."""
+        that is not GGUF, UnsupportedConfigError for an architecture not served from GGUF, or a tensor
+        without a place here or of a type not served."""
         self.path = path
         layout = read_gguf_layout(path)
         self.metadata = layout.metadata
         self.architecture = str(self.metadata.get("general.architecture", ""))  # llama.cpp's name: llama, qwen2, ...
+        if self.architecture not in GGUF_ARCHITECTURES:
+            raise UnsupportedConfigError(
+                f"{path.name}: GGUF architecture {self.architecture!r} is not served from GGUF; "
+                f"accepted: {', '.join(GGUF_ARCHITECTURES)} (or its Hugging Face checkpoint directory)"
+            )
         tensors: dict[str, TensorEntry] = {}
         for tensor in layout.tensors:
             name = hf_name_of(tensor.name)
