@@ -71,25 +71,33 @@ def timed(call: Any, repeat: int) -> tuple[float, Any]:
     return statistics.median(times), answer
 
 
+def timed_levels(
+    base_url: str, levels: dict[int, list[str]], repeat: int, as_base64: bool
+) -> dict[int, tuple[float, dict[str, Any]]]:
+    """Per level: the median seconds of POST /v1/embeddings with all its inputs, and the last
+    answer (vectors as base64 float32 where `as_base64`, else as JSON floats), after a warm-up."""
+    fields = {"encoding_format": "base64"} if as_base64 else {}
+    with httpx.Client(base_url=base_url, timeout=600) as http:
+
+        def embed(texts: list[str]) -> dict[str, Any]:
+            answer = http.post("/v1/embeddings", json={"input": texts, **fields})
+            answer.raise_for_status()
+            body: dict[str, Any] = answer.json()
+            return body
+
+        embed(sentences(8, seed=99))  # warm up
+        return {count: timed(lambda texts=texts: embed(texts), repeat) for count, texts in levels.items()}
+
+
 def ours(model: Path, dtype: str, levels: dict[int, list[str]], repeat: int) -> dict[int, tuple[float, int, Any]]:
     """Per level: median seconds, prompt tokens, the vectors (float32 [inputs, 384])."""
     server = ServerProcess(model, "--device", "cpu", "--dtype", dtype)
     results = {}
     try:
         server.wait_ready()
-        with httpx.Client(base_url=server.base_url, timeout=600) as http:
-
-            def embed(texts: list[str]) -> dict[str, Any]:
-                answer = http.post("/v1/embeddings", json={"input": texts, "encoding_format": "base64"})
-                answer.raise_for_status()
-                body: dict[str, Any] = answer.json()
-                return body
-
-            embed(sentences(8, seed=99))  # warm up
-            for count, texts in levels.items():
-                seconds, body = timed(lambda texts=texts: embed(texts), repeat)
-                vectors = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in body["data"]])
-                results[count] = (seconds, int(body["usage"]["prompt_tokens"]), vectors)
+        for count, (seconds, body) in timed_levels(server.base_url, levels, repeat, as_base64=True).items():
+            vectors = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in body["data"]])
+            results[count] = (seconds, int(body["usage"]["prompt_tokens"]), vectors)
     finally:
         server.stop()
     return results
@@ -107,19 +115,9 @@ def llama_server(model: Path, levels: dict[int, list[str]], repeat: int) -> dict
     results = {}
     with LlamaServer(ensure_llama_server().binary, gguf, threads=2, extra=extra) as server:
         server.wait_ready()
-        with httpx.Client(base_url=server.base_url, timeout=600) as http:
-
-            def embed(texts: list[str]) -> dict[str, Any]:
-                answer = http.post("/v1/embeddings", json={"input": texts})
-                answer.raise_for_status()
-                body: dict[str, Any] = answer.json()
-                return body
-
-            embed(sentences(8, seed=99))  # warm up
-            for count, texts in levels.items():
-                seconds, body = timed(lambda texts=texts: embed(texts), repeat)
-                by_index = sorted(body["data"], key=lambda d: d["index"])
-                results[count] = (seconds, np.asarray([d["embedding"] for d in by_index], dtype=np.float32))
+        for count, (seconds, body) in timed_levels(server.base_url, levels, repeat, as_base64=False).items():
+            by_index = sorted(body["data"], key=lambda d: d["index"])
+            results[count] = (seconds, np.asarray([d["embedding"] for d in by_index], dtype=np.float32))
     return results
 
 
