@@ -86,7 +86,7 @@ def _mypy_accepts(probe_text: str, tmp_path: Path) -> None:
 
 
 def test_factory_and_metadata_fit_the_declared_protocols(tmp_path: Path) -> None:
-    """Reverse-verified: renaming AttentionMetadata.max_seq_len (or changing attend's keyword `scale`)
+    """Reverse-verified: renaming AttentionMetadata.max_extend_len (or changing attend's keyword `scale`)
     makes mypy reject the probe."""
     _mypy_accepts(PROBE, tmp_path)
 

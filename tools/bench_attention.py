@@ -211,7 +211,6 @@ def _on(meta: AttentionMetadata, device: torch.device) -> AttentionMetadata:
         meta.seq_lens.to(device),
         meta.num_tokens,
         meta.max_extend_len,
-        meta.max_seq_len,
     )
 
 

@@ -33,8 +33,6 @@ class AttentionMetadataView(Protocol):
     @property
     def max_extend_len(self) -> int: ...
     @property
-    def max_seq_len(self) -> int: ...
-    @property
     def draft_step(
         self,
     ) -> int | None: ...  # None except on a draft runner's proposal decode: which step (from 0) it is

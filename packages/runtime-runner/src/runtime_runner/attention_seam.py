@@ -38,7 +38,6 @@ class AttentionMetadata:
     seq_lens: torch.Tensor
     num_tokens: int
     max_extend_len: int
-    max_seq_len: int
     draft_step: int | None = None  # which step of a proposal a draft runner's decode is (else None)
 
 
@@ -54,12 +53,8 @@ class NativeAttentionView(Protocol):
 
 
 class AttentionBackend(Protocol):
-    """A backend as the runner drives it: stamped once, planned per forward, attended per layer."""
-
-    def stamp(self, effective_name: str) -> None: ...
-
-    @property
-    def effective_name(self) -> str: ...
+    """A backend as the runner drives it: planned per forward, attended per layer (the factory
+    stamps it; the runner asks the stamp, never the backend, which kernel runs)."""
 
     def plan(self, metadata: AttentionMetadata) -> None: ...
 

@@ -421,7 +421,6 @@ class ModelRunner:
             seq_lens=(prefix_t + extend_t).to(device),
             num_tokens=tokens,
             max_extend_len=max(extend),
-            max_seq_len=max(seq),
             draft_step=draft_step,
         )
         as_tensor = functools.partial(torch.tensor, dtype=torch.int64, device=device)

@@ -26,6 +26,7 @@ from runtime_scheduler.request import OutputConstraint
 class TokenGrammar(Protocol):
     """One request's matcher: which tokens may come next, and the tokens the request took."""
 
+    # The scheduler never calls this: it carries the matcher to the runner, whose TokenGrammar reads it.
     def fill_next_token_bitmask(self, bitmask: Any, index: int) -> bool:
         """Write the allowed next tokens into row `index` of `bitmask` (int32 [rows, ceil(vocab / 32)],
         bit t % 32 of word t // 32 set when token t is allowed)."""

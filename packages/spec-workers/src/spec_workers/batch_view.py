@@ -1,6 +1,10 @@
 """What the workers read of the scheduler's offers and batches and of the runners' answers,
 declared as protocols: runtime_scheduler's and runtime_runner's types fit them structurally (the
-packages never import each other)."""
+packages never import each other).
+
+A worker reads a batch's requests only to hand the batch on to its target runner, so BatchView and
+its RequestView, SamplingView and TokenGrammar name exactly what the runner reads: with one field
+fewer the runner no longer fits as the target (tests/test_runtime_seams.py)."""
 
 from __future__ import annotations
 
@@ -108,17 +112,9 @@ class BatchView(Protocol):
     def requests(self) -> Sequence[RequestView]: ...
 
 
-class SamplesView(Protocol):
-    """A verify request's samples, one per input token."""
-
-    @property
-    def token_ids(self) -> Sequence[int]: ...
-
-
 class OutputView(Protocol):
-    """What a worker reads of a forward's answer (the runner's ForwardOutput fits)."""
+    """What a worker reads of a forward's answer (the runner's ForwardOutput fits): a draft's next
+    tokens. The target's answer goes back to the scheduler as it is, typed by the target runner."""
 
     @property
     def next_token_ids(self) -> Sequence[int]: ...
-    @property
-    def verified(self) -> Sequence[SamplesView] | None: ...

@@ -16,7 +16,7 @@ repeats and gates between them, and the conv decode measures a fifth of the rule
 and a thirteenth at batch 32 (below), which bounds what a fused call could save.
 
 Measured on the 2-core AMD EPYC (AVX2) development host, 2 threads, fp32 operands, Dk = Dv = 128,
-best of 3, microseconds per call (tools/bench_gdn_layer.py times whole layers):
+best of 3, microseconds per call (whole layers are timed in docs/benchmarks.md):
 
     decode, gated delta rule         torch_native   cpu_fused
       16 heads, batch 1, fp32 pool          1,834         143
