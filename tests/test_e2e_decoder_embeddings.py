@@ -3,7 +3,8 @@ Qwen3 laid out as Qwen3-Embedding ships (serve_testing.tiny_embedding_decoder: l
 Normalize, Matryoshka sizes 16, 32 and 64 in config.json), started once for the module: vectors
 equal to transformers' AutoModel last hidden state pooled the same way, each input's vector bitwise
 the same alone and among 64 of mixed lengths, `dimensions` cut and re-normalized where declared and
-a 400 naming the declared sizes elsewhere, and the generation endpoints a 400 naming the task."""
+a 400 naming the declared sizes elsewhere, /v1/score the cosine of two embeddings, and the
+generation endpoints a 400 naming the task."""
 
 from __future__ import annotations
 
@@ -90,6 +91,16 @@ def test_a_size_not_declared_is_a_400_naming_the_declared_ones(http: httpx.Clien
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["param"] == "dimensions" and "accepted: dimensions of 16, 32, 64" in error["message"], error
+
+
+def test_score_on_an_embedding_model_is_the_cosine_of_the_embeddings(http: httpx.Client) -> None:
+    """vLLM's /v1/score on an embedding model: each pair's cosine similarity."""
+    vectors = [np.frombuffer(v, dtype="<f4").astype(np.float64) for v in embedded_bytes(http, input=TEXTS)]
+    answer = http.post("/v1/score", json={"text_1": TEXTS[0], "text_2": TEXTS[1:]})
+    assert answer.status_code == 200, answer.text
+    scores = [item["score"] for item in answer.json()["data"]]
+    expected = [float(vectors[0] @ v / np.linalg.norm(vectors[0]) / np.linalg.norm(v)) for v in vectors[1:]]
+    assert scores == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/rerank"])
