@@ -1,5 +1,6 @@
 """Which tasks a decoder checkpoint launches with, resolved as `serve --dump-config` resolves them
-(no process starts): generate unless --task embed asks for embeddings, --pooling then allowed;
+(no process starts): generate unless --task embed (or SGLang's --is-embedding) asks for embeddings,
+--pooling then allowed;
 rerank refused naming the accepted tasks, as are a Gated-DeltaNet hybrid's embeddings and a
 decoder embedding this build does not run (float16, CUDA)."""
 
@@ -30,6 +31,12 @@ def test_a_decoder_generates_unless_asked_to_embed(decoder: Path, capsys: pytest
     assert _resolved(["--model-path", str(decoder)], capsys) == {"task": "generate", "pooling": None}
     asked = ["--model-path", str(decoder), "--task", "embed", "--pooling", "mean"]
     assert _resolved(asked, capsys) == {"task": "embed", "pooling": "mean"}
+
+
+def test_sglangs_is_embedding_is_task_embed(decoder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _resolved(["--model-path", str(decoder), "--is-embedding"], capsys) == {"task": "embed", "pooling": None}
+    assert main(["--model-path", str(decoder), "--is-embedding", "--task", "generate", "--dump-config"]) == 2
+    assert "argument --task: not allowed with argument --is-embedding" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
