@@ -2,11 +2,13 @@
 (no process starts): generate unless --task embed (or SGLang's --is-embedding) asks for embeddings,
 --pooling then allowed;
 rerank refused naming the accepted tasks, as are a Gated-DeltaNet hybrid's embeddings and a
-decoder embedding this build does not run (float16, CUDA)."""
+decoder embedding this build does not run (float16, CUDA), and a Matryoshka declaration that is
+not a list of sizes."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,15 @@ def test_a_hybrids_embeddings_are_refused_naming_it(tmp_path: Path, capsys: pyte
     assert main(["--model-path", str(hybrid), "--task", "embed", "--dump-config"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "Qwen3NextForCausalLM is a Gated-DeltaNet hybrid" in lines[0], lines
+
+
+def test_a_matryoshka_declaration_that_is_not_sizes_is_refused_in_one_line(
+    decoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reverse-verified by hand: without the read in the task handler the launch resolved (exit 0)."""
+    broken = shutil.copytree(decoder, tmp_path / "broken")
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "matryoshka_dimensions": [32, 4096]}))
+    assert main(["--model-path", str(broken), "--task", "embed", "--dump-config"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "matryoshka_dimensions = [32, 4096]; accepted: a list of sizes from 1 to 64" in lines[0]

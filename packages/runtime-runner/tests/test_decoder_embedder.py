@@ -60,8 +60,8 @@ def test_an_embedding_is_transformers_last_hidden_state_pooled(
 def test_an_embedding_is_the_same_bytes_alone_and_among_64_of_mixed_lengths(
     make_checkpoint: Callable[..., Path], dtype: torch.dtype
 ) -> None:
-    """Fails when the attention runs over the whole packed batch on torch's threads (checked by
-    hand: replacing causal_attention's per-input split by one padded batch changed the bits)."""
+    """Checked by hand: with causal_attention's per-input split replaced by one padded batch of
+    every input, the float32 case failed (an input's bits depended on its batch)."""
     embedder = _loaded(make_checkpoint("Qwen3ForCausalLM"), dtype)
     batch = [[(i * 7 + j * 13) % VOCAB for j in range(1 + (i * 5) % 40)] for i in range(64)]
     together = embedder.embed(batch)
