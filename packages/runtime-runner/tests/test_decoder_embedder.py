@@ -2,11 +2,13 @@
 tiny random Llama and Qwen3 checkpoints: the last hidden state pooled the same way (last token by
 default, mean when asked) and normalized, to fp32 tolerance; each embedding bitwise the same alone
 and among 64 inputs of mixed lengths, in float32 and bfloat16; a Qwen3-Embedding-style
-sentence-transformers config read; a token outside the vocabulary refused."""
+sentence-transformers config read; its bare checkpoint (no `model.` prefix) read; a token outside
+the vocabulary refused."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,3 +95,24 @@ def test_a_token_outside_the_vocabulary_is_refused(make_checkpoint: Callable[...
     embedder = _loaded(make_checkpoint("LlamaForCausalLM"))
     with pytest.raises(BatchError, match=f"token id {VOCAB}; accepted: 0 to {VOCAB - 1}"):
         embedder.embed([[1, VOCAB]])
+
+
+def test_a_bare_decoder_checkpoint_is_read_under_the_model_prefix(
+    make_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Qwen3-Embedding's safetensors hold its inner model's names (embed_tokens.weight, layers.0...)
+    with no LM head: read as the causal LM's, the same vectors bit for bit. Reverse-verified by
+    hand: without bare_decoder_names the load raised lacking every 'model.' tensor."""
+    from safetensors.torch import load_file, save_file
+
+    folder = make_checkpoint("Qwen3ForCausalLM", tie_word_embeddings=True)
+    bare = shutil.copytree(folder, tmp_path / "bare")
+    weights = load_file(bare / "model.safetensors")
+    save_file(
+        {name.removeprefix("model."): t for name, t in weights.items() if name != "lm_head.weight"},
+        bare / "model.safetensors",
+        metadata={"format": "pt"},
+    )
+    expected = [v.numpy().tobytes() for v in _loaded(folder).embed(INPUTS)]
+    config_bags.unpublish()
+    assert [v.numpy().tobytes() for v in _loaded(bare).embed(INPUTS)] == expected

@@ -1,6 +1,8 @@
-"""A tiny random Qwen3 decoder laid out as Qwen3-Embedding ships: config.json, safetensors, a
-tokenizer, and sentence-transformers' modules.json with last-token pooling and Normalize; and, when
-asked, the Matryoshka sizes its config.json declares. Built in about a second, for a real server
+"""A tiny random Qwen3 decoder laid out as Qwen3-Embedding ships: config.json naming
+Qwen3ForCausalLM, safetensors holding its inner Qwen3Model's tensors (`embed_tokens.weight`,
+`layers.0...`: no `model.` prefix, no LM head, the embedding tied), a tokenizer, and
+sentence-transformers' modules.json with last-token pooling and Normalize; and, when asked, the
+Matryoshka sizes its config.json declares. Built in about a second, for a real server
 with --task embed."""
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def build_tiny_embedding_decoder(
     normalized as its modules.json says, saved in `folder`; `matryoshka_dimensions`, when given, is
     written into config.json as vLLM reads it."""
     import torch
+    from safetensors.torch import load_file, save_file
 
     transformers: Any = importlib.import_module("transformers")
     folder.mkdir(parents=True, exist_ok=True)
@@ -44,6 +47,9 @@ def build_tiny_embedding_decoder(
         dtype="float32",
     )
     transformers.Qwen3ForCausalLM(config).to(torch.float32).save_pretrained(folder)
+    weights = load_file(folder / "model.safetensors")
+    bare = {name.removeprefix("model."): tensor for name, tensor in weights.items() if name != "lm_head.weight"}
+    save_file(bare, folder / "model.safetensors", metadata={"format": "pt"})
     if matryoshka_dimensions:
         raw = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**raw, "matryoshka_dimensions": list(matryoshka_dimensions)}))
