@@ -9,7 +9,6 @@ embedding counters in /metrics."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from serve_testing.embeddings_client import embedded_bytes
 from serve_testing.server import ServerProcess
 from serve_testing.tiny_bert_checkpoint import build_tiny_bert_checkpoint
 
@@ -51,13 +51,6 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
         yield client
 
 
-def embed(http: httpx.Client, **fields: Any) -> list[bytes]:
-    """Each input's embedding as float32 bytes, asked in base64."""
-    answer = http.post("/v1/embeddings", json={"encoding_format": "base64", **fields})
-    assert answer.status_code == 200, answer.text
-    return [base64.b64decode(item["embedding"]) for item in answer.json()["data"]]
-
-
 def _reference(model_dir: Path, texts: list[str]) -> torch.Tensor:
     """transformers' BertModel over each text alone, mean-pooled and normalized (sentence-transformers' modules)."""
     import transformers
@@ -85,9 +78,9 @@ def test_the_openai_client_embeds_as_transformers_does(server: ServerProcess, mo
 
 def test_every_input_form_gives_the_same_vectors(http: httpx.Client) -> None:
     ids = http.post("/tokenize", json={"prompt": TEXTS[0]}).json()["tokens"]
-    alone = embed(http, input=TEXTS[0])
-    assert embed(http, input=ids) == alone
-    assert embed(http, input=[ids, ids]) == alone * 2
+    alone = embedded_bytes(http, input=TEXTS[0])
+    assert embedded_bytes(http, input=ids) == alone
+    assert embedded_bytes(http, input=[ids, ids]) == alone * 2
     floats = http.post("/v1/embeddings", json={"input": TEXTS[0]}).json()["data"][0]["embedding"]
     assert np.asarray(floats, dtype="<f4").tobytes() == alone[0]
 
@@ -95,9 +88,9 @@ def test_every_input_form_gives_the_same_vectors(http: httpx.Client) -> None:
 def test_an_input_is_the_same_bytes_alone_and_among_64_of_mixed_lengths(http: httpx.Client) -> None:
     words = "the quick brown fox jumps over the lazy dog and paris is the capital of france".split()
     batch = [" ".join(words[i % 7 : i % 7 + 1 + i % 16]) for i in range(64)]
-    together = embed(http, input=batch)
+    together = embedded_bytes(http, input=batch)
     for at in (0, 9, 63):
-        assert embed(http, input=batch[at]) == [together[at]], at
+        assert embedded_bytes(http, input=batch[at]) == [together[at]], at
 
 
 def test_truncation_when_asked_keeps_the_limit(http: httpx.Client) -> None:
@@ -123,7 +116,7 @@ def test_langchain_openai_embeddings_work_unchanged(server: ServerProcess, http:
     )
     vectors = embeddings.embed_documents(TEXTS[:2])
     query = embeddings.embed_query(TEXTS[0])
-    assert np.asarray(vectors[0], dtype="<f4").tobytes() == embed(http, input=TEXTS[0])[0]
+    assert np.asarray(vectors[0], dtype="<f4").tobytes() == embedded_bytes(http, input=TEXTS[0])[0]
     assert query == vectors[0]
 
 
@@ -151,7 +144,7 @@ def test_a_bad_embedding_request_is_a_4xx_in_openais_shape(
     assert answer.status_code == status, answer.text
     error = answer.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and needle in error["message"], error
-    assert len(embed(http, input="fox")) == 1  # still serving
+    assert len(embedded_bytes(http, input="fox")) == 1  # still serving
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/generate"])

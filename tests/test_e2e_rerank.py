@@ -100,3 +100,30 @@ def test_embeddings_name_the_task(http: httpx.Client) -> None:
         "serves task 'embed', and model 'tiny-reranker' is served with task 'rerank'"
         in answer.json()["error"]["message"]
     )
+
+
+def test_score_gives_each_pair_the_rerank_score(http: httpx.Client) -> None:
+    """vLLM's /v1/score on a cross-encoder: one text_1 against every text_2, or two lists in order."""
+    by_document = {r["index"]: r["relevance_score"] for r in rerank(http)["results"]}
+    answer = http.post("/v1/score", json={"text_1": QUERY, "text_2": DOCUMENTS})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["object"] == "list" and body["model"] == MODEL and body["usage"]["prompt_tokens"] > 0
+    assert body["data"] == [{"index": i, "object": "score", "score": by_document[i]} for i in range(len(DOCUMENTS))]
+    paired = http.post("/v1/score", json={"text_1": [QUERY, QUERY], "text_2": DOCUMENTS[:2]}).json()
+    assert [d["score"] for d in paired["data"]] == [by_document[0], by_document[1]]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"text_1": ["a", "b"], "text_2": ["c", "d", "e"]}, "text_1 holds 2 texts and text_2 3; accepted: one text_1"),
+        ({"text_1": QUERY, "text_2": []}, "text_2 holds 0 texts"),
+        ({"text_1": QUERY, "text_2": ["fox", ""]}, "text_2[1] is an empty string"),
+        ({"text_1": QUERY, "text_2": " ".join(["fox"] * 300)}, "above this model's limit of 128"),
+    ],
+    ids=["lists that do not pair", "no text_2", "an empty text", "too long"],
+)
+def test_a_bad_score_request_is_a_400_naming_the_field(http: httpx.Client, body: dict[str, Any], needle: str) -> None:
+    answer = http.post("/v1/score", json=body)
+    assert answer.status_code == 400 and needle in answer.json()["error"]["message"], answer.text

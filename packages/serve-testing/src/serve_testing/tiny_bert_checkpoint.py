@@ -5,9 +5,10 @@ pooling, normalized, as all-MiniLM-L6-v2 is laid out) and a cross-encoder rerank
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 from typing import Any
+
+from serve_testing.sentence_transformers_files import write_sentence_transformers_config
 
 BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _CORPUS = (
@@ -69,16 +70,7 @@ def build_tiny_bert_checkpoint(folder: Path, *, max_position_embeddings: int = 1
     torch.manual_seed(seed)
     config = _tiny_config(transformers, vocab, max_position_embeddings)
     transformers.BertModel(config).to(torch.float32).save_pretrained(folder)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "1_Pooling").mkdir(exist_ok=True)
-    (folder / "1_Pooling" / "config.json").write_text(
-        json.dumps({"word_embedding_dimension": 64, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True})
-    )
+    write_sentence_transformers_config(folder, 64, {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True})
     return folder
 
 

@@ -10,6 +10,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from runtime_runner.errors import CheckpointError
+from runtime_runner.loading.bare_decoder_names import served_names_of
 
 
 def safetensors_files(model_dir: Path) -> dict[str, Path]:
@@ -57,7 +58,10 @@ class CheckpointReader:
 
     def __init__(self, model_dir: Path) -> None:
         self.model_dir = model_dir
-        self.locations = safetensors_files(model_dir)
+        stored = safetensors_files(model_dir)
+        # Served name -> stored name: a bare decoder's tensors under the names the loader asks for.
+        self._stored = served_names_of(stored)
+        self.locations = {served: stored[name] for served, name in self._stored.items()}
 
     def has(self, name: str) -> bool:
         """Whether the checkpoint holds tensor `name`."""
@@ -72,13 +76,14 @@ class CheckpointReader:
         file = self.locations.get(name)
         if file is None:
             raise CheckpointError(f"checkpoint {self.model_dir} lacks tensor {name!r} (expected shape {list(shape)})")
+        stored = self._stored[name]
         with safe_open(str(file), framework="pt") as handle:
-            if name not in handle.keys():
+            if stored not in handle.keys():
                 raise CheckpointError(
-                    f"checkpoint file {file.name} lacks tensor {name!r} that its index names (expected shape "
+                    f"checkpoint file {file.name} lacks tensor {stored!r} that its index names (expected shape "
                     f"{list(shape)})"
                 )
-            tensor: torch.Tensor = handle.get_tensor(name)
+            tensor: torch.Tensor = handle.get_tensor(stored)
         if tuple(tensor.shape) != shape:
             raise CheckpointError(f"tensor {name!r} has shape {list(tensor.shape)}; the config implies {list(shape)}")
         return tensor.to(device=device, dtype=dtype)

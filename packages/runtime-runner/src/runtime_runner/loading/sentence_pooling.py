@@ -34,6 +34,9 @@ class PoolingSpec:
 # A checkpoint without a sentence-transformers config: its first token's row ([CLS] for BERT),
 # normalized, as vLLM and llama-server embed such a BERT by default.
 UNCONFIGURED = PoolingSpec(mode="cls", normalize=True)
+# A decoder without one: its last token's row (the only one that saw every token through causal
+# attention), normalized, as Qwen3-Embedding's config says and vLLM embeds a decoder by default.
+DECODER_UNCONFIGURED = PoolingSpec(mode="last", normalize=True)
 
 
 def _module_type(entry: dict[str, Any], file: Path) -> str:
@@ -61,18 +64,19 @@ def _mode_of(file: Path) -> PoolingMode:
     return _MODE_OF_FLAG[on[0]]
 
 
-def pooling_spec_at(model_dir: Path) -> PoolingSpec:
-    """The checkpoint's pooling: from modules.json and its Pooling module's config, or UNCONFIGURED
-    where the checkpoint has no modules.json. A module this encoder does not compute (Dense, ...) or
-    a pooling mode it lacks raises naming the file."""
+def pooling_spec_at(model_dir: Path, unconfigured: PoolingSpec = UNCONFIGURED) -> PoolingSpec:
+    """The checkpoint's pooling: from modules.json and its Pooling module's config, or
+    `unconfigured` where the checkpoint has no modules.json (a decoder's is DECODER_UNCONFIGURED).
+    A module this encoder does not compute (Dense, ...) or a pooling mode it lacks raises naming
+    the file."""
     modules_file = model_dir / "modules.json"
     if not modules_file.is_file():
-        return UNCONFIGURED
+        return unconfigured
     try:
         modules = json.loads(modules_file.read_text())
     except ValueError as err:
         raise CheckpointError(f"{modules_file} is not valid JSON ({err})") from None
     kinds = {_module_type(entry, modules_file): entry for entry in modules}
     pooling = kinds.get("Pooling")
-    mode = UNCONFIGURED.mode if pooling is None else _mode_of(model_dir / str(pooling["path"]) / "config.json")
+    mode = unconfigured.mode if pooling is None else _mode_of(model_dir / str(pooling["path"]) / "config.json")
     return PoolingSpec(mode=mode, normalize="Normalize" in kinds)

@@ -26,6 +26,7 @@ from runtime_runner.loading.checkpoint import CheckpointReader
 from runtime_runner.loading.encoder_config import EncoderConfig, read_encoder_config
 from runtime_runner.loading.encoder_layout import WORD_EMBEDDINGS, encoder_prefix, encoder_tensors
 from runtime_runner.loading.sentence_pooling import PoolingMode, PoolingSpec, pooling_spec_at
+from runtime_runner.models.embedding_inputs import check_embedding_inputs
 from runtime_runner.models.matrix_projection import Projection, linear_of
 from runtime_runner.models.pooling import pooled
 from runtime_runner.models.whole_vectors import in_whole_vectors
@@ -127,15 +128,6 @@ class BertEncoder:
     def _layer_norm(self, rows: torch.Tensor, norm: Norm) -> torch.Tensor:
         return F.layer_norm(rows, (self.config.hidden_size,), norm.weight, norm.bias, self.config.layer_norm_eps)
 
-    def _check(self, inputs: Sequence[Sequence[int]]) -> None:
-        limit, vocab = self.config.max_position_embeddings, self.config.vocab_size
-        for i, ids in enumerate(inputs):
-            if not 1 <= len(ids) <= limit:
-                raise BatchError(f"input {i} holds {len(ids)} tokens; accepted: 1 to {limit} (the model's positions)")
-            outside = [t for t in ids if not 0 <= t < vocab]
-            if outside:
-                raise BatchError(f"input {i} holds token id {outside[0]}; accepted: 0 to {vocab - 1}")
-
     def _attention(self, qkv: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
         """Each input's bidirectional attention over its own rows of qkv [tokens, 3 * hidden] (call
         on one torch thread: see `_one_torch_thread`)."""
@@ -158,7 +150,7 @@ class BertEncoder:
         `token_types` gives (unset: all segment 0, one text); BatchError for an empty input, one
         longer than the model's positions, a token id outside its vocabulary, or token types that
         do not match the inputs."""
-        self._check(inputs)
+        check_embedding_inputs(inputs, self.config.max_position_embeddings, self.config.vocab_size)
         lengths = [len(ids) for ids in inputs]
         if token_types and [len(types) for types in token_types] != lengths:
             raise BatchError("token_types holds other lengths than the inputs; accepted: one type per token")

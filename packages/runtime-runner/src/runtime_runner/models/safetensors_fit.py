@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runtime_runner.errors import CheckpointError
 from runtime_runner.loading.arch_config import ArchConfig
+from runtime_runner.loading.bare_decoder_names import served_names_of
 from runtime_runner.loading.checkpoint import safetensors_files, safetensors_shapes
 from runtime_runner.loading.checkpoint_layout import TensorSpec
 from runtime_runner.loading.encoder_config import (
@@ -55,10 +56,14 @@ def refuse_unservable_safetensors(model_dir: Path, cfg: ArchConfig) -> None:
         raise CheckpointError(
             f"config.json: architecture {cfg.architecture!r} is not supported; supported: {supported}"
         )
-    locations = safetensors_files(model_dir)
-    shapes: dict[str, tuple[int, ...]] = {}
-    for path in sorted(set(locations.values())):
-        shapes.update(safetensors_shapes(path))
+    stored_locations = safetensors_files(model_dir)
+    stored_shapes: dict[str, tuple[int, ...]] = {}
+    for path in sorted(set(stored_locations.values())):
+        stored_shapes.update(safetensors_shapes(path))
+    # Under the names the loader asks for (a bare decoder's under model., as CheckpointReader reads them).
+    served = served_names_of(stored_locations)
+    locations = {name: stored_locations[stored] for name, stored in served.items()}
+    shapes = {name: stored_shapes[stored] for name, stored in served.items() if stored in stored_shapes}
     reader, specs = _read_tensors(model_dir, cfg, frozenset(shapes))
     for spec in specs:
         file = locations.get(spec.name)

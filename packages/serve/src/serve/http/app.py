@@ -18,6 +18,7 @@ from serve.http.routes_embeddings import router as embeddings_router
 from serve.http.routes_native import router as native_router
 from serve.http.routes_rerank import router as rerank_router
 from serve.http.routes_responses import router as responses_router
+from serve.http.routes_score import router as score_router
 from serve.http.routes_web import install_web_ui
 from serve.http.task_routes import install_task_routes
 from serve.resolved_view import ResolvedConfig
@@ -45,6 +46,7 @@ def create_app(manager: TokenizerManager, worker: TokenizerWorker, resolved: Res
         native_router,
         embeddings_router,
         rerank_router,
+        score_router,
         admin_router,
     ):
         app.include_router(router)

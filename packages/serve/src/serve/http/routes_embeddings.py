@@ -1,4 +1,4 @@
-"""POST /v1/embeddings: OpenAI's embeddings endpoint over the served encoder (task embed)."""
+"""POST /v1/embeddings: OpenAI's embeddings endpoint over the served encoder or decoder (task embed)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 from fastapi import APIRouter, Request
 
 from serve.http.admission import check_model, check_token_ids, new_rid
+from serve.http.embedding_dimensions import check_dimensions, truncated
 from serve.http.embeddings_request import EmbeddingsBody, texts_or_ids, within_limit
-from serve.http.errors import bad_request
 from serve.tokenizer.manager import TokenizerManager
 from serve.tokenizer.served_name import served_model_name
 from serve.tokenizer.worker import TokenizerWorker
@@ -32,23 +32,21 @@ async def embeddings(body: EmbeddingsBody, http_request: Request) -> Any:
     manager: TokenizerManager = http_request.app.state.manager
     worker: TokenizerWorker = http_request.app.state.tokenizer_worker
     check_model(body.model)
-    if body.dimensions is not None:
-        raise bad_request(
-            f"dimensions = {body.dimensions}: model {served_model_name()!r} does not declare Matryoshka truncation, "
-            "so a shorter vector would not be its embedding; accepted: omit dimensions",
-            param="dimensions",
-        )
+    info = manager.model_info
+    check_dimensions(body.dimensions, info)
     texts, ids = texts_or_ids(body)
     from_text = texts is not None
     if texts is not None:
         ids = [list(encoded) for encoded in await worker.encode(texts)]
     assert ids is not None  # texts_or_ids gives one of the two
-    info = manager.model_info
     inputs = []
     for index, one in enumerate(ids):
         check_token_ids(one, info.vocab_size, f"input[{index}]")
         inputs.append(within_limit(one, index, info.context_length, body.truncate_prompt_tokens, from_text))
-    vectors = await manager.embed(new_rid(), tuple(inputs))
+    vectors = [
+        truncated(vector, body.dimensions, info.embeddings_normalized)
+        for vector in await manager.embed(new_rid(), tuple(inputs))
+    ]
     tokens = sum(len(one) for one in inputs)
     return {
         "object": "list",

@@ -5,7 +5,6 @@ the document."""
 
 from __future__ import annotations
 
-import struct
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
@@ -13,6 +12,7 @@ from pydantic import Field
 
 from serve.http.admission import check_model, new_rid
 from serve.http.errors import bad_request
+from serve.http.pair_scores import pair_scores
 from serve.http.request_object import RequestObject
 from serve.http.unserved_fields import RERANK_FIELDS
 from serve.tokenizer.manager import TokenizerManager
@@ -54,21 +54,15 @@ async def rerank(body: RerankBody, http_request: Request) -> Any:
             raise bad_request(
                 f"documents[{index}] is an empty string; accepted: text to score", param=f"documents[{index}]"
             )
-    pairs = await worker.encode_pairs(body.query, body.documents)
-    limit = manager.model_info.context_length
-    for index, (ids, _) in enumerate(pairs):
-        if len(ids) > limit:
-            raise bad_request(
-                f"the query with documents[{index}] holds {len(ids)} tokens, above this model's limit of {limit}; "
-                f"accepted: a query and document of at most {limit} tokens together",
-                param=f"documents[{index}]",
-            )
-    outputs = await manager.embed(
-        new_rid(), tuple(tuple(ids) for ids, _ in pairs), tuple(tuple(types) for _, types in pairs)
+    scored = await pair_scores(
+        manager,
+        worker,
+        [(body.query, document) for document in body.documents],
+        lambda index: (f"the query with documents[{index}]", f"documents[{index}]"),
     )
-    scores = [struct.unpack("<f", output)[0] for output in outputs]
+    scores = scored.scores
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: body.top_n]
-    tokens = sum(len(ids) for ids, _ in pairs)
+    tokens = scored.tokens
     return {
         "id": f"rerank-{new_rid()}",
         "model": served_model_name(),

@@ -315,3 +315,7 @@ EMBEDDING_FIELDS = _table(
 RERANK_FIELDS = _table(
     user=Metadata("an end-user id for the caller's monitoring"),
 )
+
+SCORE_FIELDS = _table(
+    user=Metadata("an end-user id for the caller's monitoring"),
+)

@@ -96,6 +96,12 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     # request) and the snapshot pool of its prefix cache, in MiB; and the snapshot pool's slots.
     recurrent_state_mb: float = 0.0
     state_snapshot_slots: int = 0
+    # An embedding model's vectors (task embed): their size, whether they are scaled to unit
+    # length, and the shorter sizes the checkpoint declares (runtime_runner.loading.matryoshka:
+    # None none, () any from 1 to the size).
+    embedding_size: int = 0
+    embeddings_normalized: bool = False
+    matryoshka_dimensions: tuple[int, ...] | None = None
 
 
 class ProcessReady(msgspec.Struct, frozen=True, kw_only=True, tag=True):

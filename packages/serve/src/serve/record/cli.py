@@ -1,6 +1,7 @@
 """The `serve` command line: config-bags' command line over this server's `Bags` (one `--flag`
 per leaf, grouped by bag, plus --config, --dump-config and --explain), with `SERVE_<FLAG>`
-environment variables and `--model` as the short spelling operators know from other servers."""
+environment variables, `--model` as the short spelling operators know from other servers, and
+SGLang's `--is-embedding` for `--task embed`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ SERVE_COMMAND = CommandLine(
     env_prefix="SERVE_",
     description="Serve an LLM over an OpenAI-compatible HTTP API.",
     aliases={"model_path": ("--model",)},
+    # SGLang's spelling of an embedding launch.
+    value_flags={"--is-embedding": ("task", "embed")},
     example=("page_size", "16"),
 )
 

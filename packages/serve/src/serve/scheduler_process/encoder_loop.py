@@ -1,5 +1,5 @@
-"""The scheduler process of a launch whose task is embed or rerank: an encoder (or cross-encoder)
-and a loop that batches the pending inputs into one forward.
+"""The scheduler process of a launch whose task is embed or rerank: an encoder (or cross-encoder,
+or a decoder embedding) and a loop that batches the pending inputs into one forward.
 
 An embedding input needs none of the scheduler's machinery (runtime_scheduler is a KV-page
 machine: admission by free pages, a prefix cache, chunked prefill, retraction, decode steps and
@@ -8,16 +8,14 @@ the loop takes every message that arrived, embeds the waiting requests' inputs t
 requests, in arrival order, up to schedule.max_prefill_tokens tokens, at least one request, read
 at each step), and answers each request with its outputs (vectors, or scores). The encoder is
 batch-invariant (runtime_runner.models.encoder), so whatever a request is batched with, its
-outputs are the same.
+outputs are the same; so is a decoder's (runtime_runner.models.decoder_embedder).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +23,8 @@ import torch
 import zmq
 
 import config_bags
-from config_bags.server import context_length_of, get_model, get_schedule
+from config_bags.server import get_model, get_schedule
 from runtime_runner.errors import BatchError
-from runtime_runner.models.cross_encoder import BertCrossEncoder
-from runtime_runner.models.encoder import BertEncoder
-from runtime_runner.placement import model_dtype_of
 from serve.config_override import apply_override
 from serve.ipc.channels import Addresses, Receiver, Sender
 from serve.ipc.messages import (
@@ -37,29 +32,15 @@ from serve.ipc.messages import (
     EmbedRequest,
     EmbedResult,
     Message,
-    ModelInfo,
     OverrideRequest,
     ProcessReady,
 )
+from serve.scheduler_process.embedding_model import Compute, load_embedding_model
 from serve.scheduler_process.placement import RankPlacement
 
 logger = logging.getLogger(__name__)
 
 _IDLE_POLL_MS = 500
-
-
-# inputs, their token types (empty: one segment) -> each input's output as float32 bytes
-Compute = Callable[[list[tuple[int, ...]], list[tuple[int, ...]]], list[bytes]]
-
-
-def embeddings_of(encoder: BertEncoder) -> Compute:
-    """The encoder's embeddings, each as its float32 bytes."""
-    return lambda inputs, _types: [vector.numpy().tobytes() for vector in encoder.embed(inputs)]
-
-
-def scores_of(cross_encoder: BertCrossEncoder) -> Compute:
-    """The cross-encoder's scores of pairs, each as one float32's bytes."""
-    return lambda inputs, types: [struct.pack("<f", score) for score in cross_encoder.score(inputs, types)]
 
 
 class EncoderLoop:
@@ -136,22 +117,10 @@ def run_encoder(addresses: Addresses, placement: RankPlacement) -> None:
     if model_bag.model_path is None:
         raise RuntimeError("model.model_path is unset; the launcher resolves it before starting the scheduler")
     logger.info("loading the encoder")
-    path, dtype = Path(model_bag.model_path), model_dtype_of(model_bag, "float32", torch.device("cpu"))
-    compute: Compute
-    if model_bag.task == "rerank":
-        cross_encoder = BertCrossEncoder.load(path, dtype)
-        config, compute = cross_encoder.encoder.config, scores_of(cross_encoder)
-    else:
-        encoder = BertEncoder.load(path, dtype, model_bag.pooling)
-        config, compute = encoder.config, embeddings_of(encoder)
+    path = Path(model_bag.model_path)
+    model = load_embedding_model(path)
     config_bags.begin_serving()
-    model = ModelInfo(
-        context_length=context_length_of(get_model(), config.max_position_embeddings),
-        max_total_tokens=0,
-        vocab_size=config.vocab_size,
-        runners={},
-    )
-    logger.info("encoder loaded: %s; torch threads: %d", model, torch.get_num_threads())
+    logger.info("encoder loaded: %s; torch threads: %d", model.info, torch.get_num_threads())
     to_detokenizer.send(
         ProcessReady(
             name=placement.name,
@@ -159,7 +128,7 @@ def run_encoder(addresses: Addresses, placement: RankPlacement) -> None:
             pid=os.getpid(),
             config_hash=config_bags.config_hash(),
             role_check=config_bags.ROLE_CHECK_MODE.value,
-            model=model,
+            model=model.info,
         )
     )
-    EncoderLoop(compute, inbox, to_detokenizer, placement.name).run_forever()
+    EncoderLoop(model.compute, inbox, to_detokenizer, placement.name).run_forever()

@@ -12,6 +12,7 @@ from runtime_runner import device_of, ensure_default_model
 from runtime_runner.errors import CheckpointError, UnsupportedConfigError
 from runtime_runner.loading.checkpoint_source import draft_arch_config, gguf_file_of
 from runtime_runner.loading.gguf.tokenizer_cache import ensure_gguf_tokenizer
+from runtime_runner.loading.matryoshka import matryoshka_dimensions_at
 from runtime_runner.loading.quantization_support import activations_of, cpu_tier_of
 from runtime_runner.models.gguf_fit import refuse_misfit_gguf
 from runtime_runner.models.safetensors_fit import refuse_unservable_safetensors
@@ -97,9 +98,18 @@ def safetensors_fit_their_decoder(res: Resolution) -> None:
 
 def task(res: Resolution) -> None:
     """The checkpoint's task unless the operator named one: embed for an encoder (BertModel),
-    generate for a decoder; the rule task_served refuses one this build does not serve on it."""
+    generate for a decoder; the rule task_served refuses one this build does not serve on it, and
+    an embedding launch's Matryoshka sizes (config.json) are read."""
     res.declare("task", task=task_of_architecture(res.model.architecture))
     res.check(task_served(ServedModel.of(res.model)))
+    model_path = res.bags().model.model_path
+    if res.bags().model.task == "embed" and model_path is not None:
+        # Read here, for its raise: a Matryoshka declaration that is not a list of sizes ends the
+        # launch in one line rather than in the scheduler process that reads it again.
+        try:
+            matryoshka_dimensions_at(Path(model_path), res.model.hidden_size)
+        except CheckpointError as err:
+            raise ResolutionError(f"model_path {model_path}: {err}") from None
 
 
 def tokenizer_path(res: Resolution) -> None:
