@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from runtime_runner.models.layer_attention import LayerAttention
+from runtime_runner.models.one_torch_thread import one_torch_thread
 
 
 def causal_attention_of(lengths: Sequence[int], scale: float) -> LayerAttention:
@@ -24,9 +25,7 @@ def causal_attention_of(lengths: Sequence[int], scale: float) -> LayerAttention:
         out: list[torch.Tensor] = []
         # One thread: an input's matmuls are too small to share, and the thread count would
         # otherwise be one more thing a row's bits could depend on.
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():
             for qs, ks, vs in zip(
                 torch.split(q, list(lengths)), torch.split(k, list(lengths)), torch.split(v, list(lengths)), strict=True
             ):
@@ -38,8 +37,6 @@ def causal_attention_of(lengths: Sequence[int], scale: float) -> LayerAttention:
                 future = torch.ones(n, n, dtype=torch.bool).triu(1)
                 weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
                 out.append(torch.matmul(weights, vh).transpose(0, 1).to(q.dtype))
-        finally:
-            torch.set_num_threads(threads)
-        return torch.cat(out)
+            return torch.cat(out)
 
     return attend

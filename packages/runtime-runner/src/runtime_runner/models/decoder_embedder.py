@@ -22,6 +22,7 @@ from runtime_runner.models.causal_attention import causal_attention_of
 from runtime_runner.models.decoder import DecoderForCausalLM
 from runtime_runner.models.embedding_inputs import check_embedding_inputs
 from runtime_runner.models.model_loading import load_target
+from runtime_runner.models.one_torch_thread import one_torch_thread
 from runtime_runner.models.pooling import pooled
 
 
@@ -71,4 +72,6 @@ class DecoderEmbedder:
 
     def embed(self, inputs: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """One fp32 embedding [hidden] per input of token ids (as the tokenizer gives them)."""
-        return [pooled(rows, self.pooling) for rows in self.hidden_rows(inputs)]
+        rows = self.hidden_rows(inputs)
+        with one_torch_thread():
+            return [pooled(one, self.pooling) for one in rows]

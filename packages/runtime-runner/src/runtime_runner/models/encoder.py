@@ -13,8 +13,7 @@ bitwise the same alone or in any batch.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,23 +27,9 @@ from runtime_runner.loading.encoder_layout import WORD_EMBEDDINGS, encoder_prefi
 from runtime_runner.loading.sentence_pooling import PoolingMode, PoolingSpec, pooling_spec_at
 from runtime_runner.models.embedding_inputs import check_embedding_inputs
 from runtime_runner.models.matrix_projection import Projection, linear_of
+from runtime_runner.models.one_torch_thread import one_torch_thread
 from runtime_runner.models.pooling import pooled
 from runtime_runner.models.whole_vectors import in_whole_vectors
-
-
-@contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    """torch on one thread for the per-input steps (attention, pooling): each is too small to share,
-    and each call on two threads is an OpenMP region that waits for both, which a busy machine
-    stretches (all-MiniLM-L6-v2, 256 inputs, bf16, a busy 2-core machine: the encoder ran 5 to 28
-    inputs/s with every step on two threads, 75 to 83 with the attention's matmuls on one, 110 to
-    119 with its concatenation and the pooling on one too). The projections keep every thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -130,7 +115,7 @@ class BertEncoder:
 
     def _attention(self, qkv: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
         """Each input's bidirectional attention over its own rows of qkv [tokens, 3 * hidden] (call
-        on one torch thread: see `_one_torch_thread`)."""
+        under `one_torch_thread`)."""
         heads, head_dim, hidden = self.config.num_heads, self.config.head_dim, self.config.hidden_size
         scale = 1.0 / math.sqrt(head_dim)
         out: list[torch.Tensor] = []
@@ -163,7 +148,7 @@ class BertEncoder:
         x = self._layer_norm(x, self.embedding_norm)
         for layer in self.layers:
             qkv = layer.qkv(x)
-            with _one_torch_thread():
+            with one_torch_thread():
                 mixed = self._attention(qkv, lengths)
             attended = layer.attention_out(mixed)
             x = self._layer_norm(attended + x, layer.attention_norm)
@@ -174,5 +159,5 @@ class BertEncoder:
     def embed(self, inputs: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """One fp32 embedding [hidden] per input of token ids (the tokenizer's, [CLS] and [SEP] included)."""
         rows = self.hidden_rows(inputs)
-        with _one_torch_thread():
+        with one_torch_thread():
             return [pooled(one, self.pooling) for one in rows]
