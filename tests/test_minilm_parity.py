@@ -74,3 +74,27 @@ def test_a_minilm_embedding_is_the_same_bytes_alone_and_among_64(minilm: Path) -
     together = encoder.embed(batch)
     for at in (0, 31, 63):
         assert encoder.embed([batch[at]])[0].numpy().tobytes() == together[at].numpy().tobytes(), at
+
+
+def test_minilm_under_int8_weights_keeps_cosine_and_batch_invariance(minilm: Path, reference: torch.Tensor) -> None:
+    """`--quantization int8` on an encoder: accepted by the launch rule, its projections quantized
+    per output channel (as a decoder's are) and run by the quantized kernel, still batch-invariant bit
+    for bit. Reverse-verified by hand: with the int8 flag not reaching the projections, the int8
+    kernel check failed; with BertModel left out of QUANTIZED_ARCHITECTURES, the rule refused it."""
+    from config_bags.server import ExecBag, ModelBag
+    from runtime_runner.kernels.quantized_linear import QuantizedLinear
+    from runtime_runner.loading.checkpoint_source import arch_config_at
+    from runtime_runner.loading.quantization_support import quantized_weights_refusal_of
+
+    int8 = ModelBag(model_path=str(minilm), quantization="int8")
+    assert quantized_weights_refusal_of(int8, ExecBag(), "cpu", None, lambda: arch_config_at(minilm)) is None
+
+    encoder = BertEncoder.load(minilm, torch.float32, int8=True)
+    assert all(isinstance(layer.intermediate, QuantizedLinear) for layer in encoder.layers)
+    ids = _token_ids(minilm)
+    ours = torch.stack(encoder.embed(ids))
+    cosines = F.cosine_similarity(ours, reference, dim=-1)
+    assert bool((cosines >= 0.999).all()), cosines
+    together = encoder.embed(ids * 4)
+    for at in (0, 13, 23):
+        assert encoder.embed([ids[at % len(ids)]])[0].numpy().tobytes() == together[at].numpy().tobytes(), at

@@ -14,11 +14,14 @@ from config_bags.server.bags.exec import QuantizedActivations
 from native_build import TIERS, CpuTier, detected_tier, tier_runs_here
 from runtime_runner.loading.arch_config import ArchConfig
 from runtime_runner.loading.checkpoint_source import gguf_file_of
+from runtime_runner.loading.encoder_config import ENCODER_ARCHITECTURES
 from runtime_runner.loading.gguf.file import GgufFile
 from runtime_runner.placement import model_dtype_of
 
-# The entry classes whose projections and embedding take a QuantizedTensor (the hybrids' do not).
-QUANTIZED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+# The entry classes whose projections take a QuantizedTensor (the decoders' embeddings too; the
+# hybrids' take none). The BERT encoders' come only from int8 at load: a BERT GGUF file is refused
+# by its architecture when it is opened.
+QUANTIZED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", *ENCODER_ARCHITECTURES)
 # The activation dtypes the quantized kernels compute in (runtime_runner.kernels.quantized_linear).
 QUANTIZED_ACTIVATIONS = (torch.float32, torch.bfloat16)
 

@@ -19,8 +19,8 @@ from runtime_runner.loading.checkpoint import CheckpointReader
 from runtime_runner.loading.encoder_config import read_encoder_config
 from runtime_runner.loading.encoder_layout import cross_encoder_head_tensors
 from runtime_runner.loading.sentence_pooling import UNCONFIGURED
-from runtime_runner.models.encoder import BertEncoder
-from runtime_runner.models.matrix_projection import linear_of
+from runtime_runner.models.encoder import BertEncoder, encoder_projection
+from runtime_runner.models.matrix_projection import Projection
 from runtime_runner.models.whole_vectors import in_whole_vectors
 
 
@@ -36,19 +36,24 @@ class BertCrossEncoder:
         self.encoder = encoder
         cpu, dtype = torch.device("cpu"), encoder.dtype
         tensors = {
-            spec.name: reader.read(spec.name, spec.shape, dtype, cpu) for spec in cross_encoder_head_tensors(config)
+            spec.name: reader.read(spec.name, spec.shape, torch.float32, cpu)
+            for spec in cross_encoder_head_tensors(config)
         }
-        linear = linear_of(batch_invariant=True, activation_dtype=dtype)
-        self.pooler = linear(tensors["bert.pooler.dense.weight"], tensors["bert.pooler.dense.bias"])
-        self.classifier = linear(tensors["classifier.weight"], tensors["classifier.bias"])
+
+        def head(name: str) -> Projection:
+            return encoder_projection(tensors[name + ".weight"], tensors[name + ".bias"].to(dtype), dtype, encoder.int8)
+
+        self.pooler = head("bert.pooler.dense")
+        self.classifier = head("classifier")
         self.sigmoid = config.score_activation == "sigmoid"
 
     @classmethod
-    def load(cls, model_dir: Path, dtype: torch.dtype = torch.float32) -> BertCrossEncoder:
-        """The cross-encoder of the checkpoint at `model_dir`, on the CPU in `dtype` (float32 or bfloat16)."""
+    def load(cls, model_dir: Path, dtype: torch.dtype = torch.float32, int8: bool = False) -> BertCrossEncoder:
+        """The cross-encoder of the checkpoint at `model_dir`, on the CPU in `dtype` (float32 or
+        bfloat16), its projections (the head's too) quantized to int8 where `int8`."""
         reader = CheckpointReader(model_dir)
         # The encoder's rows feed the pooler, not a sentence pooling: its pooling spec goes unused.
-        return cls(BertEncoder(read_encoder_config(model_dir), reader, UNCONFIGURED, dtype), reader)
+        return cls(BertEncoder(read_encoder_config(model_dir), reader, UNCONFIGURED, dtype, int8), reader)
 
     @torch.inference_mode()
     def score(self, pairs: Sequence[Sequence[int]], token_types: Sequence[Sequence[int]]) -> list[float]:

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from runtime_runner.errors import BatchError
+from runtime_runner.kernels.quantized_tensor import int8_per_channel_of
 from runtime_runner.loading.checkpoint import CheckpointReader
 from runtime_runner.loading.encoder_config import EncoderConfig, read_encoder_config
 from runtime_runner.loading.encoder_layout import WORD_EMBEDDINGS, encoder_prefix, encoder_tensors
@@ -30,6 +31,14 @@ from runtime_runner.models.matrix_projection import Projection, linear_of
 from runtime_runner.models.one_torch_thread import one_torch_thread
 from runtime_runner.models.pooling import pooled
 from runtime_runner.models.whole_vectors import in_whole_vectors
+
+
+def encoder_projection(weight: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype, int8: bool) -> Projection:
+    """The batch-invariant linear of `weight` (fp32 as read; quantized to int8 per output channel
+    where `int8`, as `--quantization int8` quantizes a decoder, else rounded to `dtype`) and `bias`,
+    over rows of `dtype`."""
+    linear = linear_of(batch_invariant=True, activation_dtype=dtype)
+    return linear(int8_per_channel_of(weight) if int8 else weight.to(dtype), bias)
 
 
 @dataclass(frozen=True)
@@ -56,24 +65,31 @@ class BertEncoder:
     """The encoder of a BERT checkpoint and its pooling: `embed(inputs)` -> one vector per input."""
 
     def __init__(
-        self, config: EncoderConfig, reader: CheckpointReader, pooling: PoolingSpec, dtype: torch.dtype
+        self,
+        config: EncoderConfig,
+        reader: CheckpointReader,
+        pooling: PoolingSpec,
+        dtype: torch.dtype,
+        int8: bool = False,
     ) -> None:
         self.config = config
         self.pooling = pooling
         self.dtype = dtype
+        self.int8 = int8
         prefix = encoder_prefix(set(reader.names()))
         shapes = {spec.name: spec.shape for spec in encoder_tensors(config, prefix)}
         cpu = torch.device("cpu")
-        linear = linear_of(batch_invariant=True, activation_dtype=dtype)
 
-        def read(name: str) -> torch.Tensor:
-            return reader.read(prefix + name, shapes[prefix + name], dtype, cpu)
+        def read(name: str, as_dtype: torch.dtype = dtype) -> torch.Tensor:
+            return reader.read(prefix + name, shapes[prefix + name], as_dtype, cpu)
 
         def norm(name: str) -> Norm:
             return Norm(read(name + ".weight"), read(name + ".bias"))
 
-        def dense(name: str) -> Projection:
-            return linear(read(name + ".weight"), read(name + ".bias"))
+        def dense(*names: str) -> Projection:
+            # The named layers' rows stacked into one projection (q, k and v as one).
+            weight = torch.cat([read(n + ".weight", torch.float32) for n in names])
+            return encoder_projection(weight, torch.cat([read(n + ".bias") for n in names]), dtype, int8)
 
         self.word = read(WORD_EMBEDDINGS)
         self.position = read("embeddings.position_embeddings.weight")
@@ -85,9 +101,7 @@ class BertEncoder:
             parts = [at + f"attention.self.{p}" for p in ("query", "key", "value")]
             self.layers.append(
                 EncoderLayer(
-                    qkv=linear(
-                        torch.cat([read(p + ".weight") for p in parts]), torch.cat([read(p + ".bias") for p in parts])
-                    ),
+                    qkv=dense(*parts),
                     attention_out=dense(at + "attention.output.dense"),
                     attention_norm=norm(at + "attention.output.LayerNorm"),
                     intermediate=dense(at + "intermediate.dense"),
@@ -98,17 +112,17 @@ class BertEncoder:
 
     @classmethod
     def load(
-        cls, model_dir: Path, dtype: torch.dtype = torch.float32, pooling: PoolingMode | None = None
+        cls, model_dir: Path, dtype: torch.dtype = torch.float32, pooling: PoolingMode | None = None, int8: bool = False
     ) -> BertEncoder:
         """The encoder of the checkpoint at `model_dir`, on the CPU in `dtype` (float32 or bfloat16:
-        the batch-invariant linear's), pooled as its sentence-transformers config says, or by
-        `pooling` where given (its normalization kept)."""
+        the batch-invariant linear's), its projections quantized to int8 where `int8`, pooled as
+        its sentence-transformers config says, or by `pooling` where given (its normalization kept)."""
         if dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"the encoder runs in float32 or bfloat16; got {dtype}")
         spec = pooling_spec_at(model_dir)
         if pooling is not None:
             spec = PoolingSpec(mode=pooling, normalize=spec.normalize)
-        return cls(read_encoder_config(model_dir), CheckpointReader(model_dir), spec, dtype)
+        return cls(read_encoder_config(model_dir), CheckpointReader(model_dir), spec, dtype, int8)
 
     def _layer_norm(self, rows: torch.Tensor, norm: Norm) -> torch.Tensor:
         return F.layer_norm(rows, (self.config.hidden_size,), norm.weight, norm.bias, self.config.layer_norm_eps)

@@ -51,7 +51,7 @@ def load_embedding_model(path: Path) -> Loaded:
     model_bag = get_model()
     dtype = model_dtype_of(model_bag, "float32", torch.device("cpu"), quantized=serves_quantized(model_bag, path))
     if model_bag.task == "rerank":
-        cross_encoder = BertCrossEncoder.load(path, dtype)
+        cross_encoder = BertCrossEncoder.load(path, dtype, int8=model_bag.quantization == "int8")
         config = cross_encoder.encoder.config
         info = ModelInfo(
             context_length=context_length_of(model_bag, config.max_position_embeddings),
@@ -62,7 +62,7 @@ def load_embedding_model(path: Path) -> Loaded:
         return Loaded(scores_of(cross_encoder), info)
     embedder: BertEncoder | DecoderEmbedder
     if _architecture_at(path) in ENCODER_ARCHITECTURES:
-        embedder = BertEncoder.load(path, dtype, model_bag.pooling)
+        embedder = BertEncoder.load(path, dtype, model_bag.pooling, int8=model_bag.quantization == "int8")
         positions, vocab, size = (
             embedder.config.max_position_embeddings,
             embedder.config.vocab_size,

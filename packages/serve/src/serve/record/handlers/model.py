@@ -61,8 +61,9 @@ def quantized_kernels(res: Resolution) -> None:
 def quantized_weights_run_here(res: Resolution) -> None:
     """Quantized weights (a GGUF checkpoint, or quantization = int8 over a dense one) run the
     quantized CPU kernels: on a CPU, eagerly, in float32 or bfloat16, for a Llama, Qwen2 or Qwen3
-    model; int8 does not quantize a GGUF file twice. The checkpoint is read first, so a GGUF file
-    of a tensor type not served is refused before anything is written for it."""
+    model, or a BERT encoder under int8; int8 does not quantize a GGUF file twice. The checkpoint is
+    read first, so a GGUF file of a tensor type not served is refused before anything is written
+    for it."""
     # Read first, for its raise: the cached property loads the checkpoint, and one it cannot serve (a GGUF
     # tensor of a type not served) is refused here.
     _ = res.model
