@@ -188,11 +188,19 @@ FLAG_CASES: list[tuple[str, list[str], list[str]]] = [
     ("decreasing graph sizes", ["--cuda-graph-decode-bs", "4,2"], ["cuda_graph_decode_bs", "strictly increasing"]),
     ("cuda without a device", ["--device", "cuda"], ["device='cuda'", "no CUDA device"]),
     (
-        "embeddings from a decoder",
-        ["--task", "embed"],
-        ["task = 'embed': LlamaForCausalLM is a decoder", "accepted: 'generate'", "rule task_served", "--task embed"],
+        "decoder embeddings in float16",
+        ["--task", "embed", "--dtype", "float16"],
+        [
+            "task = 'embed' runs the decoder's embeddings in float32 or bfloat16, and dtype = 'float16'",
+            "rule task_served",
+            "--task embed",
+        ],
     ),
-    ("rerank on a decoder", ["--task", "rerank"], ["task = 'rerank': LlamaForCausalLM is a decoder"]),
+    (
+        "rerank on a decoder",
+        ["--task", "rerank"],
+        ["task = 'rerank': LlamaForCausalLM is a decoder", "accepted: 'generate' or 'embed'"],
+    ),
     ("pooling a generation", ["--pooling", "mean"], ["pooling = 'mean' configures embeddings, and task = 'generate'"]),
     ("unknown task", ["--task", "classify"], ["task", "accepted: one of generate, embed, rerank"]),
     (
