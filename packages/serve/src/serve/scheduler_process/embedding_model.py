@@ -4,7 +4,6 @@ says, with its forward as one `Compute` and what the API must know of it (ModelI
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 import torch
 
 from config_bags.server import context_length_of, get_model
+from runtime_runner.loading.checkpoint_source import arch_config_at
 from runtime_runner.loading.encoder_config import ENCODER_ARCHITECTURES
 from runtime_runner.loading.matryoshka import matryoshka_dimensions_at
 from runtime_runner.loading.quantization_support import serves_quantized
@@ -61,7 +61,7 @@ def load_embedding_model(path: Path) -> Loaded:
         )
         return Loaded(scores_of(cross_encoder), info)
     embedder: BertEncoder | DecoderEmbedder
-    if _architecture_at(path) in ENCODER_ARCHITECTURES:
+    if arch_config_at(path).architecture in ENCODER_ARCHITECTURES:
         embedder = BertEncoder.load(path, dtype, model_bag.pooling, int8=model_bag.quantization == "int8")
         positions, vocab, size = (
             embedder.config.max_position_embeddings,
@@ -85,12 +85,3 @@ def load_embedding_model(path: Path) -> Loaded:
         matryoshka_dimensions=matryoshka_dimensions_at(path, size),
     )
     return Loaded(embeddings_of(embedder), info)
-
-
-def _architecture_at(path: Path) -> str:
-    """config.json's first architecture ("" for a GGUF file, which is a decoder's)."""
-    file = path / "config.json"
-    if not file.is_file():
-        return ""
-    architectures = json.loads(file.read_text()).get("architectures") or [""]
-    return str(architectures[0])
